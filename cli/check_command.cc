@@ -1,0 +1,239 @@
+// Formatting of the pre-flight report; see check_command.h.
+#include "cli/check_command.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/iteration_plan.h"
+#include "model/scenario_defaults.h"
+
+namespace petrsim {
+namespace {
+
+std::string OnOff(bool value) { return value ? "on" : "off"; }
+
+nlohmann::json HitJson(const std::optional<SamplerHit>& hit) {
+  if (!hit) return nullptr;
+  return {{"iteration", hit->iteration}, {"rank", hit->rank},   {"slot", hit->slot},
+          {"worker", hit->worker},       {"index", hit->index}, {"group", hit->group}};
+}
+
+nlohmann::json PoolJson(const TrapPool& pool) {
+  return {{"subdataset", pool.subdataset},
+          {"subdataset_name", pool.subdataset_name},
+          {"group", pool.group},
+          {"scene", pool.scene_name},
+          {"scene_index", pool.scene_index_in_subdataset},
+          {"scenes_spanned", pool.scenes_spanned},
+          {"first_frame", pool.first_frame},
+          {"last_frame", pool.last_frame},
+          {"first_frame_in_scene", pool.first_frame_in_scene},
+          {"last_frame_in_scene", pool.last_frame_in_scene},
+          {"frames", pool.frames},
+          {"first_hit", HitJson(pool.first_hit)}};
+}
+
+std::string SplitDescription(const Grouping& grouping) {
+  if (!grouping.seq_mode()) return "seq_mode off: one group per sub-dataset";
+  if (grouping.seq_split_all()) return "seq_mode, seq_split_num 'all': one group per frame";
+  return fmt::format("seq_mode, seq_split_num {}", grouping.seq_split_num());
+}
+
+// The sequence number of the first collective of `iteration` on the default group.
+uint64_t FirstSeqOfIteration(const Scenario& scenario, uint64_t iteration) {
+  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  return CollectivesBefore(plan, "default_pg", iteration) + 1;
+}
+
+}  // namespace
+
+int CheckExitCode(const CheckReport& report) { return report.job_fails ? 1 : 0; }
+
+std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
+                              const Dataset& dataset, const CheckReport& report) {
+  const auto& job = scenario.job();
+  const auto& stats = report.statistics;
+  std::string out;
+  auto line = [&](const std::string& text) { out += text + "\n"; };
+
+  line(fmt::format("petrsim check: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(),
+                   path));
+  std::string subs;
+  for (const auto& sub : dataset.subdatasets()) {
+    if (!subs.empty()) subs += ", ";
+    subs += fmt::format("{} [{}, {}) {} scenes", sub.name, sub.begin, sub.end,
+                        sub.scene_end - sub.scene_begin);
+  }
+  line(fmt::format("  dataset   {} frames, {} scenes, {} sub-dataset(s): {}", dataset.size(),
+                   dataset.scenes().size(), dataset.subdatasets().size(), subs));
+  const auto classes = EffectiveClasses(scenario.filters());
+  line(fmt::format("  filters   filter_empty_gt {}, use_valid_flag {}, {} classes, BEV ({}, {}) m",
+                   OnOff(RejectsEmptyFrames(scenario)), OnOff(scenario.filters().use_valid_flag()),
+                   classes.size(), scenario.filters().bev_range_min_m(),
+                   scenario.filters().bev_range_max_m()));
+  line(fmt::format("            frames with zero GT after the filters: {} of {}{}",
+                   stats.frames_without_gt, stats.frames,
+                   RejectsEmptyFrames(scenario) ? "" : " (kept: filter_empty_gt is off)"));
+  line(fmt::format("  grouping  {}: {} chunks ({} all without GT, {} partly), {} sampler groups",
+                   SplitDescription(scenario.grouping()), stats.chunks, stats.chunks_all_rejected,
+                   stats.chunks_partly_rejected, report.groups_num));
+  if (stats.chunks_dropped > 0) {
+    line(fmt::format("            drop_empty_groups removed {} chunks ({} frames)",
+                     stats.chunks_dropped, stats.frames_dropped));
+  }
+  line(fmt::format("  sampler   {}, seed {}, {} ranks x {} samples = global batch {}",
+                   SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(),
+                   job.samples_per_gpu(), report.global_batch));
+  line(fmt::format("  job       {} iterations ({} per epoch), {} workers per rank",
+                   report.job_iterations, report.iterations_per_epoch, job.workers_per_gpu()));
+  line(fmt::format("  resample  {}{}", PolicyName(scenario.resample().policy()),
+                   scenario.resample().policy() == Resample::bounded
+                       ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())
+                       : ""));
+  line(fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices,
+                   report.graph_edges, report.closed_classes));
+  line("");
+
+  if (report.sampler_assertion_fails) {
+    line(fmt::format(
+        "SAMPLER ASSERTION: InfiniteGroupEachSampleInBatchSampler asserts groups_num >= "
+        "world_size * samples_per_gpu; {} < {}: the job fails when it builds the sampler.",
+        report.groups_num, report.global_batch));
+    line("");
+  }
+  if (!report.batches_equal) {
+    line("UNEVEN BATCHES: ranks get different batch counts per epoch; a rank that runs out "
+         "first leaves the others waiting in a collective.");
+    line("");
+  }
+
+  const bool bounded = scenario.resample().policy() == Resample::bounded;
+  if (report.pools.empty()) {
+    line("TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
+  } else {
+    line(fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",
+                     bounded ? "ERROR (bounded)" : "LIVELOCK", report.pools.size()));
+    for (size_t p = 0; p < report.pools.size(); ++p) {
+      const TrapPool& pool = report.pools[p];
+      if (pool.scenes_spanned == 1) {
+        line(fmt::format("  [{}] sub-dataset {} '{}', scene {} '{}', frames {}..{} of the scene "
+                         "(dataset indices {}..{}), group {}, {} frames",
+                         p + 1, pool.subdataset, pool.subdataset_name,
+                         pool.scene_index_in_subdataset, pool.scene_name,
+                         pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
+                         pool.last_frame, pool.group, pool.frames));
+      } else {
+        line(fmt::format("  [{}] {} frames over {} scenes, dataset indices {}..{} (from sub-dataset "
+                         "{} '{}', scene '{}')",
+                         p + 1, pool.frames, pool.scenes_spanned, pool.first_frame,
+                         pool.last_frame, pool.subdataset, pool.subdataset_name, pool.scene_name));
+      }
+      if (pool.first_hit) {
+        const SamplerHit& hit = *pool.first_hit;
+        line(fmt::format("      first hit: iteration {}, rank {}, slot {}, worker {} (index {}, "
+                         "sampler group {})",
+                         hit.iteration, hit.rank, hit.slot, hit.worker, hit.index, hit.group));
+      } else {
+        line(fmt::format("      not drawn within the job's {} iterations for job.seed {}",
+                         report.job_iterations, job.seed()));
+      }
+    }
+    if (report.first_hit) {
+      const SamplerHit& hit = *report.first_hit;
+      line("");
+      if (bounded) {
+        line(fmt::format("Rank {}'s worker {} gives up on batch {} after {} loads and raises: the "
+                         "job fails at iteration {}.",
+                         hit.rank, hit.worker, hit.iteration, scenario.resample().attempts_max(),
+                         hit.iteration));
+      } else {
+        line(fmt::format(
+            "Rank {}'s DataLoader worker {} spins forever on batch {} (slot {}, index {}). Rank {} "
+            "never starts iteration {}; every other rank blocks in its first collective (c10d "
+            "sequence number {} on default_pg) and its watchdog aborts after Timeout(ms)={}.",
+            hit.rank, hit.worker, hit.iteration, hit.slot, hit.index, hit.rank, hit.iteration,
+            FirstSeqOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms()));
+      }
+    }
+  }
+  line("");
+  line(fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames,
+                   stats.epochs_in_job));
+  line(fmt::format("  resampled draws {:.0f}, expected extra loads {:.1f}, expected stream breaks "
+                   "{:.1f}",
+                   stats.resample_visits_per_epoch, stats.extra_loads_per_epoch,
+                   stats.stream_breaks_per_epoch));
+  line("");
+  const int exit_code = CheckExitCode(report);
+  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}",
+                   exit_code == 0 ? "the resample loop terminates on every frame"
+                   : report.first_hit ? (bounded ? "the job fails" : "the job hangs")
+                                      : "the job can fail",
+                   exit_code, scenario.seed(), job.seed()));
+  return out;
+}
+
+std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
+                            const Dataset& dataset, const CheckReport& report) {
+  const auto& stats = report.statistics;
+  nlohmann::json livelock = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& pool : report.pools) {
+    (pool.kind == PoolKind::kLivelock ? livelock : errors).push_back(PoolJson(pool));
+  }
+  nlohmann::json subdatasets = nlohmann::json::array();
+  for (const auto& sub : dataset.subdatasets()) {
+    subdatasets.push_back({{"name", sub.name},
+                           {"first_frame", sub.begin},
+                           {"end_frame", sub.end},
+                           {"scenes", sub.scene_end - sub.scene_begin},
+                           {"chunks_dropped", sub.chunks_dropped},
+                           {"frames_dropped", sub.frames_dropped}});
+  }
+  nlohmann::json json = {
+      {"scenario", scenario.name()},
+      {"file", path},
+      {"seed", scenario.seed()},
+      {"job_seed", scenario.job().seed()},
+      {"terminates", report.terminates},
+      {"job_fails", report.job_fails},
+      {"exit_code", CheckExitCode(report)},
+      {"resample_policy", PolicyName(scenario.resample().policy())},
+      {"livelock_pools", livelock},
+      {"error_pools", errors},
+      {"first_hit", HitJson(report.first_hit)},
+      {"first_hit_collective_seq",
+       report.first_hit ? nlohmann::json(FirstSeqOfIteration(scenario, report.first_hit->iteration))
+                        : nlohmann::json(nullptr)},
+      {"sampler",
+       {{"kind", SamplerKindName(scenario.sampler().kind())},
+        {"groups_num", report.groups_num},
+        {"global_batch", report.global_batch},
+        {"assertion_fails", report.sampler_assertion_fails},
+        {"batches_per_epoch_by_rank", report.batches_per_epoch_by_rank},
+        {"batches_equal", report.batches_equal}}},
+      {"job", {{"iterations", report.job_iterations}, {"iterations_per_epoch", report.iterations_per_epoch}}},
+      {"dataset",
+       {{"frames", stats.frames},
+        {"scenes", dataset.scenes().size()},
+        {"subdatasets", subdatasets},
+        {"frames_without_gt", stats.frames_without_gt},
+        {"chunks", stats.chunks},
+        {"chunks_all_without_gt", stats.chunks_all_rejected},
+        {"chunks_partly_without_gt", stats.chunks_partly_rejected},
+        {"chunks_dropped", stats.chunks_dropped}}},
+      {"graph",
+       {{"vertices", report.graph_vertices},
+        {"edges", report.graph_edges},
+        {"closed_classes", report.closed_classes}}},
+      {"statistics",
+       {{"resampled_draws_per_epoch", stats.resample_visits_per_epoch},
+        {"extra_loads_per_epoch", stats.extra_loads_per_epoch},
+        {"stream_breaks_per_epoch", stats.stream_breaks_per_epoch},
+        {"epochs_in_job", stats.epochs_in_job}}},
+  };
+  return json.dump(2) + "\n";
+}
+
+}  // namespace petrsim

@@ -1,0 +1,22 @@
+// `petrsim check`: formats the pre-flight report (model/preflight.h) for humans or as JSON.
+#pragma once
+
+#include <string>
+
+#include "model/dataset.h"
+#include "model/preflight.h"
+#include "model/scenario.pb.h"
+
+namespace petrsim {
+
+// Exit codes of `check`: 0 when the job's data path is proven to terminate without error,
+// 1 when a livelock is possible (or the job fails: sampler assertion, bounded error, uneven
+// batches), 2 on bad input.
+int CheckExitCode(const CheckReport& report);
+
+std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
+                              const Dataset& dataset, const CheckReport& report);
+std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
+                            const Dataset& dataset, const CheckReport& report);
+
+}  // namespace petrsim

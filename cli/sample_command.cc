@@ -1,0 +1,103 @@
+// Output of the sample stream; see sample_command.h.
+#include "cli/sample_command.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "model/error.h"
+
+namespace petrsim {
+namespace {
+
+uint32_t ParseRank(std::string_view text, const std::string& whole, uint32_t world_size) {
+  uint32_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
+    throw ScenarioError("--ranks: expected a list like 0,3,5-7, got '" + whole + "'");
+  }
+  if (value >= world_size) {
+    throw ScenarioError("--ranks: rank " + std::to_string(value) + " must be < job.world_size (" +
+                        std::to_string(world_size) + ")");
+  }
+  return value;
+}
+
+}  // namespace
+
+std::vector<uint32_t> ParseRankList(const std::string& text, uint32_t world_size) {
+  std::vector<uint32_t> ranks;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string_view item(text.data() + start, comma - start);
+    const size_t dash = item.find('-');
+    if (dash == std::string_view::npos) {
+      ranks.push_back(ParseRank(item, text, world_size));
+    } else {
+      const uint32_t first = ParseRank(item.substr(0, dash), text, world_size);
+      const uint32_t last = ParseRank(item.substr(dash + 1), text, world_size);
+      if (first > last) throw ScenarioError("--ranks: empty range in '" + text + "'");
+      for (uint32_t r = first; r <= last; ++r) ranks.push_back(r);
+    }
+    start = comma + 1;
+  }
+  return ranks;
+}
+
+uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
+                           const SampleStreamOptions& options, bool json, std::FILE* out) {
+  uint64_t rows = 0;
+  fmt::memory_buffer buffer;
+  auto flush = [&](bool force) {
+    if (buffer.size() >= (1 << 16) || force) {
+      std::fwrite(buffer.data(), 1, buffer.size(), out);
+      buffer.clear();
+    }
+  };
+  if (json) {
+    fmt::format_to(std::back_inserter(buffer), "[");
+  } else {
+    fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}\n",
+                   "iteration", "rank", "slot", "worker", "index", "group", "status");
+  }
+  GenerateSampleStream(scenario, dataset, options, [&](const SampleRow& row) {
+    const std::string status = SampleStatusName(row.status);
+    if (json) {
+      fmt::format_to(std::back_inserter(buffer),
+                     "{}\n{{\"iteration\": {}, \"rank\": {}, \"slot\": {}, \"worker\": {}, "
+                     "\"index\": {}, \"group\": {}, \"status\": \"{}\", \"final_index\": {}, "
+                     "\"attempts\": {}}}",
+                     rows == 0 ? "" : ",", row.iteration, row.rank, row.slot, row.worker, row.index,
+                     row.group, status, row.final_index, row.attempts);
+    } else {
+      fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}",
+                     row.iteration, row.rank, row.slot, row.worker, row.index, row.group, status);
+      switch (row.status) {
+        case SampleStatus::kResampled:
+          fmt::format_to(std::back_inserter(buffer), " -> {} after {} loads", row.final_index,
+                         row.attempts);
+          break;
+        case SampleStatus::kLivelock:
+          fmt::format_to(std::back_inserter(buffer),
+                         " (no frame of its pool has GT: the worker spins forever; slot stops)");
+          break;
+        case SampleStatus::kError:
+          fmt::format_to(std::back_inserter(buffer),
+                         " (bounded: gave up after {} loads; the rank's job fails)", row.attempts);
+          break;
+        default:
+          break;
+      }
+      fmt::format_to(std::back_inserter(buffer), "\n");
+    }
+    ++rows;
+    flush(false);
+  });
+  if (json) fmt::format_to(std::back_inserter(buffer), "\n]\n");
+  flush(true);
+  return rows;
+}
+
+}  // namespace petrsim

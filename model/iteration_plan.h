@@ -1,0 +1,32 @@
+// The collectives a training job issues, in order (reference section 7): once at startup, in
+// every iteration, and periodically. The StreamPETR plan is generated from a few numbers; a
+// custom plan is taken as written. Both backends issue exactly this list.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/scenario.pb.h"
+
+namespace petrsim {
+
+struct ExpandedPlan {
+  std::vector<Collective> startup;
+  std::vector<Collective> per_iteration;
+  std::vector<PeriodicCollective> periodic;  // issued after iteration i when (i+1) % every == 0
+  uint32_t checkpoint_interval = 0;          // rank 0 only, no collective; 0: never
+};
+
+// The plan of `plan`; the StreamPETR plan with its defaults when neither form is given.
+ExpandedPlan ExpandPlan(const IterationPlan& plan);
+
+// Collectives issued on `process_group` before iteration `iteration` (0-based) starts: startup
+// ones, whole iterations, and periodic ones so far. The first collective of that iteration on
+// that group has c10d sequence number CollectivesBefore(...) + 1 (when it is unconditional).
+uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group,
+                           uint64_t iteration);
+
+// The first collective of an iteration on `process_group` (index into per_iteration), or -1.
+int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& process_group);
+
+}  // namespace petrsim

@@ -1,0 +1,19 @@
+// Scene chunking; see sequence_groups.h.
+#include "model/sequence_groups.h"
+
+#include "model/assert.h"
+
+namespace petrsim {
+
+std::vector<uint32_t> SceneChunkLengths(uint32_t frames, uint32_t split) {
+  PETRSIM_ASSERT(frames >= 1);
+  PETRSIM_ASSERT(split >= 1);
+  const uint32_t chunk = (frames + split - 1) / split;
+  std::vector<uint32_t> lengths;
+  for (uint32_t begin = 0; begin < frames; begin += chunk) {
+    lengths.push_back(begin + chunk <= frames ? chunk : frames - begin);
+  }
+  return lengths;
+}
+
+}  // namespace petrsim
