@@ -109,7 +109,9 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
   }
 
   const bool bounded = scenario.resample().policy() == Resample::bounded;
-  if (report.pools.empty()) {
+  if (report.pools.empty() && !RejectsEmptyFrames(scenario)) {
+    line("TERMINATES: filter_empty_gt is off, so no frame is ever resampled.");
+  } else if (report.pools.empty()) {
     line("TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
   } else {
     line(fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",

@@ -106,10 +106,12 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
   stats.accepted_frames = dataset.accepted_frames();
   stats.rejected_frames = stats.frames - stats.accepted_frames;
   stats.chunks = dataset.chunks().size();
+  // Counted by GT, not by acceptance, so keep_empty still shows where the empty frames are.
   for (const auto& chunk : dataset.chunks()) {
-    const auto size = static_cast<uint64_t>(chunk.end - chunk.begin);
-    if (chunk.accepted_frames == 0 && dataset.rejects_empty_frames()) ++stats.chunks_all_rejected;
-    if (chunk.accepted_frames > 0 && chunk.accepted_frames < size) ++stats.chunks_partly_rejected;
+    int64_t without_gt = 0;
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) without_gt += dataset.frame(i).gt_count == 0;
+    if (without_gt == chunk.end - chunk.begin) ++stats.chunks_all_rejected;
+    if (without_gt > 0 && without_gt < chunk.end - chunk.begin) ++stats.chunks_partly_rejected;
   }
   for (const auto& sub : dataset.subdatasets()) {
     stats.chunks_dropped += sub.chunks_dropped;

@@ -54,8 +54,8 @@ struct PolicyStatistics {
   uint64_t rejected_frames = 0;  // zero GT under filter_empty_gt
   uint64_t frames_without_gt = 0;
   uint64_t chunks = 0;
-  uint64_t chunks_all_rejected = 0;
-  uint64_t chunks_partly_rejected = 0;
+  uint64_t chunks_all_rejected = 0;    // every frame has zero GT
+  uint64_t chunks_partly_rejected = 0;  // some frames have zero GT
   uint64_t chunks_dropped = 0;  // drop_empty_groups
   uint64_t frames_dropped = 0;
   // Per epoch (one pass over the dataset, each frame drawn once); livelock pools excluded.

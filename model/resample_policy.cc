@@ -158,7 +158,9 @@ GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int6
       return result;
     }
     const IndexRange candidates = policy.Candidates(result.index);
-    if (dataset.accepted_in(candidates.begin, candidates.end) == 0) {
+    // A bounded loop is run to its end (attempts_max is validated to stay below petrsim's own
+    // limit), so its draws match the Python job's before the error.
+    if (policy.attempts_max() == 0 && dataset.accepted_in(candidates.begin, candidates.end) == 0) {
       // Every candidate is rejected too, and (for every policy here) their candidates are the
       // same range: the Python loop would never end.
       result.outcome = GetItemOutcome::kLivelock;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "model/error.h"
+#include "model/resample_policy.h"
 #include "model/scenario_defaults.h"
 
 namespace petrsim {
@@ -315,8 +316,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
 
   // Resample.
   const auto& resample = scenario.resample();
-  if (resample.policy() == Resample::bounded && resample.attempts_max() < 1) {
-    v.Add("resample.attempts_max", "must be >= 1", resample.attempts_max());
+  if (resample.policy() == Resample::bounded &&
+      (resample.attempts_max() < 1 || resample.attempts_max() > kGetItemAttemptsLimit)) {
+    v.Add("resample.attempts_max", "must be in [1, " + std::to_string(kGetItemAttemptsLimit) + "]",
+          resample.attempts_max());
   }
   if (resample.policy() != Resample::bounded && resample.has_attempts_max()) {
     v.AddPlain("resample.attempts_max",

@@ -1,0 +1,173 @@
+// Properties of the model that `check` and `sample` rest on, over generated small datasets
+// (rapidcheck; ctest label `props`). The full property suite of the props issue extends this.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "model/dataset.h"
+#include "model/error.h"
+#include "model/preflight.h"
+#include "model/resample_policy.h"
+#include "model/sample_stream.h"
+#include "model/sampler.h"
+#include "model/scenario_validation.h"
+
+namespace petrsim {
+namespace {
+
+// A small explicit scenario: 1-2 sub-datasets of 1-10 scenes of 2-9 frames, GT counts mostly
+// non-zero with empty runs, and a job shape the infinite sampler accepts.
+rc::Gen<Scenario> GenScenario() {
+  return rc::gen::exec([] {
+    Scenario scenario;
+    const int subdatasets = *rc::gen::inRange(1, 3);
+    for (int s = 0; s < subdatasets; ++s) {
+      auto* sub = scenario.mutable_dataset()->add_subdatasets();
+      std::string name = "s";  // (not "s" + to_string: GCC 12 warns falsely, -Wrestrict)
+      name += std::to_string(s);
+      sub->set_name(name);
+      const int scenes = *rc::gen::inRange(1, 11);
+      for (int i = 0; i < scenes; ++i) {
+        auto* scene = sub->mutable_explicit_()->add_scenes();
+        const int frames = *rc::gen::inRange(2, 10);
+        const bool empty_scene = *rc::gen::weightedElement<bool>({{1, true}, {4, false}});
+        for (int f = 0; f < frames; ++f) {
+          const uint32_t gt = empty_scene ? 0 : *rc::gen::weightedElement<uint32_t>({{1, 0}, {3, 1}, {1, 5}});
+          scene->add_gt_counts(gt);
+        }
+      }
+    }
+    scenario.mutable_resample()->set_policy(*rc::gen::element(
+        Resample::in_group, Resample::global, Resample::next_valid_in_group,
+        Resample::drop_empty_groups, Resample::keep_empty));
+    if (scenario.resample().policy() == Resample::keep_empty) {
+      scenario.mutable_filters()->set_filter_empty_gt(false);
+    }
+    scenario.mutable_job()->set_world_size(*rc::gen::inRange(1, 4));
+    scenario.mutable_job()->set_samples_per_gpu(*rc::gen::inRange(1, 3));
+    scenario.mutable_job()->set_workers_per_gpu(*rc::gen::inRange(0, 4));
+    scenario.mutable_job()->set_iterations(*rc::gen::inRange(1, 60));
+    scenario.mutable_job()->set_seed(*rc::gen::inRange(0, 1000));
+    return scenario;
+  });
+}
+
+// Builds the dataset, or nothing for a case to discard (invalid, or drop_empty_groups left
+// nothing to train on).
+std::optional<Dataset> TryBuild(const Scenario& scenario) {
+  if (!FindScenarioViolations(scenario).empty()) return std::nullopt;
+  try {
+    return BuildDataset(scenario, "generated");
+  } catch (const ScenarioError&) {
+    return std::nullopt;
+  }
+}
+
+// Statically found pools are exactly the frames whose getitem the dynamic loop proves endless.
+RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {
+  const Scenario scenario = *GenScenario();
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  const CheckReport report = RunPreflight(scenario, *dataset);
+  std::set<int64_t> static_frames;
+  for (const auto& pool : report.pools) {
+    for (int64_t i = pool.first_frame; i <= pool.last_frame; ++i) static_frames.insert(i);
+  }
+  const auto policy = MakeResamplePolicy(scenario, *dataset);
+  std::set<int64_t> dynamic_frames;
+  for (int64_t i = 0; i < dataset->size(); ++i) {
+    NumpyRandomState rng(static_cast<uint32_t>(i));
+    const auto result = GetItem(*dataset, *policy, i, rng, 0);
+    RC_ASSERT(result.outcome != GetItemOutcome::kAttemptsLimit);
+    if (result.outcome == GetItemOutcome::kLivelock) dynamic_frames.insert(i);
+    if (result.outcome == GetItemOutcome::kAccepted) RC_ASSERT(dataset->frame(result.index).accepted);
+  }
+  RC_ASSERT(static_frames == dynamic_frames);
+  RC_ASSERT(report.terminates == static_frames.empty());
+  RC_TAG(Resample::Policy_Name(scenario.resample().policy()),
+         static_frames.empty() ? "terminates" : "livelock");
+}
+
+// `check`'s first hit is where `sample`'s stream first stops with a livelock marker.
+RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
+  const Scenario scenario = *GenScenario();
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  RC_PRE(InfiniteSamplerAssertionHolds(scenario, *dataset));
+  const CheckReport report = RunPreflight(scenario, *dataset);
+  std::optional<SampleRow> first;
+  GenerateSampleStream(scenario, *dataset, {}, [&](const SampleRow& row) {
+    if (row.status != SampleStatus::kLivelock) return;
+    if (!first || std::tie(row.iteration, row.rank, row.slot) <
+                      std::tie(first->iteration, first->rank, first->slot)) {
+      first = row;
+    }
+  });
+  RC_ASSERT(report.first_hit.has_value() == first.has_value());
+  RC_TAG(first ? "hang hit" : "no hang hit");
+  if (first) {
+    RC_ASSERT(report.first_hit->iteration == first->iteration);
+    RC_ASSERT(report.first_hit->rank == first->rank);
+    RC_ASSERT(report.first_hit->slot == first->slot);
+    RC_ASSERT(report.first_hit->worker == first->worker);
+  }
+}
+
+// The infinite sampler: every slot plays each group it takes completely and in ascending
+// order, and global slots partition the group stream (slot s takes positions s mod W*B).
+RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
+  const Scenario scenario = *GenScenario();
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  RC_PRE(InfiniteSamplerAssertionHolds(scenario, *dataset));
+  const uint32_t batch = scenario.job().samples_per_gpu();
+  const uint32_t world = scenario.job().world_size();
+  auto stream = std::make_shared<GroupStream>(dataset->groups_num(), scenario.job().seed());
+  for (uint32_t rank = 0; rank < world; ++rank) {
+    auto sampler = MakeRankSampler(scenario, *dataset, rank);
+    std::vector<SlotDraw> draws(batch * 80);
+    sampler->NextBatches(draws);
+    for (uint32_t b = 0; b < batch; ++b) {
+      uint64_t taken = 0;
+      size_t i = b;
+      while (i < draws.size()) {
+        const int64_t group = draws[i].group;
+        RC_ASSERT(group == stream->at(rank * batch + b + taken * world * batch));
+        for (const int64_t expected : dataset->group_indices(group)) {
+          if (i >= draws.size()) break;
+          RC_ASSERT(draws[i].index == expected);
+          i += batch;
+        }
+        ++taken;
+      }
+    }
+  }
+}
+
+// Epoch samplers give every rank the same number of samples and cover the dataset per epoch.
+RC_GTEST_PROP(SamplerProps, EpochSamplersAreEvenAndCover, ()) {
+  Scenario scenario = *GenScenario();
+  scenario.mutable_sampler()->set_kind(
+      *rc::gen::element(Sampler::distributed_group, Sampler::distributed));
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  const uint32_t world = scenario.job().world_size();
+  const uint32_t batch = scenario.job().samples_per_gpu();
+  const uint64_t epoch = *rc::gen::inRange<uint64_t>(0, 5);
+  std::set<int64_t> covered;
+  for (uint32_t rank = 0; rank < world; ++rank) {
+    const auto indices =
+        scenario.sampler().kind() == Sampler::distributed_group
+            ? DistributedGroupSamplerIndices(*dataset, world, batch, rank, 0, epoch)
+            : TorchDistributedSamplerIndices(dataset->size(), world, rank, true, false, 0, epoch);
+    RC_ASSERT(indices.size() == EpochSamplesPerRank(scenario, *dataset));
+    covered.insert(indices.begin(), indices.end());
+  }
+  RC_ASSERT(covered.size() == static_cast<size_t>(dataset->size()));
+}
+
+}  // namespace
+}  // namespace petrsim

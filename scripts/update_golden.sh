@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Rewrites tests/golden/*.txt from the current build after an intended change of a report.
+# Read the diff (git diff tests/golden) before committing: these files are the reviewed reports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+petrsim=build/petrsim
+write() {  # name, subcommand + args..., scenario
+  local name="$1"; shift
+  local scenario="${@: -1}"
+  local args=("${@:1:$#-1}")
+  "$petrsim" "${args[0]}" "$scenario" "${args[@]:1}" > "tests/golden/$name.txt" || true
+}
+write check_seed check scenarios/streampetr_trainval_hang.pbtxt
+write check_seed_json check --json scenarios/streampetr_trainval_hang.pbtxt
+write check_global check scenarios/streampetr_trainval_hang_global.pbtxt
+write check_drop_empty_groups check scenarios/streampetr_trainval_hang_drop_empty_groups.pbtxt
+write check_keep_empty check scenarios/streampetr_trainval_hang_keep_empty.pbtxt
+write check_tiny check scenarios/tiny.pbtxt
+write sample_tiny sample scenarios/tiny.pbtxt
+write sample_seed_rank7 sample --ranks 7 --iterations 200 scenarios/streampetr_trainval_hang.pbtxt
+git status --short tests/golden
