@@ -9,6 +9,7 @@
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/preflight.h"
+#include "model/sampler.h"
 #include "model/scenario_loader.h"
 
 namespace {
@@ -28,6 +29,7 @@ int RunCheck(const std::string& path, bool json) {
 int RunSample(const std::string& path, const std::string& ranks, uint64_t iterations, bool json) {
   const petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
+  petrsim::CheckSamplerConstructible(scenario, dataset, path);
   petrsim::SampleStreamOptions options;
   if (!ranks.empty()) options.ranks = petrsim::ParseRankList(ranks, scenario.job().world_size());
   options.iterations = iterations;

@@ -4,9 +4,11 @@
 // so results are the same with every standard library.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace petrsim {
 
@@ -72,26 +74,38 @@ class Rng {
 
   bool Bernoulli(double probability) { return Uniform01() < probability; }
 
-  // Poisson(mean) for 0 <= mean <= 1000: Knuth's product method on chunks of mean <= 30,
-  // summed (a sum of independent Poissons is Poisson).
-  uint32_t Poisson(double mean) {
-    uint32_t total = 0;
-    while (mean > 0.0) {
-      const double part = mean > 30.0 ? 30.0 : mean;
-      mean -= part;
-      const double limit = std::exp(-part);
-      double product = Uniform01();
-      while (product > limit) {
-        ++total;
-        product *= Uniform01();
-      }
-    }
-    return total;
-  }
-
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t state_[4];
+};
+
+// Poisson(mean) for 0 <= mean <= 1000 by inversion: one uniform draw and a binary search in a
+// CDF table built once (from log-space terms, so large means do not underflow). The table ends
+// where the remaining tail is below 1e-15; a draw beyond it returns the last value.
+class PoissonSampler {
+ public:
+  explicit PoissonSampler(double mean) {
+    if (mean <= 0.0) {
+      cdf_.push_back(1.0);
+      return;
+    }
+    const uint32_t limit = static_cast<uint32_t>(mean + 40.0 * std::sqrt(mean) + 40.0);
+    double cumulative = 0.0;
+    for (uint32_t k = 0; k <= limit; ++k) {
+      cumulative += std::exp(-mean + k * std::log(mean) - std::lgamma(k + 1.0));
+      cdf_.push_back(cumulative);
+      if (k > mean && 1.0 - cumulative < 1e-15) break;
+    }
+  }
+
+  uint32_t Sample(Rng& rng) const {
+    const double u = rng.Uniform01();
+    const auto it = std::upper_bound(cdf_.begin(), cdf_.end(), u);
+    return static_cast<uint32_t>(std::min<size_t>(it - cdf_.begin(), cdf_.size() - 1));
+  }
+
+ private:
+  std::vector<double> cdf_;
 };
 
 }  // namespace petrsim

@@ -151,12 +151,7 @@ EpochRankSampler::EpochRankSampler(const Scenario& scenario, const Dataset& data
       dataset_(dataset),
       rank_(rank),
       samples_per_gpu_(scenario.job().samples_per_gpu()) {
-  if (EpochSamplesPerRank(scenario, dataset) == 0) {
-    throw ScenarioError("sampler: torch DistributedSampler with drop_last gives every rank 0 "
-                        "samples (dataset of " + std::to_string(dataset.size()) +
-                        " frames < world_size " + std::to_string(scenario.job().world_size()) +
-                        "): the DataLoader would be empty");
-  }
+  CheckSamplerConstructible(scenario, dataset, "scenario");
 }
 
 void EpochRankSampler::StartEpoch() {
@@ -199,6 +194,27 @@ bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& data
          int64_t{scenario.job().world_size()} * scenario.job().samples_per_gpu();
 }
 
+void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
+                               const std::string& display_name) {
+  const auto& job = scenario.job();
+  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch &&
+      !InfiniteSamplerAssertionHolds(scenario, dataset)) {
+    throw ScenarioError(
+        display_name + ": job.world_size * job.samples_per_gpu: "
+        "InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * "
+        "samples_per_gpu, got " + std::to_string(dataset.groups_num()) + " < " +
+        std::to_string(job.world_size()) + " * " + std::to_string(job.samples_per_gpu()) +
+        " (the real job fails with an AssertionError when it builds the sampler)");
+  }
+  if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch &&
+      EpochSamplesPerRank(scenario, dataset) == 0) {
+    throw ScenarioError(display_name + ": sampler.drop_last: torch DistributedSampler gives "
+                        "every rank 0 samples (dataset of " + std::to_string(dataset.size()) +
+                        " frames < job.world_size " + std::to_string(job.world_size()) +
+                        "): the DataLoader would be empty");
+  }
+}
+
 std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
                                              uint32_t rank,
                                              std::shared_ptr<GroupStream> shared_stream) {
@@ -206,13 +222,7 @@ std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dat
   if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch) {
     return std::make_unique<EpochRankSampler>(scenario, dataset, rank);
   }
-  if (!InfiniteSamplerAssertionHolds(scenario, dataset)) {
-    throw ScenarioError(
-        "sampler: InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * "
-        "samples_per_gpu, got " + std::to_string(dataset.groups_num()) + " < " +
-        std::to_string(job.world_size()) + " * " + std::to_string(job.samples_per_gpu()) +
-        " (the real job fails with an AssertionError when it builds the sampler)");
-  }
+  CheckSamplerConstructible(scenario, dataset, "scenario");
   if (!shared_stream) shared_stream = std::make_shared<GroupStream>(dataset.groups_num(), job.seed());
   return std::make_unique<InfiniteGroupSampler>(dataset, std::move(shared_stream),
                                                 job.world_size(), job.samples_per_gpu(), rank);

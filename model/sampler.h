@@ -107,8 +107,13 @@ uint64_t EpochSamplesPerRank(const Scenario& scenario, const Dataset& dataset);
 // The sampler assertion of InfiniteGroupEachSampleInBatchSampler: groups_num >= W * B.
 bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& dataset);
 
-// Makes rank `rank`'s sampler. Throws ScenarioError where the Python sampler would fail at
-// construction (the groups_num >= W * B assertion). `shared_stream` (infinite sampler only) is
+// Throws ScenarioError, prefixed by `display_name`, where the Python sampler would fail at
+// construction: InfiniteGroupEachSampleInBatchSampler's groups_num >= W * B assertion, or an
+// empty DataLoader (torch DistributedSampler with drop_last and fewer frames than ranks).
+void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
+                               const std::string& display_name);
+
+// Makes rank `rank`'s sampler. Throws ScenarioError like CheckSamplerConstructible. `shared_stream` (infinite sampler only) is
 // used when given, so ranks of one job share one stream.
 std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
                                              uint32_t rank,

@@ -86,12 +86,14 @@ std::string Describe(std::string_view bytes) {
 }  // namespace
 
 ScenarioEncoding DetectScenarioEncoding(std::string_view bytes) {
+  // Text first: a binary scenario may start with "\n{" (field 1 tag, a 123-byte name).
+  if (!IsValidUtf8Text(bytes)) return ScenarioEncoding::kBinary;
   for (const char c : bytes) {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
     if (c == '{') return ScenarioEncoding::kJson;
     break;
   }
-  return IsValidUtf8Text(bytes) ? ScenarioEncoding::kText : ScenarioEncoding::kBinary;
+  return ScenarioEncoding::kText;
 }
 
 Scenario ParseScenario(std::string_view bytes, const std::string& display_name) {

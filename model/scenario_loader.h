@@ -11,8 +11,9 @@ namespace petrsim {
 
 enum class ScenarioEncoding { kText, kBinary, kJson };
 
-// Guesses the encoding from the bytes: JSON when the first non-blank byte is '{', binary when
-// the bytes are not printable UTF-8 text, text format otherwise.
+// Guesses the encoding from the bytes: binary when they are not printable UTF-8 text (a binary
+// scenario may well start with "\n{"), else JSON when the first non-blank byte is '{', else
+// text format.
 ScenarioEncoding DetectScenarioEncoding(std::string_view bytes);
 
 // Parses without semantic validation. `display_name` is used in error messages (the path).

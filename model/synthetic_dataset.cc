@@ -22,7 +22,8 @@ void PlantPart(SyntheticScene& scene, EmptyPlant::Part part, FrameFate fate) {
 SyntheticSubDataset::SyntheticSubDataset(const Scenario& scenario, int subdataset_index)
     : data_(scenario.dataset().subdatasets(subdataset_index).synthetic()),
       scenario_seed_(scenario.seed()),
-      subdataset_index_(subdataset_index) {
+      subdataset_index_(subdataset_index),
+      box_count_(data_.boxes_per_frame_mean()) {
   PETRSIM_ASSERT(scenario.dataset().subdatasets(subdataset_index).has_synthetic());
   if (data_.class_mix().empty()) {
     class_names_ = NuScenesClasses();
