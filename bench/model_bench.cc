@@ -48,7 +48,7 @@ void BM_CheckSeedScenario(benchmark::State& state) {
 }
 BENCHMARK(BM_CheckSeedScenario)->Unit(benchmark::kMillisecond);
 
-// Index stream generation of all 8 ranks x 2 slots, one rank's sampler at a time, in blocks of
+// Index stream generation of all 8 ranks x 2 slots, rank after rank, in blocks of
 // `block` iterations. Items = indices generated.
 template <Sampler::Kind kKind>
 void BM_SamplerStream(benchmark::State& state) {
@@ -59,11 +59,10 @@ void BM_SamplerStream(benchmark::State& state) {
   const uint32_t world = scenario.job().world_size();
   const uint32_t batch = scenario.job().samples_per_gpu();
   const uint64_t block = 1024;
+  // Ranks share the job-wide state and advance together, as in the simulator.
+  const SamplerFactory factory(scenario, dataset);
   std::vector<std::unique_ptr<RankSampler>> samplers;
-  auto stream = kKind == Sampler::infinite_group_each_sample_in_batch
-                    ? std::make_shared<GroupStream>(dataset.groups_num(), 0)
-                    : nullptr;
-  for (uint32_t r = 0; r < world; ++r) samplers.push_back(MakeRankSampler(scenario, dataset, r, stream));
+  for (uint32_t r = 0; r < world; ++r) samplers.push_back(factory.ForRank(r));
   std::vector<SlotDraw> draws(block * batch);
   int64_t indices = 0;
   for (auto _ : state) {

@@ -61,10 +61,7 @@ void FindFirstHits(const Scenario& scenario, const Dataset& dataset,
   const auto& job = scenario.job();
   const uint32_t batch = job.samples_per_gpu();
   const uint32_t workers = std::max<uint32_t>(1, job.workers_per_gpu());
-  std::shared_ptr<GroupStream> stream;
-  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) {
-    stream = std::make_shared<GroupStream>(dataset.groups_num(), job.seed());
-  }
+  const SamplerFactory samplers(scenario, dataset);
   constexpr uint64_t kBlock = 256;
   std::vector<SlotDraw> draws(kBlock * batch);
   // Draws at or after this iteration cannot improve any pool's first hit.
@@ -77,7 +74,7 @@ void FindFirstHits(const Scenario& scenario, const Dataset& dataset,
     return std::min(limit, job_iterations);
   };
   for (uint32_t rank = 0; rank < job.world_size(); ++rank) {
-    const auto sampler = MakeRankSampler(scenario, dataset, rank, stream);
+    const auto sampler = samplers.ForRank(rank);
     for (uint64_t start = 0; start < scan_limit(); start += kBlock) {
       const uint64_t count = std::min(kBlock, job_iterations - start);
       sampler->NextBatches(std::span<SlotDraw>(draws.data(), count * batch));

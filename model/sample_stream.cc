@@ -40,15 +40,11 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
   const uint32_t batch = job.samples_per_gpu();
   const uint32_t workers = std::max<uint32_t>(1, job.workers_per_gpu());
   const uint32_t pipeline_draws = scenario.resample().pipeline_draws_per_attempt();
-  std::shared_ptr<GroupStream> stream;
-  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch &&
-      InfiniteSamplerAssertionHolds(scenario, dataset)) {
-    stream = std::make_shared<GroupStream>(dataset.groups_num(), job.seed());
-  }
+  const SamplerFactory samplers(scenario, dataset);
 
   std::vector<SlotDraw> draws(batch);
   for (const uint32_t rank : ranks) {
-    const auto sampler = MakeRankSampler(scenario, dataset, rank, stream);
+    const auto sampler = samplers.ForRank(rank);
     std::vector<NumpyRandomState> rngs;
     for (uint32_t w = 0; w < workers; ++w) {
       // With no workers the main process loads, its numpy RNG seeded with the seed alone.

@@ -56,20 +56,24 @@ void InfiniteGroupSampler::NextBatches(std::span<SlotDraw> out) {
   }
 }
 
-std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint32_t world_size,
-                                                    uint32_t samples_per_gpu, uint32_t rank,
-                                                    uint32_t seed, uint64_t epoch) {
+namespace {
+
+// mmdet DistributedGroupSampler.__iter__ up to (not including) the per-rank slice.
+std::vector<int64_t> DistributedGroupSamplerGlobal(const Dataset& dataset, uint32_t world_size,
+                                                   uint32_t samples_per_gpu, uint32_t seed,
+                                                   uint64_t epoch) {
   const uint64_t per_round = uint64_t{samples_per_gpu} * world_size;
   TorchGenerator generator(epoch + seed);
   std::vector<int64_t> indices;
   std::vector<int64_t> permutation;
+  std::vector<int64_t> shuffled;
   for (int64_t g = 0; g < dataset.groups_num(); ++g) {
     const auto members = dataset.group_indices(g);
     const auto size = static_cast<int64_t>(members.size());
     if (size == 0) continue;
     permutation.resize(size);
     TorchRandperm(generator, std::span<int64_t>(permutation));
-    std::vector<int64_t> shuffled(size);
+    shuffled.resize(size);
     for (int64_t k = 0; k < size; ++k) shuffled[k] = members[permutation[k]];
     // Pad to a multiple of B * W by repeating the shuffled group, then a prefix of it.
     const int64_t padded = static_cast<int64_t>((size + per_round - 1) / per_round * per_round);
@@ -80,30 +84,28 @@ std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint
     }
     indices.insert(indices.end(), shuffled.begin(), shuffled.begin() + extra % size);
   }
-  // Shuffle chunks of B, then take this rank's contiguous slice.
+  // Shuffle chunks of B.
   const int64_t chunks = static_cast<int64_t>(indices.size() / samples_per_gpu);
   permutation.resize(chunks);
   TorchRandperm(generator, std::span<int64_t>(permutation));
-  const uint64_t per_rank = indices.size() / world_size;
-  std::vector<int64_t> result;
-  result.reserve(per_rank);
-  const uint64_t first = per_rank * rank;
-  for (uint64_t position = first; position < first + per_rank; ++position) {
-    const int64_t chunk = permutation[position / samples_per_gpu];
-    result.push_back(indices[chunk * samples_per_gpu + position % samples_per_gpu]);
+  std::vector<int64_t> result(indices.size());
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::copy_n(indices.begin() + permutation[c] * samples_per_gpu, samples_per_gpu,
+                result.begin() + c * samples_per_gpu);
   }
   return result;
 }
 
-std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size,
-                                                    uint32_t rank, bool shuffle, bool drop_last,
-                                                    uint32_t seed, uint64_t epoch) {
+// torch DistributedSampler.__iter__ up to (not including) the per-rank stride.
+std::vector<int64_t> TorchDistributedSamplerGlobal(int64_t dataset_size, uint32_t world_size,
+                                                   bool shuffle, bool drop_last, uint32_t seed,
+                                                   uint64_t epoch) {
   PETRSIM_ASSERT(dataset_size >= 1);
   const int64_t w = world_size;
   int64_t num_samples;
   if (drop_last && dataset_size % w != 0) {
-    num_samples = (dataset_size - w + w - 1) / w;  // ceil((N - W) / W)
-    if (dataset_size < w) num_samples = 0;
+    // ceil((N - W) / W), which is 0 when N < W.
+    num_samples = dataset_size < w ? 0 : (dataset_size - w + w - 1) / w;
   } else {
     num_samples = (dataset_size + w - 1) / w;
   }
@@ -115,17 +117,62 @@ std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32
   } else {
     for (int64_t i = 0; i < dataset_size; ++i) indices[i] = i;
   }
-  if (!drop_last) {
-    // Pad by wrapping around (repeating the whole list when the padding exceeds it).
-    const int64_t padding = total - dataset_size;
-    for (int64_t k = 0; k < padding; ++k) indices.push_back(indices[k % dataset_size]);
-  } else {
-    indices.resize(total);
+  // Pad by wrapping around (repeating the whole list when the padding exceeds it), or cut.
+  for (int64_t k = 0; total > dataset_size && k < total - dataset_size; ++k) {
+    indices.push_back(indices[k % dataset_size]);
   }
+  indices.resize(total);
+  return indices;
+}
+
+}  // namespace
+
+std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint32_t world_size,
+                                                    uint32_t samples_per_gpu, uint32_t rank,
+                                                    uint32_t seed, uint64_t epoch) {
+  const auto global =
+      DistributedGroupSamplerGlobal(dataset, world_size, samples_per_gpu, seed, epoch);
+  const uint64_t per_rank = global.size() / world_size;
+  return {global.begin() + per_rank * rank, global.begin() + per_rank * (rank + 1)};
+}
+
+std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size,
+                                                    uint32_t rank, bool shuffle, bool drop_last,
+                                                    uint32_t seed, uint64_t epoch) {
+  const auto global =
+      TorchDistributedSamplerGlobal(dataset_size, world_size, shuffle, drop_last, seed, epoch);
   std::vector<int64_t> result;
-  result.reserve(num_samples);
-  for (int64_t position = rank; position < total; position += w) result.push_back(indices[position]);
+  for (size_t position = rank; position < global.size(); position += world_size) {
+    result.push_back(global[position]);
+  }
   return result;
+}
+
+std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset,
+                                        uint64_t epoch) {
+  const auto& job = scenario.job();
+  if (scenario.sampler().kind() == Sampler::distributed_group) {
+    return DistributedGroupSamplerGlobal(dataset, job.world_size(), job.samples_per_gpu(),
+                                         job.seed(), epoch);
+  }
+  return TorchDistributedSamplerGlobal(dataset.size(), job.world_size(),
+                                       scenario.sampler().shuffle(),
+                                       scenario.sampler().drop_last(), job.seed(), epoch);
+}
+
+EpochLists::EpochLists(const Scenario& scenario, const Dataset& dataset)
+    : scenario_(scenario), dataset_(dataset) {}
+
+const std::vector<int64_t>& EpochLists::Get(uint64_t epoch) {
+  for (const Slot& slot : slots_) {
+    if (slot.valid && slot.epoch == epoch) return slot.indices;
+  }
+  Slot& slot = slots_[next_slot_];
+  next_slot_ = 1 - next_slot_;
+  slot.indices = EpochGlobalIndices(scenario_, dataset_, epoch);
+  slot.epoch = epoch;
+  slot.valid = true;
+  return slot.indices;
 }
 
 uint64_t EpochSamplesPerRank(const Scenario& scenario, const Dataset& dataset) {
@@ -146,41 +193,33 @@ uint64_t EpochSamplesPerRank(const Scenario& scenario, const Dataset& dataset) {
 }
 
 EpochRankSampler::EpochRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                   uint32_t rank)
-    : scenario_(scenario),
-      dataset_(dataset),
+                                   std::shared_ptr<EpochLists> lists, uint32_t rank)
+    : dataset_(dataset),
+      lists_(std::move(lists)),
       rank_(rank),
-      samples_per_gpu_(scenario.job().samples_per_gpu()) {
-  CheckSamplerConstructible(scenario, dataset, "scenario");
-}
-
-void EpochRankSampler::StartEpoch() {
-  const auto& job = scenario_.job();
-  if (scenario_.sampler().kind() == Sampler::distributed_group) {
-    indices_ = DistributedGroupSamplerIndices(dataset_, job.world_size(), job.samples_per_gpu(),
-                                              rank_, job.seed(), epoch_);
-  } else {
-    indices_ = TorchDistributedSamplerIndices(dataset_.size(), job.world_size(), rank_,
-                                              scenario_.sampler().shuffle(),
-                                              scenario_.sampler().drop_last(), job.seed(), epoch_);
-  }
-  cursor_ = 0;
+      world_size_(scenario.job().world_size()),
+      samples_per_gpu_(scenario.job().samples_per_gpu()),
+      contiguous_(scenario.sampler().kind() == Sampler::distributed_group),
+      per_rank_(EpochSamplesPerRank(scenario, dataset)) {
+  PETRSIM_ASSERT(per_rank_ > 0);
+  PETRSIM_ASSERT(rank < world_size_);
 }
 
 void EpochRankSampler::NextBatches(std::span<SlotDraw> out) {
   PETRSIM_ASSERT(out.size() % samples_per_gpu_ == 0);
-  if (!started_) {
-    StartEpoch();
-    started_ = true;
-  }
+  const std::vector<int64_t>* list = &lists_->Get(epoch_);
   for (size_t i = 0; i < out.size(); i += samples_per_gpu_) {
-    if (cursor_ >= indices_.size()) {
+    if (cursor_ >= per_rank_) {
       ++epoch_;
-      StartEpoch();
+      cursor_ = 0;
+      list = &lists_->Get(epoch_);
     }
     for (uint32_t b = 0; b < samples_per_gpu_; ++b) {
-      if (cursor_ < indices_.size()) {
-        const int64_t index = indices_[cursor_++];
+      if (cursor_ < per_rank_) {
+        const uint64_t position =
+            contiguous_ ? per_rank_ * rank_ + cursor_ : rank_ + cursor_ * world_size_;
+        const int64_t index = (*list)[position];
+        ++cursor_;
         out[i + b] = SlotDraw{index, dataset_.group_of(index)};
       } else {
         out[i + b] = SlotDraw{};  // short last batch of the epoch
@@ -215,17 +254,28 @@ void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
   }
 }
 
-std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                             uint32_t rank,
-                                             std::shared_ptr<GroupStream> shared_stream) {
-  const auto& job = scenario.job();
-  if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch) {
-    return std::make_unique<EpochRankSampler>(scenario, dataset, rank);
-  }
+SamplerFactory::SamplerFactory(const Scenario& scenario, const Dataset& dataset)
+    : scenario_(scenario), dataset_(dataset) {
   CheckSamplerConstructible(scenario, dataset, "scenario");
-  if (!shared_stream) shared_stream = std::make_shared<GroupStream>(dataset.groups_num(), job.seed());
-  return std::make_unique<InfiniteGroupSampler>(dataset, std::move(shared_stream),
-                                                job.world_size(), job.samples_per_gpu(), rank);
+  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) {
+    stream_ = std::make_shared<GroupStream>(dataset.groups_num(), scenario.job().seed());
+  } else {
+    epoch_lists_ = std::make_shared<EpochLists>(scenario, dataset);
+  }
+}
+
+std::unique_ptr<RankSampler> SamplerFactory::ForRank(uint32_t rank) const {
+  const auto& job = scenario_.job();
+  if (stream_) {
+    return std::make_unique<InfiniteGroupSampler>(dataset_, stream_, job.world_size(),
+                                                  job.samples_per_gpu(), rank);
+  }
+  return std::make_unique<EpochRankSampler>(scenario_, dataset_, epoch_lists_, rank);
+}
+
+std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
+                                             uint32_t rank) {
+  return SamplerFactory(scenario, dataset).ForRank(rank);
 }
 
 uint64_t IterationsPerEpoch(const Scenario& scenario, const Dataset& dataset) {

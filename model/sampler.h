@@ -74,23 +74,51 @@ class InfiniteGroupSampler final : public RankSampler {
   std::vector<Slot> slots_;
 };
 
-// Epoch samplers: each epoch the rank's index list is recomputed from seed + epoch; batch i of
-// the epoch is list[i*B, (i+1)*B). Iterations run on into the next epoch (IterLoader).
+// The whole index list of one epoch of an epoch sampler, before it is split among ranks:
+// mmdet DistributedGroupSampler's padded, chunk-shuffled list (rank r takes the contiguous
+// slice [r * n, (r + 1) * n)), or torch DistributedSampler's padded or cut list (rank r takes
+// positions r, r + W, r + 2W, ...), n = EpochSamplesPerRank.
+std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset,
+                                        uint64_t epoch);
+
+// Epoch lists shared by the ranks of one job: each epoch's list is computed once (one randperm
+// of the dataset instead of one per rank) and the two most recent epochs are kept, which is
+// what ranks advancing together need; an older epoch is recomputed. Not thread-safe.
+class EpochLists {
+ public:
+  EpochLists(const Scenario& scenario, const Dataset& dataset);
+  const std::vector<int64_t>& Get(uint64_t epoch);
+
+ private:
+  const Scenario& scenario_;
+  const Dataset& dataset_;
+  struct Slot {
+    uint64_t epoch = 0;
+    bool valid = false;
+    std::vector<int64_t> indices;
+  };
+  Slot slots_[2];
+  int next_slot_ = 0;
+};
+
+// Epoch samplers for one rank: batch i of an epoch is the rank's share [i*B, (i+1)*B).
+// Iterations run on into the next epoch, re-seeded with seed + epoch (mmcv's IterLoader).
 class EpochRankSampler final : public RankSampler {
  public:
-  EpochRankSampler(const Scenario& scenario, const Dataset& dataset, uint32_t rank);
+  EpochRankSampler(const Scenario& scenario, const Dataset& dataset,
+                   std::shared_ptr<EpochLists> lists, uint32_t rank);
   void NextBatches(std::span<SlotDraw> out) override;
 
  private:
-  void StartEpoch();
-  const Scenario& scenario_;
   const Dataset& dataset_;
+  std::shared_ptr<EpochLists> lists_;
   uint32_t rank_;
+  uint32_t world_size_;
   uint32_t samples_per_gpu_;
+  bool contiguous_;  // mmdet: contiguous slice; torch: strided
+  uint64_t per_rank_;
   uint64_t epoch_ = 0;
-  bool started_ = false;
-  std::vector<int64_t> indices_;  // this rank's list for the current epoch
-  uint64_t cursor_ = 0;
+  uint64_t cursor_ = 0;  // position in the rank's share of the current epoch
 };
 
 // mmdet DistributedGroupSampler's index list of `rank` for `epoch` (reference section 4).
@@ -113,11 +141,25 @@ bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& data
 void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
                                const std::string& display_name);
 
-// Makes rank `rank`'s sampler. Throws ScenarioError like CheckSamplerConstructible. `shared_stream` (infinite sampler only) is
-// used when given, so ranks of one job share one stream.
+// Makes the samplers of the ranks of one job; they share the job-wide state (the infinite
+// group stream, or the epoch lists), so N simulated ranks cost about one. The factory must
+// outlive nothing: samplers hold the shared state themselves. Throws like
+// CheckSamplerConstructible (with "scenario" as the name).
+class SamplerFactory {
+ public:
+  SamplerFactory(const Scenario& scenario, const Dataset& dataset);
+  std::unique_ptr<RankSampler> ForRank(uint32_t rank) const;
+
+ private:
+  const Scenario& scenario_;
+  const Dataset& dataset_;
+  std::shared_ptr<GroupStream> stream_;
+  std::shared_ptr<EpochLists> epoch_lists_;
+};
+
+// One rank's sampler on its own (its own stream or lists).
 std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                             uint32_t rank,
-                                             std::shared_ptr<GroupStream> shared_stream = {});
+                                             uint32_t rank);
 
 // Iterations per epoch: job.iterations_per_epoch, or len(dataset) // (W * B) for the infinite
 // sampler (at least 1), or ceil(samples per rank / B) batches for the epoch samplers.
