@@ -36,6 +36,10 @@ class TextErrorCollector : public google::protobuf::io::ErrorCollector {
     std::ostringstream out;
     // protobuf reports 0-based positions; -1 when unknown.
     out << file_ << ":" << (line + 1) << ":" << (column + 1) << ": " << message;
+    // protobuf names the token it found; at the end of the file that token is empty.
+    if (message.size() >= 5 && message.compare(message.size() - 5, 5, "got: ") == 0) {
+      out << "end of file";
+    }
     errors_.push_back(out.str());
   }
   std::string file_;

@@ -1,0 +1,32 @@
+# The petrsim executable on bad input: exit status 2, nothing on standard output (nothing
+# half-written), and an error on standard error that names the file and the field or line.
+set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli_bad_input)
+file(MAKE_DIRECTORY ${dir})
+file(WRITE ${dir}/rule.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1] } } } }\njob { world_size: 0 }\n")
+file(WRITE ${dir}/syntax.pbtxt "job {\n  world_size: 2\n")
+set(cases
+  "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
+  "sample|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
+  "check|syntax.pbtxt|syntax.pbtxt:3:1: Expected identifier, got: end of file"
+  "check --json|missing.pbtxt|missing.pbtxt: cannot open scenario file")
+foreach(case IN LISTS cases)
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 command)
+  list(GET parts 1 name)
+  list(GET parts 2 expected)
+  separate_arguments(command UNIX_COMMAND "${command}")
+  list(GET command 0 subcommand)
+  list(REMOVE_AT command 0)
+  execute_process(COMMAND ${PETRSIM} ${subcommand} ${dir}/${name} ${command}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+  if(NOT code EQUAL 2)
+    message(FATAL_ERROR "${subcommand} ${name}: exit ${code}, expected 2\n${err}")
+  endif()
+  if(NOT out STREQUAL "")
+    message(FATAL_ERROR "${subcommand} ${name}: wrote to stdout on bad input:\n${out}")
+  endif()
+  string(FIND "${err}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${subcommand} ${name}: expected \"${expected}\" in stderr:\n${err}")
+  endif()
+endforeach()
