@@ -46,6 +46,12 @@ uint64_t FirstSeqOfIteration(const Scenario& scenario, uint64_t iteration) {
   return CollectivesBefore(plan, "default_pg", iteration) + 1;
 }
 
+// Who loads a batch: a DataLoader worker, or the main process when there are none.
+std::string Loader(const Job& job, uint32_t worker) {
+  if (job.workers_per_gpu() == 0) return "main process (workers_per_gpu 0)";
+  return fmt::format("DataLoader worker {}", worker);
+}
+
 }  // namespace
 
 int CheckExitCode(const CheckReport& report) { return report.job_fails ? 1 : 0; }
@@ -95,16 +101,22 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
                    report.graph_edges, report.closed_classes));
   line("");
 
-  if (report.sampler_assertion_fails) {
-    line(fmt::format(
-        "SAMPLER ASSERTION: InfiniteGroupEachSampleInBatchSampler asserts groups_num >= "
-        "world_size * samples_per_gpu; {} < {}: the job fails when it builds the sampler.",
-        report.groups_num, report.global_batch));
+  if (!report.sampler_failure.empty()) {
+    line("SAMPLER FAILS: " + report.sampler_failure);
     line("");
   }
   if (!report.batches_equal) {
-    line("UNEVEN BATCHES: ranks get different batch counts per epoch; a rank that runs out "
-         "first leaves the others waiting in a collective.");
+    std::string counts;
+    for (size_t r = 0; r < report.batches_per_epoch_by_rank.size(); ++r) {
+      if (report.batches_per_epoch_by_rank[r] == report.batches_per_epoch_by_rank.front() &&
+          r != 0) {
+        continue;
+      }
+      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", r,
+                            report.batches_per_epoch_by_rank[r]);
+    }
+    line("UNEVEN BATCHES: ranks get different batch counts per epoch (" + counts +
+         "); the rank that runs out first stops issuing collectives and the others wait in one.");
     line("");
   }
 
@@ -112,10 +124,12 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
   if (report.pools.empty() && !RejectsEmptyFrames(scenario)) {
     line("TERMINATES: filter_empty_gt is off, so no frame is ever resampled.");
   } else if (report.pools.empty()) {
-    line("TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
+    line(bounded ? "TERMINATES: every getitem ends, with a sample or with the bounded error."
+                 : "TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
   } else {
     line(fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",
-                     bounded ? "ERROR (bounded)" : "LIVELOCK", report.pools.size()));
+                     bounded ? "ERROR POOLS (bounded: every draw of them gives up)" : "LIVELOCK",
+                     report.pools.size()));
     for (size_t p = 0; p < report.pools.size(); ++p) {
       const TrapPool& pool = report.pools[p];
       if (pool.scenes_spanned == 1) {
@@ -133,46 +147,79 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
       }
       if (pool.first_hit) {
         const SamplerHit& hit = *pool.first_hit;
-        line(fmt::format("      first hit: iteration {}, rank {}, slot {}, worker {} (index {}, "
+        line(fmt::format("      first hit: iteration {}, rank {}, slot {}, {} (index {}, "
                          "sampler group {})",
-                         hit.iteration, hit.rank, hit.slot, hit.worker, hit.index, hit.group));
+                         hit.iteration, hit.rank, hit.slot, Loader(job, hit.worker), hit.index,
+                         hit.group));
       } else {
         line(fmt::format("      not drawn within the job's {} iterations for job.seed {}",
                          report.job_iterations, job.seed()));
       }
     }
-    if (report.first_hit) {
-      const SamplerHit& hit = *report.first_hit;
-      line("");
-      if (bounded) {
-        line(fmt::format("Rank {}'s worker {} gives up on batch {} after {} loads and raises: the "
-                         "job fails at iteration {}.",
-                         hit.rank, hit.worker, hit.iteration, scenario.resample().attempts_max(),
-                         hit.iteration));
-      } else {
-        line(fmt::format(
-            "Rank {}'s DataLoader worker {} spins forever on batch {} (slot {}, index {}). Rank {} "
-            "never starts iteration {}; every other rank blocks in its first collective (c10d "
-            "sequence number {} on default_pg) and its watchdog aborts after Timeout(ms)={}.",
-            hit.rank, hit.worker, hit.iteration, hit.slot, hit.index, hit.rank, hit.iteration,
-            FirstSeqOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms()));
-      }
+  }
+  if (report.first_hit && !bounded) {
+    const SamplerHit& hit = *report.first_hit;
+    line("");
+    std::string consequence;
+    if (job.world_size() == 1) {
+      consequence = "The only rank waits forever; no collective is pending, so no watchdog fires.";
+    } else {
+      consequence = fmt::format(
+          "Every other rank blocks in its first collective of iteration {} (c10d sequence "
+          "number {} on default_pg) and its watchdog aborts after Timeout(ms)={}.",
+          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration),
+          scenario.comm().timeout_ms());
     }
+    line(fmt::format("Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
+                     "starts iteration {}. {}",
+                     hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
+                     hit.rank, hit.iteration, consequence));
+  }
+  if (bounded && report.first_bounded_error) {
+    const SamplerHit& hit = *report.first_bounded_error;
+    line("");
+    line(fmt::format("Replayed with the workers' numpy draws: rank {}'s {} gives up on batch {} "
+                     "(slot {}, index {}) after {} loads and raises; the job fails at iteration "
+                     "{}.",
+                     hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
+                     scenario.resample().attempts_max(), hit.iteration));
+  } else if (bounded && RejectsEmptyFrames(scenario)) {
+    line("");
+    line(fmt::format("Replayed with the workers' numpy draws: no getitem gives up within the "
+                     "job's {} iterations.",
+                     report.job_iterations));
   }
   line("");
   line(fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames,
                    stats.epochs_in_job));
-  line(fmt::format("  resampled draws {:.0f}, expected extra loads {:.1f}, expected stream breaks "
-                   "{:.1f}",
+  line(fmt::format("  draws of a frame without GT {:.0f}, expected extra loads {:.1f}, expected "
+                   "stream breaks {:.1f}{}",
                    stats.resample_visits_per_epoch, stats.extra_loads_per_epoch,
-                   stats.stream_breaks_per_epoch));
+                   stats.stream_breaks_per_epoch,
+                   bounded ? fmt::format(", expected bounded errors {:.3g}",
+                                         stats.bounded_errors_per_epoch)
+                           : ""));
+  if (!report.pools.empty() && !bounded) {
+    line("  (frames of the livelock pools are left out: their getitem never returns)");
+  }
   line("");
   const int exit_code = CheckExitCode(report);
-  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}",
-                   exit_code == 0 ? "the resample loop terminates on every frame"
-                   : report.first_hit ? (bounded ? "the job fails" : "the job hangs")
-                                      : "the job can fail",
-                   exit_code, scenario.seed(), job.seed()));
+  std::string verdict;
+  if (exit_code == 0) {
+    verdict = "proven: every getitem ends with a sample, and the sampler works";
+  } else if (!report.sampler_failure.empty()) {
+    verdict = "the job fails when it builds its sampler";
+  } else if (report.first_hit && !bounded) {
+    verdict = fmt::format("the job hangs at iteration {}", report.first_hit->iteration);
+  } else if (report.first_bounded_error) {
+    verdict = fmt::format("the job fails at iteration {}", report.first_bounded_error->iteration);
+  } else if (!report.batches_equal) {
+    verdict = "the ranks run out of batches at different iterations";
+  } else {
+    verdict = "a livelock is possible (not drawn within this job for this seed)";
+  }
+  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}", verdict, exit_code,
+                   scenario.seed(), job.seed()));
   return out;
 }
 
@@ -205,6 +252,7 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
       {"livelock_pools", livelock},
       {"error_pools", errors},
       {"first_hit", HitJson(report.first_hit)},
+      {"first_bounded_error", HitJson(report.first_bounded_error)},
       {"first_hit_collective_seq",
        report.first_hit ? nlohmann::json(FirstSeqOfIteration(scenario, report.first_hit->iteration))
                         : nlohmann::json(nullptr)},
@@ -213,6 +261,8 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
         {"groups_num", report.groups_num},
         {"global_batch", report.global_batch},
         {"assertion_fails", report.sampler_assertion_fails},
+        {"failure", report.sampler_failure.empty() ? nlohmann::json(nullptr)
+                                                   : nlohmann::json(report.sampler_failure)},
         {"batches_per_epoch_by_rank", report.batches_per_epoch_by_rank},
         {"batches_equal", report.batches_equal}}},
       {"job", {{"iterations", report.job_iterations}, {"iterations_per_epoch", report.iterations_per_epoch}}},
@@ -231,6 +281,7 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
         {"closed_classes", report.closed_classes}}},
       {"statistics",
        {{"resampled_draws_per_epoch", stats.resample_visits_per_epoch},
+        {"bounded_errors_per_epoch", stats.bounded_errors_per_epoch},
         {"extra_loads_per_epoch", stats.extra_loads_per_epoch},
         {"stream_breaks_per_epoch", stats.stream_breaks_per_epoch},
         {"epochs_in_job", stats.epochs_in_job}}},

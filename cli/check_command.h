@@ -9,9 +9,9 @@
 
 namespace petrsim {
 
-// Exit codes of `check`: 0 when the job's data path is proven to terminate without error,
-// 1 when a livelock is possible (or the job fails: sampler assertion, bounded error, uneven
-// batches), 2 on bad input.
+// Exit codes of `check`: 0 when every getitem is proven to end with a sample and the sampler
+// works; 1 when a livelock is possible or the job fails another way (the sampler cannot be
+// built, a bounded getitem gives up in the exact replay, uneven batches); 2 on bad input.
 int CheckExitCode(const CheckReport& report);
 
 std::string FormatCheckReport(const Scenario& scenario, const std::string& path,

@@ -11,6 +11,7 @@
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "model/scenario_loader.h"
+#include "model/scenario_validation.h"
 
 namespace {
 
@@ -29,7 +30,13 @@ int RunCheck(const std::string& path, bool json) {
 int RunSample(const std::string& path, const std::string& ranks, uint64_t iterations, bool json) {
   const petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
+  // Checked here, before any output, so the error names the file and nothing is half-written.
   petrsim::CheckSamplerConstructible(scenario, dataset, path);
+  if (iterations > petrsim::kIterationsMax) {
+    throw petrsim::ScenarioError("--iterations: must be <= " +
+                                 std::to_string(petrsim::kIterationsMax) + ", got " +
+                                 std::to_string(iterations));
+  }
   petrsim::SampleStreamOptions options;
   if (!ranks.empty()) options.ranks = petrsim::ParseRankList(ranks, scenario.job().world_size());
   options.iterations = iterations;

@@ -68,9 +68,9 @@ uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
       fmt::format_to(std::back_inserter(buffer),
                      "{}\n{{\"iteration\": {}, \"rank\": {}, \"slot\": {}, \"worker\": {}, "
                      "\"index\": {}, \"group\": {}, \"status\": \"{}\", \"final_index\": {}, "
-                     "\"attempts\": {}}}",
+                     "\"attempts\": {}, \"consumed\": {}}}",
                      rows == 0 ? "" : ",", row.iteration, row.rank, row.slot, row.worker, row.index,
-                     row.group, status, row.final_index, row.attempts);
+                     row.group, status, row.final_index, row.attempts, row.consumed);
     } else {
       fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}",
                      row.iteration, row.rank, row.slot, row.worker, row.index, row.group, status);
@@ -81,15 +81,22 @@ uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
           break;
         case SampleStatus::kLivelock:
           fmt::format_to(std::back_inserter(buffer),
-                         " (no frame of its pool has GT: the worker spins forever; slot stops)");
+                         " (no frame of its pool has GT: the loader spins forever)");
+          break;
+        case SampleStatus::kAttemptsLimit:
+          fmt::format_to(std::back_inserter(buffer),
+                         " (petrsim stopped after {} loads, its limit; the pool has frames with GT)",
+                         row.attempts);
           break;
         case SampleStatus::kError:
           fmt::format_to(std::back_inserter(buffer),
-                         " (bounded: gave up after {} loads; the rank's job fails)", row.attempts);
+                         " (bounded: gave up after {} loads; the batch raises, the job fails)",
+                         row.attempts);
           break;
         default:
           break;
       }
+      if (!row.consumed) fmt::format_to(std::back_inserter(buffer), " [never consumed]");
       fmt::format_to(std::back_inserter(buffer), "\n");
     }
     ++rows;

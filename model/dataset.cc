@@ -16,8 +16,8 @@ namespace petrsim {
 BoxFilter::BoxFilter(const Filters& filters)
     : classes_(EffectiveClasses(filters)),
       use_valid_flag_(filters.use_valid_flag()),
-      range_min_(filters.bev_range_min_m()),
-      range_max_(filters.bev_range_max_m()) {}
+      range_min_(static_cast<float>(filters.bev_range_min_m())),
+      range_max_(static_cast<float>(filters.bev_range_max_m())) {}
 
 bool BoxFilter::IsTargetClass(const std::string& name) const {
   return std::find(classes_.begin(), classes_.end(), name) != classes_.end();
@@ -150,7 +150,23 @@ class DatasetBuilder {
                             dataset_.rejects_empty_frames_;
     int64_t next_flag = 0;
 
-    // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros).
+    // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros), so
+    // drop_empty_groups drops it whole when none of its frames has GT.
+    if (!seq_mode && drop_empty) {
+      const bool any_gt = std::any_of(scenes.begin(), scenes.end(), [](const PendingScene& scene) {
+        return std::any_of(scene.gt_counts.begin(), scene.gt_counts.end(),
+                           [](uint32_t gt) { return gt > 0; });
+      });
+      if (!any_gt) {
+        info.chunks_dropped = 1;
+        for (const auto& scene : scenes) info.frames_dropped += scene.gt_counts.size();
+        info.end = info.begin;
+        info.scene_end = info.scene_begin;
+        info.chunk_end = info.chunk_begin;
+        dataset_.subdatasets_.push_back(info);
+        return;
+      }
+    }
     std::vector<std::vector<uint32_t>> lengths(scenes.size());
     if (seq_mode) {
       for (size_t i = 0; i < scenes.size(); ++i) lengths[i] = ChunkLengths(s, scenes[i]);

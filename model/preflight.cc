@@ -8,10 +8,14 @@
 #include <boost/graph/strong_components.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "model/assert.h"
+#include "model/data_loader.h"
+#include "model/error.h"
 #include "model/resample_policy.h"
+#include "model/sample_stream.h"
 #include "model/sampler.h"
 
 namespace petrsim {
@@ -53,49 +57,67 @@ ResampleGraph BuildResampleGraph(const Dataset& dataset, const ResamplePolicy& p
   return result;
 }
 
-// Finds the earliest sampler draw of a frame in each pool, scanning each rank's stream up to
-// the job length (or the best hit found so far).
+// Finds the earliest sampler draw of a frame in each pool. All ranks advance together, block
+// by block, so they share one group stream (or one epoch list) and the scan stops as soon as
+// every pool has a hit (later blocks cannot be earlier).
 void FindFirstHits(const Scenario& scenario, const Dataset& dataset,
                    const std::vector<int32_t>& pool_of_frame, std::vector<TrapPool>& pools,
                    uint64_t job_iterations) {
   const auto& job = scenario.job();
   const uint32_t batch = job.samples_per_gpu();
-  const uint32_t workers = std::max<uint32_t>(1, job.workers_per_gpu());
-  const SamplerFactory samplers(scenario, dataset);
-  constexpr uint64_t kBlock = 256;
+  const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
+  const SamplerFactory factory(scenario, dataset);
+  std::vector<std::unique_ptr<RankSampler>> samplers;
+  for (uint32_t rank = 0; rank < job.world_size(); ++rank) samplers.push_back(factory.ForRank(rank));
+  constexpr uint64_t kBlock = 64;
   std::vector<SlotDraw> draws(kBlock * batch);
-  // Draws at or after this iteration cannot improve any pool's first hit.
-  auto scan_limit = [&]() {
-    uint64_t limit = 0;
-    for (const auto& pool : pools) {
-      if (!pool.first_hit) return job_iterations;
-      limit = std::max(limit, pool.first_hit->iteration + 1);
-    }
-    return std::min(limit, job_iterations);
-  };
-  for (uint32_t rank = 0; rank < job.world_size(); ++rank) {
-    const auto sampler = samplers.ForRank(rank);
-    for (uint64_t start = 0; start < scan_limit(); start += kBlock) {
-      const uint64_t count = std::min(kBlock, job_iterations - start);
-      sampler->NextBatches(std::span<SlotDraw>(draws.data(), count * batch));
+  size_t pools_hit = 0;
+  for (uint64_t start = 0; start < job_iterations && pools_hit < pools.size(); start += kBlock) {
+    const uint64_t count = std::min(kBlock, job_iterations - start);
+    for (uint32_t rank = 0; rank < job.world_size(); ++rank) {
+      samplers[rank]->NextBatches(std::span<SlotDraw>(draws.data(), count * batch));
       for (uint64_t i = 0; i < count * batch; ++i) {
         if (draws[i].index < 0) continue;
         const int32_t pool = pool_of_frame[draws[i].index];
         if (pool < 0) continue;
         const uint64_t iteration = start + i / batch;
+        const auto slot = static_cast<uint32_t>(i % batch);
         auto& hit = pools[pool].first_hit;
-        // Ranks are scanned in order and each rank's draws in time order, so a later hit (or a
-        // tie with a lower rank or slot) never replaces an earlier one.
-        if (hit && hit->iteration <= iteration) continue;
-        hit = SamplerHit{iteration, rank, static_cast<uint32_t>(i % batch),
-                         static_cast<uint32_t>(iteration % workers), draws[i].index,
+        if (hit && std::tie(hit->iteration, hit->rank, hit->slot) <=
+                       std::tie(iteration, rank, slot)) {
+          continue;
+        }
+        if (!hit) ++pools_hit;
+        hit = SamplerHit{iteration, rank, slot, loader.WorkerOf(iteration), draws[i].index,
                          draws[i].group};
       }
     }
   }
 }
 
+// bounded: replays every rank's stream with the workers' real draws up to the job length (or
+// the earliest error found) and returns the first getitem that gives up.
+std::optional<SamplerHit> FindFirstBoundedError(const Scenario& scenario, const Dataset& dataset,
+                                                uint64_t job_iterations) {
+  std::optional<SamplerHit> first;
+  for (uint32_t rank = 0; rank < scenario.job().world_size(); ++rank) {
+    SampleStreamOptions options;
+    options.ranks = {rank};
+    options.iterations = first ? std::min(job_iterations, first->iteration + 1) : job_iterations;
+    GenerateSampleStream(scenario, dataset, options, [&](const SampleRow& row) {
+      if (row.status != SampleStatus::kError) return;
+      if (first && std::tie(first->iteration, first->rank, first->slot) <=
+                       std::tie(row.iteration, row.rank, row.slot)) {
+        return;
+      }
+      first = SamplerHit{row.iteration, row.rank, row.slot, row.worker, row.index, row.group};
+    });
+  }
+  return first;
+}
+
 PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& dataset,
+                                   const ResamplePolicy& policy,
                                    const std::vector<int32_t>& pool_of_frame,
                                    uint64_t job_iterations) {
   PolicyStatistics stats;
@@ -114,29 +136,66 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
     stats.chunks_dropped += sub.chunks_dropped;
     stats.frames_dropped += sub.frames_dropped;
   }
-  const auto policy = scenario.resample().policy();
+  // Accepted frames, and accepted frames with prev_exists, in any index range, O(1).
+  std::vector<int64_t> accepted_prefix(dataset.size() + 1, 0);
+  std::vector<int64_t> continuing_prefix(dataset.size() + 1, 0);
+  for (int64_t i = 0; i < dataset.size(); ++i) {
+    const FrameInfo& frame = dataset.frame(i);
+    accepted_prefix[i + 1] = accepted_prefix[i] + frame.accepted;
+    continuing_prefix[i + 1] = continuing_prefix[i] + (frame.accepted && frame.prev_exists);
+  }
+  const uint64_t attempts_max = policy.attempts_max();
   for (int64_t i = 0; i < dataset.size(); ++i) {
     const FrameInfo& frame = dataset.frame(i);
     stats.frames_without_gt += frame.gt_count == 0;
-    if (frame.accepted || pool_of_frame[i] >= 0) continue;
+    if (frame.accepted) continue;
+    if (pool_of_frame[i] >= 0) {
+      // A trap pool: unbounded policies never return (reported as livelock, not counted
+      // here); bounded always gives up.
+      if (attempts_max > 0) stats.bounded_errors_per_epoch += 1;
+      continue;
+    }
     stats.resample_visits_per_epoch += 1;
-    stats.stream_breaks_per_epoch += 1;  // the frame returned is never the one asked for
-    // Expected loads after the first: uniform draws over n candidates of which v are accepted
-    // take n / v draws on average (geometric); deterministic policies take one.
-    double extra = 1;
-    if (policy == Resample::in_group || policy == Resample::drop_empty_groups ||
-        policy == Resample::bounded) {
-      const ChunkInfo& chunk = dataset.chunks()[frame.chunk];
-      extra = static_cast<double>(chunk.end - chunk.begin) / chunk.accepted_frames;
-    } else if (policy == Resample::global) {
-      extra = static_cast<double>(dataset.size()) / static_cast<double>(dataset.accepted_frames());
+    // Every policy here draws the next attempt uniformly from one candidate range (a single
+    // frame for the deterministic ones), so the loop ends on a uniformly chosen accepted
+    // candidate after a geometric number of draws with success probability v / n.
+    const IndexRange candidates = policy.Candidates(i);
+    const auto n = static_cast<double>(candidates.size());
+    const auto v = static_cast<double>(accepted_prefix[candidates.end] -
+                                       accepted_prefix[candidates.begin]);
+    const auto continuing = static_cast<double>(continuing_prefix[candidates.end] -
+                                                continuing_prefix[candidates.begin]);
+    double extra = n / v;
+    double success = 1.0;
+    if (attempts_max > 0) {
+      // At most attempts_max - 1 draws after the first load: a truncated geometric.
+      const double miss = 1.0 - v / n;
+      const double draws = static_cast<double>(attempts_max - 1);
+      success = 1.0 - std::pow(miss, draws);
+      extra = miss == 0.0 ? std::min(1.0, draws) : (1.0 - std::pow(miss, draws)) / (1.0 - miss);
+      stats.bounded_errors_per_epoch += 1.0 - success;
     }
     stats.extra_loads_per_epoch += extra;
+    stats.stream_breaks_per_epoch += success * continuing / v;
   }
   const auto& job = scenario.job();
   stats.epochs_in_job = static_cast<double>(job_iterations) * job.world_size() *
                         job.samples_per_gpu() / static_cast<double>(dataset.size());
   return stats;
+}
+
+std::vector<uint64_t> BatchesPerEpochByRank(const Scenario& scenario, const Dataset& dataset) {
+  const auto& job = scenario.job();
+  const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
+  const uint64_t natural = loader.batches_per_epoch != 0 ? loader.batches_per_epoch
+                                                         : IterationsPerEpoch(scenario, dataset);
+  std::vector<uint64_t> batches(job.world_size(), natural);
+  for (const Fault& fault : scenario.faults()) {
+    if (!fault.has_uneven_batches()) continue;
+    uint64_t& count = batches[fault.uneven_batches().rank()];
+    count -= std::min(count, fault.uneven_batches().batches_fewer());
+  }
+  return batches;
 }
 
 }  // namespace
@@ -150,14 +209,16 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
   report.job_iterations = JobIterations(scenario, dataset);
   const bool infinite = scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch;
   report.sampler_assertion_fails = infinite && !InfiniteSamplerAssertionHolds(scenario, dataset);
-  if (!infinite) {
-    // Both epoch samplers give every rank the same share; computed per rank, not assumed.
-    const uint64_t samples = EpochSamplesPerRank(scenario, dataset);
-    const uint64_t batches = (samples + job.samples_per_gpu() - 1) / job.samples_per_gpu();
-    report.batches_per_epoch_by_rank.assign(job.world_size(), batches);
-    report.batches_equal = std::all_of(report.batches_per_epoch_by_rank.begin(),
-                                       report.batches_per_epoch_by_rank.end(),
-                                       [&](uint64_t b) { return b == batches; });
+  try {
+    CheckSamplerConstructible(scenario, dataset, "sampler");
+  } catch (const ScenarioError& error) {
+    report.sampler_failure = error.what();
+  }
+  if (report.sampler_failure.empty()) {
+    report.batches_per_epoch_by_rank = BatchesPerEpochByRank(scenario, dataset);
+    const auto [low, high] = std::minmax_element(report.batches_per_epoch_by_rank.begin(),
+                                                 report.batches_per_epoch_by_rank.end());
+    report.batches_equal = *low == *high;
   }
 
   // Closed classes of the resample graph without an accepted frame.
@@ -219,9 +280,10 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
     if (frame.scene == pool.scene) pool.last_frame_in_scene = frame.frame_in_scene;
     pool_of_frame[i] = pool_of_component[c];
   }
-  report.terminates = !bounded ? report.pools.empty() : true;
+  // bounded always ends: with a sample, or with its error.
+  report.terminates = bounded || report.pools.empty();
 
-  if (!report.pools.empty() && !report.sampler_assertion_fails) {
+  if (!report.pools.empty() && report.sampler_failure.empty()) {
     FindFirstHits(scenario, dataset, pool_of_frame, report.pools, report.job_iterations);
     for (size_t p = 0; p < report.pools.size(); ++p) {
       const auto& hit = report.pools[p].first_hit;
@@ -234,9 +296,14 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
       }
     }
   }
-  report.job_fails = report.sampler_assertion_fails || report.first_hit.has_value() ||
-                     !report.terminates || !report.batches_equal;
-  report.statistics = ComputeStatistics(scenario, dataset, pool_of_frame, report.job_iterations);
+  if (bounded && report.sampler_failure.empty() && dataset.accepted_frames() < dataset.size()) {
+    report.first_bounded_error = FindFirstBoundedError(scenario, dataset, report.job_iterations);
+  }
+  report.job_fails = !report.sampler_failure.empty() || !report.terminates ||
+                     report.first_hit.has_value() || report.first_bounded_error.has_value() ||
+                     !report.batches_equal;
+  report.statistics =
+      ComputeStatistics(scenario, dataset, *policy, pool_of_frame, report.job_iterations);
   return report;
 }
 

@@ -48,6 +48,8 @@ struct TrapPool {
   std::optional<SamplerHit> first_hit;  // within the job's iterations, or none
 };
 
+// Per-epoch statistics of the resample policy (one pass over the dataset, each frame drawn
+// once), from the pool compositions; frames of trap pools are excluded.
 struct PolicyStatistics {
   uint64_t frames = 0;
   uint64_t accepted_frames = 0;
@@ -58,10 +60,13 @@ struct PolicyStatistics {
   uint64_t chunks_partly_rejected = 0;  // some frames have zero GT
   uint64_t chunks_dropped = 0;  // drop_empty_groups
   uint64_t frames_dropped = 0;
-  // Per epoch (one pass over the dataset, each frame drawn once); livelock pools excluded.
-  double resample_visits_per_epoch = 0;   // draws of a rejected frame
-  double extra_loads_per_epoch = 0;       // loads after the first, expected
-  double stream_breaks_per_epoch = 0;     // out-of-order frames fed with prev_exists, expected
+  double resample_visits_per_epoch = 0;  // draws of a frame without GT
+  double extra_loads_per_epoch = 0;      // loads after the first, expected
+  // Expected frames fed out of order with prev_exists true (memory carried over from another
+  // place of the stream): a resample that lands on a frame that does not start its chunk.
+  double stream_breaks_per_epoch = 0;
+  // bounded only: expected getitem calls per epoch that give up (the job fails).
+  double bounded_errors_per_epoch = 0;
   double epochs_in_job = 0;               // job samples / dataset size
 };
 
@@ -72,10 +77,16 @@ struct CheckReport {
   std::optional<SamplerHit> first_hit;  // earliest over the livelock/error pools
   int first_hit_pool = -1;              // index into pools
   bool sampler_assertion_fails = false;  // groups_num < W * B (infinite sampler)
+  std::string sampler_failure;           // why the sampler cannot be built; empty if it can
   int64_t groups_num = 0;
   uint64_t global_batch = 0;
-  std::vector<uint64_t> batches_per_epoch_by_rank;  // epoch samplers
+  // Batches per epoch of each rank: the DataLoader's length (epoch samplers) or the
+  // iterations per epoch (infinite sampler), less the uneven_batches faults.
+  std::vector<uint64_t> batches_per_epoch_by_rank;
   bool batches_equal = true;
+  // bounded only: the first getitem that gives up, replayed exactly with the workers' numpy
+  // draws (the pools above are the frames that always give up; a partly empty chunk can too).
+  std::optional<SamplerHit> first_bounded_error;
   uint64_t iterations_per_epoch = 0;
   uint64_t job_iterations = 0;
   uint64_t graph_vertices = 0;

@@ -1,8 +1,9 @@
 // Sample stream generation; see sample_stream.h.
 #include "model/sample_stream.h"
 
-#include <algorithm>
+#include <optional>
 
+#include "model/data_loader.h"
 #include "model/numpy_random.h"
 #include "model/sampler.h"
 
@@ -16,6 +17,8 @@ std::string SampleStatusName(SampleStatus status) {
       return "resampled";
     case SampleStatus::kLivelock:
       return "livelock";
+    case SampleStatus::kAttemptsLimit:
+      return "attempts_limit";
     case SampleStatus::kError:
       return "error";
     case SampleStatus::kBlocked:
@@ -25,6 +28,23 @@ std::string SampleStatusName(SampleStatus status) {
   }
   return "unknown";
 }
+
+namespace {
+
+void SeedWorkers(const Scenario& scenario, uint32_t rank, std::vector<NumpyRandomState>& rngs) {
+  const auto& job = scenario.job();
+  rngs.clear();
+  if (job.workers_per_gpu() == 0) {
+    // The main process loads; its numpy RNG was seeded with the seed alone (set_random_seed).
+    rngs.emplace_back(job.seed());
+    return;
+  }
+  for (uint32_t w = 0; w < job.workers_per_gpu(); ++w) {
+    rngs.emplace_back(WorkerNumpySeed(job.workers_per_gpu(), rank, w, job.seed()));
+  }
+}
+
+}  // namespace
 
 void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
                           const SampleStreamOptions& options,
@@ -37,29 +57,31 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
   const uint64_t iterations =
       options.iterations != 0 ? options.iterations : JobIterations(scenario, dataset);
   const auto policy = MakeResamplePolicy(scenario, dataset);
+  const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
   const uint32_t batch = job.samples_per_gpu();
-  const uint32_t workers = std::max<uint32_t>(1, job.workers_per_gpu());
   const uint32_t pipeline_draws = scenario.resample().pipeline_draws_per_attempt();
-  const SamplerFactory samplers(scenario, dataset);
 
   std::vector<SlotDraw> draws(batch);
+  std::vector<NumpyRandomState> rngs;
   for (const uint32_t rank : ranks) {
-    const auto sampler = samplers.ForRank(rank);
-    std::vector<NumpyRandomState> rngs;
-    for (uint32_t w = 0; w < workers; ++w) {
-      // With no workers the main process loads, its numpy RNG seeded with the seed alone.
-      rngs.emplace_back(job.workers_per_gpu() == 0
-                            ? job.seed()
-                            : WorkerNumpySeed(job.workers_per_gpu(), rank, w, job.seed()));
-    }
-    std::vector<bool> worker_stuck(workers, false);
-    std::vector<bool> slot_stopped(batch, false);
-    bool rank_failed = false;
-    for (uint64_t k = 0; k < iterations && !rank_failed; ++k) {
+    // Rank by rank, each with its own sampler state, so memory stays bounded for long jobs.
+    const auto sampler = MakeRankSampler(scenario, dataset, rank);
+    SeedWorkers(scenario, rank, rngs);
+    std::vector<bool> worker_stuck(rngs.size(), false);
+    std::optional<uint64_t> blocked_at;  // the first batch the main process never gets
+    for (uint64_t k = 0; k < iterations; ++k) {
+      if (blocked_at) {
+        // Nothing past the prefetch window is dispatched, and a new epoch's iterator is never
+        // created, while the main process waits for batch *blocked_at.
+        if (k >= *blocked_at + loader.in_flight || loader.RestartsAt(k)) break;
+      } else if (loader.RestartsAt(k)) {
+        SeedWorkers(scenario, rank, rngs);
+        worker_stuck.assign(rngs.size(), false);
+      }
       sampler->NextBatches(draws);
-      const uint32_t worker = static_cast<uint32_t>(k % workers);
-      for (uint32_t b = 0; b < batch && !rank_failed; ++b) {
-        if (slot_stopped[b]) continue;
+      const uint32_t worker = loader.WorkerOf(k);
+      bool batch_raised = false;  // a bounded error aborts the rest of this batch's fetch
+      for (uint32_t b = 0; b < batch; ++b) {
         SampleRow row;
         row.iteration = k;
         row.rank = rank;
@@ -69,7 +91,7 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
         row.group = draws[b].group;
         if (row.index < 0) {
           row.status = SampleStatus::kPadding;
-        } else if (worker_stuck[worker]) {
+        } else if (worker_stuck[worker] || batch_raised) {
           row.status = SampleStatus::kBlocked;
         } else {
           const GetItemResult result =
@@ -81,17 +103,28 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
               row.status = result.attempts == 1 ? SampleStatus::kOk : SampleStatus::kResampled;
               break;
             case GetItemOutcome::kLivelock:
-            case GetItemOutcome::kAttemptsLimit:
               row.status = SampleStatus::kLivelock;
-              slot_stopped[b] = true;
-              worker_stuck[worker] = true;
+              break;
+            case GetItemOutcome::kAttemptsLimit:
+              row.status = SampleStatus::kAttemptsLimit;
               break;
             case GetItemOutcome::kAttemptsExhausted:
               row.status = SampleStatus::kError;
-              rank_failed = true;
               break;
           }
+          if (result.outcome != GetItemOutcome::kAccepted) {
+            // The worker never returns this batch (it spins) or raises on it (bounded): the
+            // batch's later samples are not loaded and the main process never gets past it. A
+            // worker that raised goes on serving its next batches; a spinning one never does.
+            if (result.outcome == GetItemOutcome::kAttemptsExhausted) {
+              batch_raised = true;
+            } else {
+              worker_stuck[worker] = true;
+            }
+            if (!blocked_at || k < *blocked_at) blocked_at = k;
+          }
         }
+        row.consumed = !blocked_at || k < *blocked_at;
         on_row(row);
       }
     }

@@ -16,9 +16,29 @@ GroupStream::GroupStream(int64_t groups_num, uint32_t seed)
 }
 
 void GroupStream::Extend() {
+  // Free the permutations every consumer has left behind before growing; erasing only when at
+  // least half the buffer goes keeps the cost amortised.
+  if (!low_water_.empty()) {
+    const uint64_t low = *std::min_element(low_water_.begin(), low_water_.end());
+    const uint64_t releasable = low > first_position_ ? (low - first_position_) / groups_num_ * groups_num_ : 0;
+    if (releasable > 0 && releasable * 2 >= stream_.size()) {
+      stream_.erase(stream_.begin(), stream_.begin() + static_cast<int64_t>(releasable));
+      first_position_ += releasable;
+    }
+  }
   const size_t old_size = stream_.size();
   stream_.resize(old_size + groups_num_);
   TorchRandperm(generator_, std::span<int32_t>(stream_.data() + old_size, groups_num_));
+}
+
+int GroupStream::RegisterConsumer() {
+  low_water_.push_back(first_position_);
+  return static_cast<int>(low_water_.size()) - 1;
+}
+
+void GroupStream::SetLowWater(int consumer, uint64_t position) {
+  PETRSIM_ASSERT(position >= low_water_[consumer]);
+  low_water_[consumer] = position;
 }
 
 InfiniteGroupSampler::InfiniteGroupSampler(const Dataset& dataset,
@@ -27,6 +47,7 @@ InfiniteGroupSampler::InfiniteGroupSampler(const Dataset& dataset,
                                            uint32_t rank)
     : dataset_(dataset),
       stream_(std::move(stream)),
+      consumer_(stream_->RegisterConsumer()),
       global_batch_(uint64_t{world_size} * samples_per_gpu),
       slots_(samples_per_gpu) {
   PETRSIM_ASSERT(rank < world_size);
@@ -54,6 +75,9 @@ void InfiniteGroupSampler::NextBatches(std::span<SlotDraw> out) {
       out[i + b] = SlotDraw{offsets_base[slot.cursor++], slot.group};
     }
   }
+  uint64_t low = slots_[0].next_position;
+  for (const Slot& slot : slots_) low = std::min(low, slot.next_position);
+  stream_->SetLowWater(consumer_, low);
 }
 
 namespace {
@@ -244,6 +268,13 @@ void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
         "samples_per_gpu, got " + std::to_string(dataset.groups_num()) + " < " +
         std::to_string(job.world_size()) + " * " + std::to_string(job.samples_per_gpu()) +
         " (the real job fails with an AssertionError when it builds the sampler)");
+  }
+  if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch &&
+      EpochSamplesPerRank(scenario, dataset) * job.world_size() > kEpochListMax) {
+    throw ScenarioError(display_name + ": sampler.kind: one epoch's index list would hold " +
+                        std::to_string(EpochSamplesPerRank(scenario, dataset) * job.world_size()) +
+                        " indices (groups padded to multiples of world_size * samples_per_gpu); "
+                        "petrsim's limit is " + std::to_string(kEpochListMax));
   }
   if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch &&
       EpochSamplesPerRank(scenario, dataset) == 0) {

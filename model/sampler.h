@@ -36,20 +36,28 @@ class RankSampler {
 };
 
 // The infinite group id stream every rank builds: randperm(G) concatenated forever from one
-// torch generator seeded with the sampler seed. Extended lazily; positions only grow.
+// torch generator seeded with the sampler seed. Extended lazily. Consumers (the rank samplers
+// reading it) report the lowest position they may still read; permutations below every
+// consumer's mark are freed, so memory stays bounded however long the job runs.
 class GroupStream {
  public:
   GroupStream(int64_t groups_num, uint32_t seed);
   int32_t at(uint64_t position) {
-    while (position >= stream_.size()) Extend();
-    return stream_[position];
+    PETRSIM_ASSERT(position >= first_position_);
+    while (position >= first_position_ + stream_.size()) Extend();
+    return stream_[position - first_position_];
   }
+  int RegisterConsumer();
+  void SetLowWater(int consumer, uint64_t position);
+  uint64_t positions_held() const { return stream_.size(); }
 
  private:
   void Extend();
   int64_t groups_num_;
   TorchGenerator generator_;
+  uint64_t first_position_ = 0;  // stream position of stream_[0], a multiple of groups_num_
   std::vector<int32_t> stream_;
+  std::vector<uint64_t> low_water_;  // per consumer
 };
 
 // StreamPETR's sampler for one rank: global slot s = rank * B + b consumes stream elements
@@ -70,6 +78,7 @@ class InfiniteGroupSampler final : public RankSampler {
   };
   const Dataset& dataset_;
   std::shared_ptr<GroupStream> stream_;
+  int consumer_;
   uint64_t global_batch_;
   std::vector<Slot> slots_;
 };
@@ -81,9 +90,9 @@ class InfiniteGroupSampler final : public RankSampler {
 std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset,
                                         uint64_t epoch);
 
-// Epoch lists shared by the ranks of one job: each epoch's list is computed once (one randperm
-// of the dataset instead of one per rank) and the two most recent epochs are kept, which is
-// what ranks advancing together need; an older epoch is recomputed. Not thread-safe.
+// Epoch lists shared by the ranks of one job: the two most recent epochs are kept, so ranks
+// that advance together (check's scan, the simulator) compute each epoch's list once instead of
+// once per rank; a rank that falls further behind has its epoch recomputed. Not thread-safe.
 class EpochLists {
  public:
   EpochLists(const Scenario& scenario, const Dataset& dataset);
@@ -129,6 +138,9 @@ std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint
 std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size,
                                                     uint32_t rank, bool shuffle, bool drop_last,
                                                     uint32_t seed, uint64_t epoch);
+// The most indices one epoch's list may hold (mmdet pads every group to a multiple of W * B).
+inline constexpr uint64_t kEpochListMax = 200'000'000;
+
 // Samples per rank per epoch of the epoch samplers (equal on every rank for both).
 uint64_t EpochSamplesPerRank(const Scenario& scenario, const Dataset& dataset);
 
@@ -137,13 +149,14 @@ bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& data
 
 // Throws ScenarioError, prefixed by `display_name`, where the Python sampler would fail at
 // construction: InfiniteGroupEachSampleInBatchSampler's groups_num >= W * B assertion, or an
-// empty DataLoader (torch DistributedSampler with drop_last and fewer frames than ranks).
+// empty DataLoader (torch DistributedSampler with drop_last and fewer frames than ranks); and
+// where petrsim's limits refuse the job (an epoch list beyond kEpochListMax indices).
 void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
                                const std::string& display_name);
 
 // Makes the samplers of the ranks of one job; they share the job-wide state (the infinite
-// group stream, or the epoch lists), so N simulated ranks cost about one. The factory must
-// outlive nothing: samplers hold the shared state themselves. Throws like
+// group stream, or the epoch lists), so N ranks advancing together cost about one. Samplers
+// hold the shared state themselves and may outlive the factory. Throws like
 // CheckSamplerConstructible (with "scenario" as the name).
 class SamplerFactory {
  public:

@@ -288,8 +288,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
 
   // Grouping.
   const auto& grouping = scenario.grouping();
-  if (grouping.has_seq_split_num() && grouping.seq_split_num() < 1) {
-    v.Add("grouping.seq_split_num", "must be >= 1 (or use seq_split_all: true for 'all')",
+  if (grouping.has_seq_split_num() &&
+      (grouping.seq_split_num() < 1 || grouping.seq_split_num() > 100000)) {
+    v.Add("grouping.seq_split_num",
+          "must be in [1, 100000] (or use seq_split_all: true for 'all')",
           grouping.seq_split_num());
   }
   if (grouping.seq_split_all() && grouping.has_seq_split_num()) {

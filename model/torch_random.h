@@ -35,7 +35,9 @@ void TorchRandperm(TorchGenerator& generator, std::span<Int> out) {
   PETRSIM_ASSERT(n < kTorchRandpermSmallMax);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Int>(i);
   for (int64_t i = 0; i + 1 < n; ++i) {
-    const int64_t z = static_cast<int64_t>(generator.Random32() % static_cast<uint64_t>(n - i));
+    // torch computes this modulo in 64 bits; both operands fit in 32 here (n < 2^32 / 20), and
+    // the 32-bit division gives the same value faster.
+    const int64_t z = static_cast<int64_t>(generator.Random32() % static_cast<uint32_t>(n - i));
     std::swap(out[i], out[z + i]);
   }
 }

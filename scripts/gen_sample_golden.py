@@ -11,8 +11,11 @@ tests/golden/sample_streams.json. tests/sample_stream_test.cc checks petrsim aga
 The random draws are the real library calls: torch.randperm with a seeded torch.Generator and
 the global np.random after np.random.seed (one saved state per worker, swapped in and out as the
 worker processes its batches). The loop structure is written here from the reference text.
-A pool with no frame with GT would loop forever in Python; the script stops that slot with a
-"livelock" row instead, as petrsim does.
+A pool with no frame with GT would loop forever in Python; the script records a "livelock" row
+instead, as petrsim does, and then follows the DataLoader: the stuck worker loads nothing more,
+the main process never consumes that batch, and nothing past the prefetch window
+(prefetch_factor * num_workers batches) is dispatched. This DataLoader bookkeeping is written
+here from reference section 6, like petrsim's; the draws are the real ones.
 
 Regenerate: /usr/bin/python3 scripts/gen_sample_golden.py
 """
@@ -92,44 +95,49 @@ def run(case):
             np.random.seed(seed if workers == 0 else workers * rank + w + seed)
             states.append(np.random.get_state())
         stuck = [False] * max(1, workers)
-        stopped = [False] * batch_size
+        blocked_at = None  # the first batch the main process never gets
+        in_flight = case["prefetch_factor"] * workers
         for k, batch in enumerate(rank_batches(local_flag, world_size, batch_size, rank, seed,
                                                case["iterations"])):
+            # While the main process waits for batch blocked_at, nothing at or after
+            # blocked_at + prefetch_factor * num_workers is dispatched.
+            if blocked_at is not None and k >= blocked_at + in_flight:
+                break
             w = k % max(1, workers)
             np.random.set_state(states[w])
             for b, (index, group) in enumerate(batch):
-                if stopped[b]:
-                    continue
                 row = {"iteration": k, "rank": rank, "slot": b, "worker": w, "index": index,
                        "group": group, "final_index": -1, "attempts": 0}
                 if stuck[w]:
                     row["status"] = "blocked"
-                    rows.append(row)
-                    continue
-                idx, attempts = index, 0
-                while True:  # Custom3DDataset.__getitem__ in train mode
-                    attempts += 1
-                    for _ in range(uniforms):  # pipeline augmentations drawing from np.random
-                        np.random.uniform(0.0, 1.0)
-                    if gt[idx] > 0:
-                        break
-                    s = sub_of[idx]
-                    if policy == "global":
-                        pool = np.arange(len(gt))
-                    else:  # in_group: _rand_another inside the sub-dataset
-                        sub_flags = np.array([f for i, f in enumerate(local_flag) if sub_of[i] == s])
-                        local = idx - offsets[s]
-                        pool = np.where(sub_flags == sub_flags[local])[0] + offsets[s]
-                    if all(gt[i] == 0 for i in pool):
-                        break  # Python would spin forever here
-                    idx = int(np.random.choice(pool))
-                row["final_index"], row["attempts"] = idx, attempts
-                if gt[idx] == 0:
-                    row["status"] = "livelock"
-                    stopped[b] = True
-                    stuck[w] = True
                 else:
-                    row["status"] = "ok" if attempts == 1 else "resampled"
+                    idx, attempts = index, 0
+                    while True:  # Custom3DDataset.__getitem__ in train mode
+                        attempts += 1
+                        for _ in range(uniforms):  # augmentations drawing from np.random
+                            np.random.uniform(0.0, 1.0)
+                        if gt[idx] > 0:
+                            break
+                        s = sub_of[idx]
+                        if policy == "global":
+                            pool = np.arange(len(gt))
+                        else:  # in_group: _rand_another inside the sub-dataset
+                            sub_flags = np.array(
+                                [f for i, f in enumerate(local_flag) if sub_of[i] == s])
+                            local = idx - offsets[s]
+                            pool = np.where(sub_flags == sub_flags[local])[0] + offsets[s]
+                        if all(gt[i] == 0 for i in pool):
+                            break  # Python would spin forever here
+                        idx = int(np.random.choice(pool))
+                    row["final_index"], row["attempts"] = idx, attempts
+                    if gt[idx] == 0:
+                        row["status"] = "livelock"
+                        stuck[w] = True
+                        if blocked_at is None:
+                            blocked_at = k
+                    else:
+                        row["status"] = "ok" if attempts == 1 else "resampled"
+                row["consumed"] = blocked_at is None or k < blocked_at
                 rows.append(row)
             states[w] = np.random.get_state()
     return rows
@@ -143,7 +151,8 @@ CASES = [
             [[1, 1, 0, 0, 0, 0], [0, 1, 1, 1]],
         ],
         "seq_split_num": 2, "policy": "in_group", "world_size": 2, "samples_per_gpu": 2,
-        "workers_per_gpu": 2, "seed": 0, "iterations": 40, "uniforms_per_attempt": 0,
+        "workers_per_gpu": 2, "prefetch_factor": 2, "seed": 0, "iterations": 40,
+        "uniforms_per_attempt": 0,
     },
     {
         "name": "global_with_pipeline_draws",
@@ -151,7 +160,8 @@ CASES = [
             [[0, 0, 0, 0], [1, 0, 2, 0, 1], [0, 0, 5, 5, 5, 5], [3, 3, 0], [1, 1, 1, 0]],
         ],
         "seq_split_num": 2, "policy": "global", "world_size": 3, "samples_per_gpu": 1,
-        "workers_per_gpu": 3, "seed": 17, "iterations": 30, "uniforms_per_attempt": 2,
+        "workers_per_gpu": 3, "prefetch_factor": 2, "seed": 17, "iterations": 30,
+        "uniforms_per_attempt": 2,
     },
     {
         "name": "main_process_loading",
@@ -159,7 +169,8 @@ CASES = [
             [[1, 0, 0, 0, 1, 1], [0, 1, 1], [1, 1, 1, 1, 1], [0, 2, 0, 2]],
         ],
         "seq_split_num": 2, "policy": "in_group", "world_size": 1, "samples_per_gpu": 3,
-        "workers_per_gpu": 0, "seed": 5, "iterations": 25, "uniforms_per_attempt": 0,
+        "workers_per_gpu": 0, "prefetch_factor": 2, "seed": 5, "iterations": 25,
+        "uniforms_per_attempt": 0,
     },
 ]
 

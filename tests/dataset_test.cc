@@ -185,3 +185,37 @@ TEST(SyntheticDatasetTest, ChangingTheSeedChangesTheBoxes) {
 
 }  // namespace
 }  // namespace petrsim
+
+namespace petrsim {
+namespace {
+
+TEST(DatasetTest, RangeFilterComparesInFloat32LikeMmdet3d) {
+  // 51.19999999 rounds to 51.2f, which is not < 51.2f: mmdet3d drops the box.
+  const Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset { subdatasets { explicit { scenes { frames {
+      boxes { name: "car" x: 51.19999999 y: 0 num_lidar_pts: 1 }
+      boxes { name: "car" x: 51.1999 y: 0 num_lidar_pts: 1 }
+    } } } } }
+    grouping { seq_mode: false }
+    job { world_size: 1 samples_per_gpu: 1 }
+  )pb");
+  EXPECT_EQ(BuildDataset(scenario, "t").frame(0).gt_count, 1u);
+}
+
+TEST(DatasetTest, DropEmptyGroupsWithoutSeqModeDropsAnEmptySubDataset) {
+  Scenario scenario = testing::ScenarioFromText(kTwoSubDatasets);
+  scenario.mutable_grouping()->set_seq_mode(false);
+  scenario.mutable_resample()->set_policy(Resample::drop_empty_groups);
+  // val [0, 0, 2] has a frame with GT: kept whole.
+  EXPECT_EQ(BuildDataset(scenario, "t").size(), 12);
+  auto* val = scenario.mutable_dataset()->mutable_subdatasets(1)->mutable_explicit_();
+  val->mutable_scenes(0)->set_gt_counts(2, 0);
+  const Dataset dataset = BuildDataset(scenario, "t");
+  EXPECT_EQ(dataset.size(), 9);
+  EXPECT_EQ(dataset.subdatasets()[1].chunks_dropped, 1u);
+  EXPECT_EQ(dataset.subdatasets()[1].frames_dropped, 3u);
+  EXPECT_EQ(dataset.groups_num(), 1);
+}
+
+}  // namespace
+}  // namespace petrsim

@@ -178,15 +178,81 @@ TEST(PreflightTest, LivelockPoolNotDrawnWithinTheJobStillFailsTheProof) {
   EXPECT_LE(hits, 2);  // one iteration, two slots
 }
 
-TEST(PreflightTest, StreamBreakStatisticsCountRejectedVisits) {
+TEST(PreflightTest, StreamBreakStatisticsCountJumpsIntoAChunk) {
   Scenario scenario = testing::ScenarioFromText(kSmall);
   scenario.mutable_resample()->set_policy(Resample::global);
   const CheckReport report = RunPreflight(scenario, BuildDataset(scenario, "t"));
-  // 7 frames without GT, each drawn once per epoch, each ends with a jump elsewhere.
+  // 7 frames without GT, each drawn once per epoch, each ends on a uniformly chosen frame with
+  // GT: 9 such frames, 4 of which continue a chunk (prev_exists: indices 3, 5, 9, 11) and so
+  // are fed memory from elsewhere; the other 5 start a chunk and reset it.
   EXPECT_DOUBLE_EQ(report.statistics.resample_visits_per_epoch, 7.0);
-  EXPECT_DOUBLE_EQ(report.statistics.stream_breaks_per_epoch, 7.0);
+  EXPECT_DOUBLE_EQ(report.statistics.stream_breaks_per_epoch, 7.0 * 4.0 / 9.0);
   // Uniform over 16 frames of which 9 have GT: 16/9 loads after the first, per visit.
   EXPECT_NEAR(report.statistics.extra_loads_per_epoch, 7.0 * 16.0 / 9.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace petrsim
+
+namespace petrsim {
+namespace {
+
+TEST(PreflightTest, BoundedIsReplayedExactlyAndAgreesWithSample) {
+  // One partly empty chunk (a whole scene, seq_split_num 1): with attempts_max 2 a getitem
+  // gives up when its one redraw misses, which happens with probability 7/8.
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset { subdatasets { explicit {
+      scenes { gt_counts: [1, 0, 0, 0, 0, 0, 0, 0] }
+      scenes { gt_counts: [1, 1, 1, 1] }
+    } } }
+    grouping { seq_split_num: 1 }
+    resample { policy: bounded attempts_max: 2 }
+    job { world_size: 2 samples_per_gpu: 1 iterations: 50 }
+  )pb");
+  const Dataset dataset = BuildDataset(scenario, "t");
+  const CheckReport report = RunPreflight(scenario, dataset);
+  EXPECT_TRUE(report.terminates);  // bounded always ends
+  EXPECT_TRUE(report.pools.empty());
+  ASSERT_TRUE(report.first_bounded_error.has_value());
+  EXPECT_TRUE(report.job_fails);
+  EXPECT_GT(report.statistics.bounded_errors_per_epoch, 0.0);
+  std::optional<SampleRow> first;
+  GenerateSampleStream(scenario, dataset, {}, [&](const SampleRow& row) {
+    if (row.status != SampleStatus::kError) return;
+    if (!first || std::tie(row.iteration, row.rank) < std::tie(first->iteration, first->rank)) {
+      first = row;
+    }
+  });
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(report.first_bounded_error->iteration, first->iteration);
+  EXPECT_EQ(report.first_bounded_error->rank, first->rank);
+  EXPECT_EQ(report.first_bounded_error->index, first->index);
+}
+
+TEST(PreflightTest, EmptyDataLoaderIsASamplerFailure) {
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1] } } } }
+    grouping { seq_mode: false }
+    sampler { kind: distributed drop_last: true }
+    job { world_size: 8 samples_per_gpu: 1 }
+  )pb");
+  const CheckReport report = RunPreflight(scenario, BuildDataset(scenario, "t"));
+  EXPECT_NE(report.sampler_failure.find("DataLoader would be empty"), std::string::npos)
+      << report.sampler_failure;
+  EXPECT_TRUE(report.job_fails);
+}
+
+TEST(PreflightTest, UnevenBatchesFaultMakesRanksDiffer) {
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1, 1, 1, 1, 1] } } } }
+    sampler { kind: distributed }
+    job { world_size: 2 samples_per_gpu: 2 }
+    faults { uneven_batches { rank: 1 batches_fewer: 1 } }
+  )pb");
+  const CheckReport report = RunPreflight(scenario, BuildDataset(scenario, "t"));
+  EXPECT_EQ(report.batches_per_epoch_by_rank, (std::vector<uint64_t>{2, 1}));
+  EXPECT_FALSE(report.batches_equal);
+  EXPECT_TRUE(report.job_fails);
 }
 
 }  // namespace

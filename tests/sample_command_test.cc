@@ -49,12 +49,18 @@ TEST(WriteSampleStreamTest, JsonRowsParseAndFollowTheSampler) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
   }
-  // Rank 1 stops at its livelock: its last row is the marker.
-  nlohmann::json last_rank1;
+  // Rank 1 hits its livelock at iteration 5 (see check_tiny): from then on nothing is
+  // consumed, and the stream ends with the last prefetched batch, 5 + 2 * 2 - 1 = 8.
+  uint64_t livelock_iteration = 0;
+  uint64_t last_iteration = 0;
   for (const auto& row : json) {
-    if (row["rank"] == 1) last_rank1 = row;
+    if (row["rank"] != 1) continue;
+    if (row["status"] == "livelock" && livelock_iteration == 0) livelock_iteration = row["iteration"];
+    last_iteration = row["iteration"];
+    EXPECT_EQ(row["consumed"], livelock_iteration == 0) << row.dump();
   }
-  EXPECT_EQ(last_rank1["status"], "livelock");
+  EXPECT_EQ(livelock_iteration, 5u);
+  EXPECT_EQ(last_iteration, 8u);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ Scenario ScenarioOf(const nlohmann::json& c) {
   job->set_world_size(c.at("world_size"));
   job->set_samples_per_gpu(c.at("samples_per_gpu"));
   job->set_workers_per_gpu(c.at("workers_per_gpu"));
+  if (job->workers_per_gpu() > 0) job->set_prefetch_factor(c.at("prefetch_factor"));
   job->set_seed(c.at("seed"));
   job->set_iterations(c.at("iterations"));
   EXPECT_TRUE(FindScenarioViolations(scenario).empty());
@@ -60,11 +61,47 @@ TEST(SampleStreamTest, MatchesThePythonDataPathRowForRow) {
       EXPECT_EQ(rows[i].index, e.at("index").get<int64_t>());
       EXPECT_EQ(rows[i].group, e.at("group").get<int64_t>());
       EXPECT_EQ(SampleStatusName(rows[i].status), e.at("status").get<std::string>());
+      EXPECT_EQ(rows[i].consumed, e.at("consumed").get<bool>());
       if (rows[i].status != SampleStatus::kBlocked) {
         EXPECT_EQ(rows[i].final_index, e.at("final_index").get<int64_t>());
         EXPECT_EQ(rows[i].attempts, e.at("attempts").get<uint64_t>());
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace petrsim
+
+namespace petrsim {
+namespace {
+
+TEST(SampleStreamTest, EpochSamplersRestartAndReseedWorkersEachEpoch) {
+  // 6 frames, W=1, B=2: 3 batches per epoch. Workers: 0 1 0 | 0 1 0 | ... (a new DataLoader
+  // iterator per epoch), and each epoch's worker RNGs start from worker_init_fn's seed again.
+  Scenario scenario;
+  auto* scene = scenario.mutable_dataset()->add_subdatasets()->mutable_explicit_()->add_scenes();
+  for (const uint32_t gt : {1u, 0u, 1u, 1u, 0u, 1u}) scene->add_gt_counts(gt);
+  scenario.mutable_grouping()->set_seq_mode(false);
+  scenario.mutable_sampler()->set_kind(Sampler::distributed);
+  scenario.mutable_job()->set_world_size(1);
+  scenario.mutable_job()->set_samples_per_gpu(2);
+  scenario.mutable_job()->set_workers_per_gpu(2);
+  scenario.mutable_job()->set_iterations(9);
+  ASSERT_TRUE(FindScenarioViolations(scenario).empty());
+  const Dataset dataset = BuildDataset(scenario, "t");
+  std::vector<SampleRow> rows;
+  GenerateSampleStream(scenario, dataset, {}, [&](const SampleRow& row) { rows.push_back(row); });
+  ASSERT_EQ(rows.size(), 18u);
+  const std::vector<uint32_t> workers = {0, 1, 0, 0, 1, 0, 0, 1, 0};
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].worker, workers[i / 2]) << i;
+  // Replay epoch 1's first batch by hand: worker 0 freshly seeded with 2 * 0 + 0 + 0.
+  NumpyRandomState fresh(WorkerNumpySeed(2, 0, 0, 0));
+  const auto policy = MakeResamplePolicy(scenario, dataset);
+  for (size_t i = 6; i < 8; ++i) {
+    const GetItemResult expected = GetItem(dataset, *policy, rows[i].index, fresh, 0);
+    EXPECT_EQ(rows[i].final_index, expected.index);
+    EXPECT_EQ(rows[i].attempts, expected.attempts);
   }
 }
 

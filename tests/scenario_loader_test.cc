@@ -285,7 +285,10 @@ std::vector<BadCase> BadCases() {
       // Grouping.
       {"seq_split_num 0",
        ValidWith("grouping { seq_split_num: 0 }"),
-       {"bad.pbtxt: ", "grouping.seq_split_num", "must be >= 1", "got 0"}},
+       {"bad.pbtxt: ", "grouping.seq_split_num", "must be in [1, 100000]", "got 0"}},
+      {"seq_split_num near 2^32 (would overflow ceil(n / s))",
+       ValidWith("grouping { seq_split_num: 4294967295 }"),
+       {"bad.pbtxt: ", "grouping.seq_split_num", "must be in [1, 100000]", "got 4294967295"}},
       {"seq_split_num with seq_split_all",
        ValidWith("grouping { seq_split_num: 2 seq_split_all: true }"),
        {"bad.pbtxt: ", "grouping.seq_split_num",
@@ -422,7 +425,7 @@ TEST(ScenarioLoaderTest, EveryViolationIsReportedOnItsOwnLine) {
   } catch (const ScenarioError& error) {
     const std::vector<std::string> lines = SplitLines(error.what());
     const std::vector<std::string> expected = {
-        "multi.pbtxt: grouping.seq_split_num: must be >= 1",
+        "multi.pbtxt: grouping.seq_split_num: must be in [1, 100000]",
         "multi.pbtxt: job.world_size: must be in [1, 65536], got 0",
         "multi.pbtxt: job.samples_per_gpu: must be in [1, 256], got 0",
         "multi.pbtxt: job.seed: must be < 2^31",
