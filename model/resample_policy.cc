@@ -59,6 +59,24 @@ class GlobalPolicy final : public ResamplePolicy {
   const Dataset& dataset_;
 };
 
+// Uniform over the frame's own sub-dataset (np.random.choice(len(self)) in the dataset class).
+class InSubDatasetPolicy final : public ResamplePolicy {
+ public:
+  explicit InSubDatasetPolicy(const Dataset& dataset) : dataset_(dataset) {}
+  Resample::Policy kind() const override { return Resample::in_subdataset; }
+  IndexRange Candidates(int64_t rejected) const override {
+    const SubDatasetInfo& sub = dataset_.subdatasets()[dataset_.frame(rejected).subdataset];
+    return {sub.begin, sub.end};
+  }
+  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
+    const IndexRange pool = Candidates(rejected);
+    return pool.begin + rng.Choice(static_cast<uint32_t>(pool.size()));
+  }
+
+ private:
+  const Dataset& dataset_;
+};
+
 // Deterministic: the next accepted frame of the chunk (wrapping), else the next accepted frame
 // of the dataset (wrapping). Targets are precomputed once: O(frames).
 class NextValidInGroupPolicy final : public ResamplePolicy {
@@ -117,6 +135,8 @@ std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario,
       return std::make_unique<InGroupPolicy>(dataset, scenario.resample().policy());
     case Resample::global:
       return std::make_unique<GlobalPolicy>(dataset);
+    case Resample::in_subdataset:
+      return std::make_unique<InSubDatasetPolicy>(dataset);
     case Resample::next_valid_in_group:
       return std::make_unique<NextValidInGroupPolicy>(dataset);
     case Resample::bounded:

@@ -42,7 +42,7 @@ rc::Gen<Scenario> GenScenario() {
     }
     scenario.mutable_resample()->set_policy(*rc::gen::element(
         Resample::in_group, Resample::global, Resample::next_valid_in_group,
-        Resample::drop_empty_groups, Resample::keep_empty));
+        Resample::drop_empty_groups, Resample::keep_empty, Resample::in_subdataset));
     if (scenario.resample().policy() == Resample::keep_empty) {
       scenario.mutable_filters()->set_filter_empty_gt(false);
     }

@@ -121,6 +121,9 @@ def run(case):
                         s = sub_of[idx]
                         if policy == "global":
                             pool = np.arange(len(gt))
+                        elif policy == "in_subdataset":  # np.random.choice(len(self)) in the sub-dataset
+                            size = sum(1 for i in range(len(gt)) if sub_of[i] == s)
+                            pool = np.arange(size) + offsets[s]
                         else:  # in_group: _rand_another inside the sub-dataset
                             sub_flags = np.array(
                                 [f for i, f in enumerate(local_flag) if sub_of[i] == s])
@@ -162,6 +165,16 @@ CASES = [
         "seq_split_num": 2, "policy": "global", "world_size": 3, "samples_per_gpu": 1,
         "workers_per_gpu": 3, "prefetch_factor": 2, "seed": 17, "iterations": 30,
         "uniforms_per_attempt": 2,
+    },
+    {
+        "name": "concat_in_subdataset",
+        "subdatasets": [
+            [[1, 0, 0, 2, 1, 1], [0, 3, 0, 0, 1, 1, 1], [1, 1, 1, 1], [2, 0, 2, 2, 0]],
+            [[1, 0, 0, 0, 0, 0], [0, 1, 1, 1]],
+        ],
+        "seq_split_num": 2, "policy": "in_subdataset", "world_size": 2, "samples_per_gpu": 2,
+        "workers_per_gpu": 2, "prefetch_factor": 2, "seed": 3, "iterations": 40,
+        "uniforms_per_attempt": 0,
     },
     {
         "name": "main_process_loading",

@@ -130,6 +130,7 @@ TEST(PreflightTest, PolicyVerdictsOnTheSameData) {
   };
   for (const Case& c : {Case{Resample::in_group, false, true, 3},
                         Case{Resample::global, true, false, 0},
+                        Case{Resample::in_subdataset, true, false, 0},
                         Case{Resample::next_valid_in_group, true, false, 0},
                         Case{Resample::drop_empty_groups, true, false, 0},
                         Case{Resample::bounded, true, true, 3},
@@ -155,6 +156,23 @@ TEST(PreflightTest, GlobalPolicyWithNoGtAnywhereIsOneDatasetWidePool) {
   ASSERT_EQ(report.pools.size(), 1u);
   EXPECT_EQ(report.pools[0].frames, 4u);
   EXPECT_FALSE(report.terminates);
+}
+
+TEST(PreflightTest, InSubDatasetTrapsAnEmptySubDatasetWhereGlobalDoesNot) {
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset {
+      subdatasets { name: "train" explicit { scenes { gt_counts: [1, 1, 1, 1] } } }
+      subdatasets { name: "val" explicit { scenes { gt_counts: [0, 0, 0, 0] } } }
+    }
+    resample { policy: in_subdataset }
+    job { world_size: 1 samples_per_gpu: 1 iterations: 20 }
+  )pb");
+  const CheckReport report = RunPreflight(scenario, BuildDataset(scenario, "t"));
+  ASSERT_EQ(report.pools.size(), 1u);
+  EXPECT_EQ(report.pools[0].subdataset_name, "val");
+  EXPECT_EQ(report.pools[0].frames, 4u);
+  scenario.mutable_resample()->set_policy(Resample::global);
+  EXPECT_TRUE(RunPreflight(scenario, BuildDataset(scenario, "t")).terminates);
 }
 
 TEST(PreflightTest, ReportsTheInfiniteSamplerAssertion) {

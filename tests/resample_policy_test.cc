@@ -82,6 +82,22 @@ TEST(GlobalPolicyTest, LeavesTheEmptyChunk) {
   EXPECT_TRUE(f.dataset.frame(result.index).accepted);
 }
 
+TEST(InSubDatasetPolicyTest, DrawsWithinTheFramesOwnSubDataset) {
+  Fixture f(Resample::in_subdataset);
+  EXPECT_EQ(f.policy_->Candidates(3).begin, 0);
+  EXPECT_EQ(f.policy_->Candidates(3).end, f.dataset.size());  // one sub-dataset here
+  NumpyRandomState rng(4), reference(4);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  int64_t index = 3;
+  uint64_t attempts = 1;
+  while (!f.dataset.frame(index).accepted) {
+    index = reference.Choice(static_cast<uint32_t>(f.dataset.size()));
+    ++attempts;
+  }
+  EXPECT_EQ(result.index, index);
+  EXPECT_EQ(result.attempts, attempts);
+}
+
 TEST(NextValidInGroupPolicyTest, WrapsInTheChunkThenFallsBackToTheDataset) {
   Fixture f(Resample::next_valid_in_group);
   NumpyRandomState rng(0), untouched(0);
