@@ -1,0 +1,7 @@
+# docs/user_guide.md quotes the seed scenario's check report: it must be the current one.
+file(READ ${GUIDE} guide)
+file(READ ${GOLDEN} golden)
+string(FIND "${guide}" "${golden}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${GUIDE} does not quote ${GOLDEN} as it is now; paste the new report")
+endif()
