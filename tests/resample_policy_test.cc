@@ -31,20 +31,28 @@ struct Fixture {
   std::unique_ptr<ResamplePolicy> policy_;
 };
 
+// The Python loop written out by hand for a uniform pool [begin, begin + size): load (the
+// pipeline takes `pipeline_draws`), accept a frame with GT, else np.random.choice(pool).
+GetItemResult ReplayUniformLoop(const Dataset& dataset, int64_t index, int64_t begin,
+                                uint32_t size, NumpyRandomState& rng, uint32_t pipeline_draws) {
+  GetItemResult result;
+  result.index = index;
+  while (true) {
+    ++result.attempts;
+    rng.Discard(pipeline_draws);
+    if (dataset.frame(result.index).accepted) return result;
+    result.index = begin + rng.Choice(size);
+  }
+}
+
 TEST(InGroupPolicyTest, DrawsFromTheChunkWithNumpyChoice) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(5), reference(5);
   const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, 0);
   ASSERT_EQ(result.outcome, GetItemOutcome::kAccepted);
   EXPECT_EQ(result.index, 1);  // the only frame of [0,3) with GT
-  // Replay by hand: the loop draws choice(3) until it lands on position 1.
-  uint64_t attempts = 1;
-  int64_t index = 0;
-  while (index != 1) {
-    index = reference.Choice(3);
-    ++attempts;
-  }
-  EXPECT_EQ(result.attempts, attempts);
+  const GetItemResult expected = ReplayUniformLoop(f.dataset, 0, 0, 3, reference, 0);
+  EXPECT_EQ(result.attempts, expected.attempts);
   EXPECT_EQ(rng.Next32(), reference.Next32());  // same RNG consumption
 }
 
@@ -60,15 +68,8 @@ TEST(InGroupPolicyTest, PipelineDrawsComeBeforeEachResampleDraw) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(9), reference(9);
   const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, 4);
-  int64_t index = 0;
-  uint64_t attempts = 0;
-  while (true) {
-    ++attempts;
-    reference.Discard(4);
-    if (index == 1) break;
-    index = reference.Choice(3);
-  }
-  EXPECT_EQ(result.attempts, attempts);
+  const GetItemResult expected = ReplayUniformLoop(f.dataset, 0, 0, 3, reference, 4);
+  EXPECT_EQ(result.attempts, expected.attempts);
   EXPECT_EQ(rng.Next32(), reference.Next32());
 }
 
@@ -88,14 +89,10 @@ TEST(InSubDatasetPolicyTest, DrawsWithinTheFramesOwnSubDataset) {
   EXPECT_EQ(f.policy_->Candidates(3).end, f.dataset.size());  // one sub-dataset here
   NumpyRandomState rng(4), reference(4);
   const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
-  int64_t index = 3;
-  uint64_t attempts = 1;
-  while (!f.dataset.frame(index).accepted) {
-    index = reference.Choice(static_cast<uint32_t>(f.dataset.size()));
-    ++attempts;
-  }
-  EXPECT_EQ(result.index, index);
-  EXPECT_EQ(result.attempts, attempts);
+  const GetItemResult expected =
+      ReplayUniformLoop(f.dataset, 3, 0, static_cast<uint32_t>(f.dataset.size()), reference, 0);
+  EXPECT_EQ(result.index, expected.index);
+  EXPECT_EQ(result.attempts, expected.attempts);
 }
 
 TEST(NextValidInGroupPolicyTest, WrapsInTheChunkThenFallsBackToTheDataset) {
