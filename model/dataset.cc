@@ -40,6 +40,10 @@ class DatasetBuilder {
                           "drop_empty_groups, so the job would have nothing to train on)");
     }
     BuildGroups();
+    dataset_.group_of_frame_.resize(dataset_.frames_.size());
+    for (size_t i = 0; i < dataset_.frames_.size(); ++i) {
+      dataset_.group_of_frame_[i] = static_cast<int32_t>(dataset_.chunks_[dataset_.frames_[i].chunk].group);
+    }
     dataset_.accepted_prefix_.assign(dataset_.frames_.size() + 1, 0);
     for (size_t i = 0; i < dataset_.frames_.size(); ++i) {
       dataset_.accepted_prefix_[i + 1] = dataset_.accepted_prefix_[i] + dataset_.frames_[i].accepted;

@@ -78,7 +78,7 @@ class Dataset {
     return {group_members_.data() + group_offsets_[group],
             group_members_.data() + group_offsets_[group + 1]};
   }
-  int64_t group_of(int64_t index) const { return chunks_[frames_[index].chunk].group; }
+  int64_t group_of(int64_t index) const { return group_of_frame_[index]; }
 
  private:
   friend class DatasetBuilder;
@@ -89,6 +89,7 @@ class Dataset {
   std::vector<int64_t> group_offsets_;  // CSR: groups_num + 1 entries
   std::vector<int64_t> group_members_;
   std::vector<int64_t> accepted_prefix_;  // size() + 1 entries
+  std::vector<int32_t> group_of_frame_;   // the sampler's hot lookup, one load per index
   bool rejects_empty_frames_ = true;
   int64_t accepted_frames_ = 0;
 };

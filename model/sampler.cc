@@ -89,24 +89,26 @@ std::vector<int64_t> DistributedGroupSamplerGlobal(const Dataset& dataset, uint3
   const uint64_t per_round = uint64_t{samples_per_gpu} * world_size;
   TorchGenerator generator(epoch + seed);
   std::vector<int64_t> indices;
+  uint64_t padded_total = 0;
+  for (int64_t g = 0; g < dataset.groups_num(); ++g) {
+    padded_total += (dataset.group_indices(g).size() + per_round - 1) / per_round * per_round;
+  }
+  indices.reserve(padded_total);
   std::vector<int64_t> permutation;
-  std::vector<int64_t> shuffled;
   for (int64_t g = 0; g < dataset.groups_num(); ++g) {
     const auto members = dataset.group_indices(g);
     const auto size = static_cast<int64_t>(members.size());
     if (size == 0) continue;
     permutation.resize(size);
     TorchRandperm(generator, std::span<int64_t>(permutation));
-    shuffled.resize(size);
-    for (int64_t k = 0; k < size; ++k) shuffled[k] = members[permutation[k]];
-    // Pad to a multiple of B * W by repeating the shuffled group, then a prefix of it.
+    // The shuffled group, then padding to a multiple of B * W: the shuffled group repeated,
+    // then a prefix of it; i.e. element k of the padded group is shuffled[k mod size].
     const int64_t padded = static_cast<int64_t>((size + per_round - 1) / per_round * per_round);
-    const int64_t extra = padded - size;
-    indices.insert(indices.end(), shuffled.begin(), shuffled.end());
-    for (int64_t r = 0; r < extra / size; ++r) {
-      indices.insert(indices.end(), shuffled.begin(), shuffled.end());
-    }
-    indices.insert(indices.end(), shuffled.begin(), shuffled.begin() + extra % size);
+    const size_t start = indices.size();
+    indices.resize(start + padded);
+    int64_t* out = indices.data() + start;
+    for (int64_t k = 0; k < size; ++k) out[k] = members[permutation[k]];
+    for (int64_t k = size; k < padded; ++k) out[k] = out[k - size];
   }
   // Shuffle chunks of B.
   const int64_t chunks = static_cast<int64_t>(indices.size() / samples_per_gpu);
