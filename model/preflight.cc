@@ -123,7 +123,6 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
   PolicyStatistics stats;
   stats.frames = dataset.size();
   stats.accepted_frames = dataset.accepted_frames();
-  stats.rejected_frames = stats.frames - stats.accepted_frames;
   stats.chunks = dataset.chunks().size();
   // Counted by GT, not by acceptance, so keep_empty still shows where the empty frames are.
   for (const auto& chunk : dataset.chunks()) {
@@ -285,14 +284,13 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
 
   if (!report.pools.empty() && report.sampler_failure.empty()) {
     FindFirstHits(scenario, dataset, pool_of_frame, report.pools, report.job_iterations);
-    for (size_t p = 0; p < report.pools.size(); ++p) {
-      const auto& hit = report.pools[p].first_hit;
+    for (const TrapPool& pool : report.pools) {
+      const auto& hit = pool.first_hit;
       if (!hit) continue;
       const auto& best = report.first_hit;
       if (!best || std::tie(hit->iteration, hit->rank, hit->slot) <
                        std::tie(best->iteration, best->rank, best->slot)) {
         report.first_hit = hit;
-        report.first_hit_pool = static_cast<int>(p);
       }
     }
   }

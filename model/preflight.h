@@ -53,7 +53,6 @@ struct TrapPool {
 struct PolicyStatistics {
   uint64_t frames = 0;
   uint64_t accepted_frames = 0;
-  uint64_t rejected_frames = 0;  // zero GT under filter_empty_gt
   uint64_t frames_without_gt = 0;
   uint64_t chunks = 0;
   uint64_t chunks_all_rejected = 0;    // every frame has zero GT
@@ -75,7 +74,6 @@ struct CheckReport {
   bool job_fails = false;        // livelock hit, error hit, or sampler assertion
   std::vector<TrapPool> pools;   // livelock and error pools, in dataset order
   std::optional<SamplerHit> first_hit;  // earliest over the livelock/error pools
-  int first_hit_pool = -1;              // index into pools
   bool sampler_assertion_fails = false;  // groups_num < W * B (infinite sampler)
   std::string sampler_failure;           // why the sampler cannot be built; empty if it can
   int64_t groups_num = 0;

@@ -16,8 +16,7 @@ IndexRange ChunkRange(const Dataset& dataset, int64_t index) {
 // built without empty chunks).
 class InGroupPolicy final : public ResamplePolicy {
  public:
-  InGroupPolicy(const Dataset& dataset, Resample::Policy kind) : dataset_(dataset), kind_(kind) {}
-  Resample::Policy kind() const override { return kind_; }
+  explicit InGroupPolicy(const Dataset& dataset) : dataset_(dataset) {}
   IndexRange Candidates(int64_t rejected) const override { return ChunkRange(dataset_, rejected); }
   int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
     const IndexRange pool = Candidates(rejected);
@@ -26,14 +25,12 @@ class InGroupPolicy final : public ResamplePolicy {
 
  private:
   const Dataset& dataset_;
-  Resample::Policy kind_;
 };
 
 class BoundedPolicy final : public ResamplePolicy {
  public:
   BoundedPolicy(const Dataset& dataset, uint64_t attempts_max)
-      : in_group_(dataset, Resample::bounded), attempts_max_(attempts_max) {}
-  Resample::Policy kind() const override { return Resample::bounded; }
+      : in_group_(dataset), attempts_max_(attempts_max) {}
   IndexRange Candidates(int64_t rejected) const override { return in_group_.Candidates(rejected); }
   int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
     return in_group_.Next(rejected, rng);
@@ -49,7 +46,6 @@ class BoundedPolicy final : public ResamplePolicy {
 class GlobalPolicy final : public ResamplePolicy {
  public:
   explicit GlobalPolicy(const Dataset& dataset) : dataset_(dataset) {}
-  Resample::Policy kind() const override { return Resample::global; }
   IndexRange Candidates(int64_t) const override { return {0, dataset_.size()}; }
   int64_t Next(int64_t, NumpyRandomState& rng) const override {
     return rng.Choice(static_cast<uint32_t>(dataset_.size()));
@@ -63,7 +59,6 @@ class GlobalPolicy final : public ResamplePolicy {
 class InSubDatasetPolicy final : public ResamplePolicy {
  public:
   explicit InSubDatasetPolicy(const Dataset& dataset) : dataset_(dataset) {}
-  Resample::Policy kind() const override { return Resample::in_subdataset; }
   IndexRange Candidates(int64_t rejected) const override {
     const SubDatasetInfo& sub = dataset_.subdatasets()[dataset_.frame(rejected).subdataset];
     return {sub.begin, sub.end};
@@ -102,7 +97,6 @@ class NextValidInGroupPolicy final : public ResamplePolicy {
       }
     }
   }
-  Resample::Policy kind() const override { return Resample::next_valid_in_group; }
   IndexRange Candidates(int64_t rejected) const override {
     const int64_t target = target_[rejected];
     // No accepted frame anywhere: the loop stays on the frame itself (a livelock).
@@ -120,7 +114,6 @@ class NextValidInGroupPolicy final : public ResamplePolicy {
 // filter_empty_gt off: every frame is accepted, Next is never called.
 class KeepEmptyPolicy final : public ResamplePolicy {
  public:
-  Resample::Policy kind() const override { return Resample::keep_empty; }
   IndexRange Candidates(int64_t rejected) const override { return {rejected, rejected + 1}; }
   int64_t Next(int64_t rejected, NumpyRandomState&) const override { return rejected; }
 };
@@ -132,7 +125,7 @@ std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario,
   switch (scenario.resample().policy()) {
     case Resample::in_group:
     case Resample::drop_empty_groups:
-      return std::make_unique<InGroupPolicy>(dataset, scenario.resample().policy());
+      return std::make_unique<InGroupPolicy>(dataset);
     case Resample::global:
       return std::make_unique<GlobalPolicy>(dataset);
     case Resample::in_subdataset:

@@ -24,7 +24,6 @@ struct IndexRange {
 class ResamplePolicy {
  public:
   virtual ~ResamplePolicy() = default;
-  virtual Resample::Policy kind() const = 0;
   // The indices the next attempt after rejecting `rejected` can load (the resample graph's
   // edges). Every policy's candidates form one contiguous range.
   virtual IndexRange Candidates(int64_t rejected) const = 0;

@@ -271,15 +271,15 @@ void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
         std::to_string(job.world_size()) + " * " + std::to_string(job.samples_per_gpu()) +
         " (the real job fails with an AssertionError when it builds the sampler)");
   }
-  if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch &&
-      EpochSamplesPerRank(scenario, dataset) * job.world_size() > kEpochListMax) {
+  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) return;
+  const uint64_t per_rank = EpochSamplesPerRank(scenario, dataset);
+  if (per_rank * job.world_size() > kEpochListMax) {
     throw ScenarioError(display_name + ": sampler.kind: one epoch's index list would hold " +
-                        std::to_string(EpochSamplesPerRank(scenario, dataset) * job.world_size()) +
+                        std::to_string(per_rank * job.world_size()) +
                         " indices (groups padded to multiples of world_size * samples_per_gpu); "
                         "petrsim's limit is " + std::to_string(kEpochListMax));
   }
-  if (scenario.sampler().kind() != Sampler::infinite_group_each_sample_in_batch &&
-      EpochSamplesPerRank(scenario, dataset) == 0) {
+  if (per_rank == 0) {
     throw ScenarioError(display_name + ": sampler.drop_last: torch DistributedSampler gives "
                         "every rank 0 samples (dataset of " + std::to_string(dataset.size()) +
                         " frames < job.world_size " + std::to_string(job.world_size()) +
