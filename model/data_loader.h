@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/dataset.h"
 #include "model/scenario.pb.h"
@@ -34,5 +35,9 @@ struct DataLoaderShape {
 };
 
 DataLoaderShape MakeDataLoaderShape(const Scenario& scenario, const Dataset& dataset);
+
+// Batches per epoch of each rank: the DataLoader's length (epoch samplers) or the iterations
+// per epoch (infinite sampler), less the scenario's uneven_batches faults.
+std::vector<uint64_t> BatchesPerEpochByRank(const Scenario& scenario, const Dataset& dataset);
 
 }  // namespace petrsim

@@ -193,7 +193,13 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
     }
   };
   auto check_factor = [&](const std::string& path, double factor) {
-    if (!std::isfinite(factor) || factor < 1.0) v.Add(path + ".factor", "must be >= 1", factor);
+    if (!std::isfinite(factor) || factor < 1.0 || factor > 1e6) {
+      v.Add(path + ".factor", "must be in [1, 10^6]", factor);
+    }
+  };
+  // Virtual times and delays stay below 2^62 ns so sums of them never overflow int64.
+  auto check_time = [&](const std::string& path, uint64_t ns) {
+    if (ns > (uint64_t{1} << 62)) v.Add(path, "must be <= 2^62", ns);
   };
   for (int i = 0; i < scenario.faults_size(); ++i) {
     const auto& fault = scenario.faults(i);
@@ -211,12 +217,15 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
       case Fault::kDeadWorker:
         check_rank(path + ".dead_worker", fault.dead_worker().rank());
         check_worker(path + ".dead_worker", fault.dead_worker().worker());
+        check_time(path + ".dead_worker.at_ns", fault.dead_worker().at_ns());
         break;
       case Fault::kDeadRank:
         check_rank(path + ".dead_rank", fault.dead_rank().rank());
+        check_time(path + ".dead_rank.at_ns", fault.dead_rank().at_ns());
         break;
       case Fault::kStraggler:
         check_rank(path + ".straggler", fault.straggler().rank());
+        check_time(path + ".straggler.delay_ns", fault.straggler().delay_ns());
         break;
       case Fault::kUnevenBatches:
         check_rank(path + ".uneven_batches", fault.uneven_batches().rank());
@@ -390,8 +399,25 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
     v.Add("cost.bandwidth_bytes_per_s", "must be >= 1", cost.bandwidth_bytes_per_s());
   }
   if (cost.sample_load_ns() < 1) v.Add("cost.sample_load_ns", "must be >= 1", cost.sample_load_ns());
-  if (scenario.comm().timeout_ms() < 1) {
-    v.Add("comm.timeout_ms", "must be >= 1", scenario.comm().timeout_ms());
+  // Times are int64 nanoseconds in the simulator: keep every duration far from overflow.
+  constexpr uint64_t kDurationNsMax = 1'000'000'000'000'000ULL;  // about 11.6 days
+  if (cost.sample_load_ns() > kDurationNsMax) {
+    v.Add("cost.sample_load_ns", "must be <= 10^15", cost.sample_load_ns());
+  }
+  if (cost.step_compute_ns() > kDurationNsMax) {
+    v.Add("cost.step_compute_ns", "must be <= 10^15", cost.step_compute_ns());
+  }
+  if (cost.checkpoint_ns() > kDurationNsMax) {
+    v.Add("cost.checkpoint_ns", "must be <= 10^15", cost.checkpoint_ns());
+  }
+  if (cost.collective_latency_ns() > 1'000'000'000'000ULL) {
+    v.Add("cost.collective_latency_ns", "must be <= 10^12", cost.collective_latency_ns());
+  }
+  if (scenario.comm().timeout_ms() < 1 || scenario.comm().timeout_ms() > 1'000'000'000ULL) {
+    v.Add("comm.timeout_ms", "must be in [1, 10^9]", scenario.comm().timeout_ms());
+  }
+  if (scenario.comm().watchdog_poll_ms() > 3'600'000ULL) {
+    v.Add("comm.watchdog_poll_ms", "must be <= 3600000", scenario.comm().watchdog_poll_ms());
   }
 
   CheckFaults(v, scenario);

@@ -1,0 +1,143 @@
+// The simulated job (reference sections 6-8): N ranks, each a DataLoader with W workers and a
+// prefetch window, the scenario's sampler and resample policy (the very code `petrsim sample`
+// runs), a training loop issuing the iteration plan's collectives, a rendezvous per process
+// group with c10d sequence numbers, and a watchdog per rank. Everything runs in one thread on
+// integer virtual nanoseconds; one scenario gives one run, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/dataset.h"
+#include "model/scenario.pb.h"
+#include "model/trace_sink.h"
+
+namespace petrsim::sim {
+
+// kLimitReached is petrsim's own: the run hit a limit on events or virtual time (STYLE 7); it
+// says nothing about the job.
+enum class Outcome { kCompleted, kHang, kDesync, kRankDied, kLimitReached };
+
+// Why the job did not complete, in the user's terms (DESIGN "Vocabulary of outcomes").
+enum class Cause {
+  kNone,
+  kSamplerLivelock,         // a worker spins forever in the resample loop
+  kWorkerDied,              // a DataLoader worker died; its rank raised
+  kRankDied,                // a rank's process died
+  kDatasetError,            // the bounded resample policy gave up; the rank raised
+  kStragglerTimeout,        // a rank was slower than the collective timeout
+  kUnevenBatches,           // a rank ran out of batches and finished early
+  kConditionalCollective,   // a rank skipped collectives the others issued
+};
+
+std::string OutcomeName(Outcome outcome);
+std::string CauseName(Cause cause);
+// c10d's OpType name (ALLREDUCE, BROADCAST, ...) of a planned collective.
+std::string OpTypeName(Collective::Op op);
+
+struct CollectiveRef {
+  std::string process_group;
+  uint64_t seq = 0;  // c10d sequence number on that group, from 1
+  Collective::Op op = Collective::allreduce;
+  Collective::Dtype dtype = Collective::float32;
+  uint64_t numel_in = 0;
+  uint64_t numel_out = 0;
+  std::string step;        // plan step name
+  uint64_t iteration = 0;  // training iteration it belongs to (startup: 0)
+  bool startup = false;
+};
+
+// A worker that spins forever in the resample loop (or past petrsim's attempts bound).
+struct StuckWorker {
+  uint32_t rank = 0;
+  int32_t worker = 0;  // -1: the main process loads (workers_per_gpu 0)
+  uint64_t batch = 0;  // the iteration whose batch it never returns
+  uint32_t slot = 0;
+  int64_t index = 0;       // the sampler's index for that slot
+  int64_t last_index = 0;  // the last index the loop tried
+  int64_t group = 0;
+  uint32_t subdataset = 0;
+  std::string subdataset_name;
+  uint32_t scene = 0;
+  std::string scene_name;
+  int64_t pool_first = 0;  // the pool it cannot leave (dataset indices, inclusive)
+  int64_t pool_last = 0;
+  uint32_t pool_first_in_scene = 0;
+  uint32_t pool_last_in_scene = 0;
+  int64_t since_ns = 0;            // virtual time the endless loop began (the batch's start)
+  uint64_t attempts_so_far = 0;    // loads of that getitem when the run ended
+  bool proven = true;              // false: petrsim's attempts bound, not a proof
+};
+
+struct RankStats {
+  uint32_t rank = 0;
+  uint64_t iterations_completed = 0;
+  uint64_t samples = 0;            // consumed by the main process
+  uint64_t loads = 0;              // getitem attempts of every batch loaded
+  uint64_t resample_attempts = 0;  // loads after the first of each getitem
+  uint64_t resample_jumps = 0;     // getitems that returned another frame than asked
+  uint64_t stream_breaks = 0;      // frames fed with prev_exists true after a different frame
+  uint64_t collectives = 0;        // issued
+  uint64_t collectives_skipped = 0;  // conditional collectives not issued (no GT)
+  int64_t data_wait_ns = 0;
+  int64_t collective_wait_ns = 0;
+  int64_t compute_ns = 0;
+  std::string state;  // at the end: done, waiting for batch k, in collective ..., dead
+  std::optional<CollectiveRef> blocked_in;  // the oldest collective not complete at the end
+  int64_t blocked_since_ns = -1;
+  int64_t watchdog_fires_ns = -1;  // -1: never
+  int64_t died_ns = -1;
+  std::string died_why;
+};
+
+struct Desync {
+  std::string process_group;
+  uint64_t seq = 0;
+  uint32_t first_rank = 0;  // the rank whose arrival opened the collective
+  CollectiveRef first;
+  uint32_t other_rank = 0;  // the first rank that arrived with a different op or size
+  CollectiveRef other;
+  int64_t at_ns = 0;
+};
+
+struct SimResult {
+  Outcome outcome = Outcome::kCompleted;
+  Cause cause = Cause::kNone;
+  std::string limit_note;  // kLimit: which limit
+  uint64_t job_iterations = 0;
+  uint64_t iterations_completed = 0;  // by every rank
+  int64_t end_ns = 0;                 // virtual time the run ended
+  int64_t last_iteration_end_ns = 0;  // when the last iteration completed on every rank
+  std::vector<uint32_t> stuck_ranks;    // never reached the collective the others wait in
+  std::vector<uint32_t> waiting_ranks;  // blocked in it
+  std::optional<CollectiveRef> collective;  // the collective the waiting ranks block in
+  int64_t blocked_at_ns = -1;             // when the last waiting rank blocked
+  int64_t first_watchdog_ns = -1;
+  std::optional<StuckWorker> stuck;
+  std::optional<Desync> desync;
+  std::vector<std::string> nccl_log;  // the lines the ranks' backends print, by time then rank
+  std::vector<RankStats> ranks;
+  uint64_t samples = 0;
+  uint64_t resample_attempts = 0;
+  uint64_t stream_breaks = 0;
+  uint64_t events = 0;
+  uint64_t trace_hash = 0;
+};
+
+struct SimOptions {
+  uint64_t events_max = 20'000'000'000ULL;
+  int64_t virtual_time_max_ns = int64_t{365} * 24 * 3600 * 1'000'000'000LL;  // one year
+  TraceSink* trace = nullptr;  // not owned; may be null
+  // Called now and then (about every million events) with the virtual time and the iterations
+  // every rank has completed; for a progress bar. May be empty.
+  std::function<void(int64_t now_ns, uint64_t iterations_completed)> progress;
+};
+
+// Runs the job of `scenario` over `dataset` (built from it). Throws ScenarioError where the
+// Python job would fail before training (the sampler's assertion) or a limit refuses it.
+SimResult Simulate(const Scenario& scenario, const Dataset& dataset, const SimOptions& options);
+
+}  // namespace petrsim::sim
