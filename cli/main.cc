@@ -1,24 +1,40 @@
 // The petrsim executable: subcommands over one scenario file.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/check_command.h"
+#include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "model/scenario_loader.h"
+#include "model/scenario_override.h"
 #include "model/scenario_validation.h"
+#include "sim/simulator.h"
 
 namespace {
 
 constexpr int kExitBadInput = 2;
 
-int RunCheck(const std::string& path, bool json) {
-  const petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
+// Loads the scenario and applies the --set overrides, validating the result again.
+petrsim::Scenario Load(const std::string& path, const std::vector<std::string>& sets) {
+  petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
+  if (!sets.empty()) {
+    petrsim::ApplyOverrides(scenario, sets);
+    petrsim::ValidateScenario(scenario, path + " (after --set)");
+  }
+  return scenario;
+}
+
+int RunCheck(const std::string& path, const std::vector<std::string>& sets, bool json) {
+  const petrsim::Scenario scenario = Load(path, sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
   const petrsim::CheckReport report = petrsim::RunPreflight(scenario, dataset);
   const std::string text = json ? petrsim::FormatCheckJson(scenario, path, dataset, report)
@@ -27,8 +43,9 @@ int RunCheck(const std::string& path, bool json) {
   return petrsim::CheckExitCode(report);
 }
 
-int RunSample(const std::string& path, const std::string& ranks, uint64_t iterations, bool json) {
-  const petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
+int RunSample(const std::string& path, const std::vector<std::string>& sets,
+              const std::string& ranks, uint64_t iterations, bool json) {
+  const petrsim::Scenario scenario = Load(path, sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
   // Checked here, before any output, so the error names the file and nothing is half-written.
   petrsim::CheckSamplerConstructible(scenario, dataset, path);
@@ -44,6 +61,63 @@ int RunSample(const std::string& path, const std::string& ranks, uint64_t iterat
   return 0;
 }
 
+// A progress bar on stderr, only when stderr is a terminal and the run has taken a second.
+class ProgressBar {
+ public:
+  explicit ProgressBar(uint64_t total) : total_(total), start_(Clock::now()), tty_(isatty(2) != 0) {}
+  ~ProgressBar() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+  }
+  void Update(int64_t now_ns, uint64_t iterations) {
+    if (!tty_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (elapsed < 1.0) return;
+    shown_ = true;
+    const double fraction = total_ > 0 ? static_cast<double>(iterations) / total_ : 0.0;
+    const int filled = static_cast<int>(fraction * 30);
+    std::fprintf(stderr, "\r[%.*s%*s] iteration %llu/%llu, virtual %.0f s, wall %.1f s",
+                 filled, "##############################", 30 - filled, "",
+                 static_cast<unsigned long long>(iterations),
+                 static_cast<unsigned long long>(total_), now_ns / 1e9, elapsed);
+    std::fflush(stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  uint64_t total_;
+  Clock::time_point start_;
+  bool tty_;
+  bool shown_ = false;
+};
+
+struct RunFlags {
+  std::vector<std::string> sets;
+  bool json = false;
+  bool no_wall_time = false;
+  std::string perfetto;
+  std::string trace_dir;
+};
+
+int RunSimulation(const std::string& path, const RunFlags& flags) {
+  const petrsim::Scenario scenario = Load(path, flags.sets);
+  const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
+  petrsim::CheckSamplerConstructible(scenario, dataset, path);
+  ProgressBar bar(petrsim::JobIterations(scenario, dataset));
+  petrsim::sim::SimOptions options;
+  options.progress = [&bar](int64_t now_ns, uint64_t iterations) { bar.Update(now_ns, iterations); };
+  const auto start = std::chrono::steady_clock::now();
+  const petrsim::sim::SimResult result = petrsim::sim::Simulate(scenario, dataset, options);
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<double> wall =
+      flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
+  const std::string text = flags.json
+                               ? petrsim::FormatRunJson(scenario, path, dataset, result, wall)
+                               : petrsim::FormatRunReport(scenario, path, dataset, result, wall);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return petrsim::RunExitCode(result);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +126,8 @@ int main(int argc, char** argv) {
 
   std::string scenario_path;
   bool json = false;
+  std::vector<std::string> sets;
+  const char* set_help = "override a scenario field, e.g. --set resample.policy=global (repeatable)";
   auto* check = app.add_subcommand(
       "check",
       "Static pre-flight: prove the resample loop terminates, or list every pool it can never "
@@ -59,6 +135,7 @@ int main(int argc, char** argv) {
       "fails, 2 bad input.");
   check->add_option("scenario", scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   check->add_flag("--json", json, "print a JSON object");
+  check->add_option("--set", sets, set_help);
 
   std::string ranks;
   uint64_t iterations = 0;
@@ -68,9 +145,17 @@ int main(int argc, char** argv) {
   sample->add_option("--ranks", ranks, "ranks to print, e.g. 0,3,5-7 (default: all)");
   sample->add_option("--iterations", iterations, "iterations to print (default: the job length)");
   sample->add_flag("--json", json, "print a JSON list of rows");
+  sample->add_option("--set", sets, set_help);
 
   std::string bare_scenario;
-  app.add_option("scenario", bare_scenario, "scenario to simulate (petrsim SCENARIO)");
+  RunFlags run_flags;
+  app.add_option("scenario", bare_scenario,
+                 "scenario to simulate (petrsim SCENARIO): exit 0 completed, 1 hang, desync or "
+                 "dead rank, 2 bad input, 3 petrsim's own limit reached");
+  app.add_flag("--json", run_flags.json, "print the run's report as a JSON object");
+  app.add_option("--set", run_flags.sets, set_help);
+  app.add_flag("--no-wall-time", run_flags.no_wall_time,
+               "leave the wall-clock time out of the report (byte-reproducible output)");
 
   try {
     app.parse(argc, argv);
@@ -80,14 +165,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (check->parsed()) return RunCheck(scenario_path, json);
-    if (sample->parsed()) return RunSample(scenario_path, ranks, iterations, json);
-    if (!bare_scenario.empty()) {
-      std::cerr << "petrsim: the discrete-event simulator (petrsim SCENARIO) is not built yet; "
-                   "use `petrsim check " << bare_scenario << "` or `petrsim sample "
-                << bare_scenario << "`\n";
-      return kExitBadInput;
-    }
+    if (check->parsed()) return RunCheck(scenario_path, sets, json);
+    if (sample->parsed()) return RunSample(scenario_path, sets, ranks, iterations, json);
+    if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     std::cout << app.help();
     return 0;
   } catch (const petrsim::ScenarioError& error) {

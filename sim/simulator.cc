@@ -252,6 +252,7 @@ struct RankState {
   std::vector<BatchEntry> batches;       // ring of in-flight batches
   std::vector<SlotDraw> batch_draws;     // ring x B: the sampler's draws
   std::vector<int64_t> batch_final;      // ring x B: what getitem returned
+  bool loader_started = false;
   uint64_t epoch_start = 0;
   uint64_t epoch_end = 0;
   uint64_t dispatched_end = 0;  // batches [epoch_start, dispatched_end) dispatched
@@ -665,9 +666,9 @@ void JobSim::OnBatchLoaded(RankState& rank, uint64_t batch) {
 bool JobSim::BeginIteration(RankState& rank) {
   const int64_t now = engine_.now_ns();
   const uint64_t k = rank.iteration;
-  if (k == 0 || loader_.RestartsAt(k) ||
-      (loader_.batches_per_epoch != 0 && k == rank.epoch_end)) {
-    if (k == 0 || k == rank.epoch_end) StartEpoch(rank);
+  if (!rank.loader_started || (loader_.batches_per_epoch != 0 && k == rank.epoch_end)) {
+    rank.loader_started = true;
+    StartEpoch(rank);
   }
   BatchEntry& entry = Entry(rank, k);
   PETRSIM_ASSERT(entry.batch == k);
@@ -844,7 +845,7 @@ void JobSim::EndIteration(RankState& rank) {
   ++rank.iteration;
   ++rank.stats.iterations_completed;
   rank.last_iteration_end_ns = now;
-  rank.stage = Stage::kPerIteration;
+  rank.stage = Stage::kBegin;
   rank.step = 0;
   rank.compute_spent = false;
 }

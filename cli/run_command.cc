@@ -1,0 +1,300 @@
+// Run report formatting; see run_command.h.
+#include "cli/run_command.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/iteration_plan.h"
+#include "model/scenario_defaults.h"
+
+namespace petrsim {
+namespace {
+
+double PerSecond(uint64_t count, int64_t ns) {
+  return ns > 0 ? static_cast<double>(count) * 1e9 / static_cast<double>(ns) : 0.0;
+}
+
+std::string Seconds(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e9); }
+
+// "0-6", "0-3,5,7".
+std::string RankList(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string DescribeCollective(const sim::CollectiveRef& c) {
+  return fmt::format("{} seq {} on {}: \"{}\", {}", sim::OpTypeName(c.op), c.seq,
+                     c.process_group, c.step,
+                     c.startup ? std::string("at startup") : fmt::format("iteration {}", c.iteration));
+}
+
+nlohmann::json CollectiveJson(const sim::CollectiveRef& c) {
+  return {{"group", c.process_group}, {"seq", c.seq},         {"op", sim::OpTypeName(c.op)},
+          {"step", c.step},           {"iteration", c.iteration}, {"startup", c.startup},
+          {"numel_in", c.numel_in},   {"numel_out", c.numel_out}};
+}
+
+}  // namespace
+
+std::string FormatVirtualTime(int64_t ns) {
+  const int64_t seconds = ns / 1'000'000'000;
+  return fmt::format("{} s ({}:{:02}:{:02})", Seconds(ns), seconds / 3600, seconds / 60 % 60,
+                     seconds % 60);
+}
+
+int RunExitCode(const sim::SimResult& result) {
+  switch (result.outcome) {
+    case sim::Outcome::kCompleted:
+      return 0;
+    case sim::Outcome::kLimitReached:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+std::string FormatRunReport(const Scenario& scenario, const std::string& path,
+                            const Dataset& dataset, const sim::SimResult& result,
+                            std::optional<double> wall_ms) {
+  const auto& job = scenario.job();
+  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  std::string out;
+  auto line = [&](const std::string& text) { out += text + "\n"; };
+
+  line(fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(),
+                   path));
+  line(fmt::format("  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
+                   "resample; {} iterations",
+                   job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(),
+                   job.prefetch_factor(), SamplerKindName(scenario.sampler().kind()),
+                   PolicyName(scenario.resample().policy()), result.job_iterations));
+  line(fmt::format("  plan      {} collectives at startup, {} per iteration, {} periodic; {}, "
+                   "timeout {} ms",
+                   plan.startup.size(), plan.per_iteration.size(), plan.periodic.size(),
+                   scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo",
+                   scenario.comm().timeout_ms()));
+  line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(),
+                   dataset.groups_num()));
+  line("");
+
+  const std::string outcome = sim::OutcomeName(result.outcome);
+  if (result.outcome == sim::Outcome::kCompleted) {
+    line(fmt::format("outcome: completed ({} of {} iterations on every rank)",
+                     result.iterations_completed, result.job_iterations));
+  } else if (result.outcome == sim::Outcome::kLimitReached) {
+    line(fmt::format("outcome: limit_reached: {}; the job itself was still running "
+                     "({} of {} iterations)",
+                     result.limit_note, result.iterations_completed, result.job_iterations));
+  } else {
+    line(fmt::format("outcome: {} ({})", outcome, sim::CauseName(result.cause)));
+  }
+
+  if (result.desync) {
+    const auto& d = *result.desync;
+    line(fmt::format("  collectives mismatch at seq {} on {} ({} virtual):", d.seq,
+                     d.process_group, FormatVirtualTime(d.at_ns)));
+    line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
+                     sim::OpTypeName(d.first.op), d.first.numel_in,
+                     Collective::Dtype_Name(d.first.dtype), d.first.step, d.first.iteration));
+    line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.other_rank,
+                     sim::OpTypeName(d.other.op), d.other.numel_in,
+                     Collective::Dtype_Name(d.other.dtype), d.other.step, d.other.iteration));
+    if (result.cause == sim::Cause::kConditionalCollective) {
+      line("    a rank whose local batch had no GT skipped the conditional collectives "
+           "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
+    }
+    line("    NCCL pairs the calls by sequence number and does not compare them: the real job "
+         "reduces mismatched buffers or hangs; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the "
+         "mismatch");
+  }
+
+  if (result.collective && result.outcome != sim::Outcome::kCompleted) {
+    const auto& c = *result.collective;
+    if (!result.stuck_ranks.empty()) {
+      line(fmt::format("  {} {} never reached {}",
+                       result.stuck_ranks.size() == 1 ? "rank" : "ranks",
+                       RankList(result.stuck_ranks), DescribeCollective(c)));
+    }
+    if (!result.waiting_ranks.empty()) {
+      line(fmt::format("  {} {} in it; the last blocked at {}",
+                       result.waiting_ranks.size() == 1 ? "rank waits" : "ranks wait",
+                       RankList(result.waiting_ranks), FormatVirtualTime(result.blocked_at_ns)));
+    }
+    if (result.first_watchdog_ns >= 0) {
+      line(fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
+                       FormatVirtualTime(result.first_watchdog_ns), scenario.comm().timeout_ms(),
+                       scenario.comm().watchdog_poll_ms()));
+    }
+  }
+  if (result.stuck) {
+    const auto& s = *result.stuck;
+    line(fmt::format("  stuck: rank {}, {}, batch of iteration {}, slot {}: the resample loop {}",
+                     s.rank, s.worker < 0 ? std::string("main process") : fmt::format("worker {}", s.worker),
+                     s.batch, s.slot,
+                     s.proven ? "never ends" : "ran past petrsim's attempts bound"));
+    line(fmt::format("    index {} of sampler group {}: sub-dataset {} '{}', scene '{}' (dataset scene {})",
+                     s.index, s.group, s.subdataset, s.subdataset_name, s.scene_name, s.scene));
+    line(fmt::format("    its pool is frames {}..{} of the scene (dataset indices {}..{}), none with "
+                     "GT after the filters",
+                     s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
+    line(fmt::format("    spinning since {}: {} attempts when the run ended",
+                     FormatVirtualTime(s.since_ns), s.attempts_so_far));
+  }
+  for (const auto& rank : result.ranks) {
+    if (rank.died_ns >= 0) {
+      line(fmt::format("  rank {} died at {}: {}", rank.rank, FormatVirtualTime(rank.died_ns),
+                       rank.died_why));
+    }
+  }
+  if (result.outcome == sim::Outcome::kRankDied) {
+    line("  under torchrun the agent tears the job down within seconds of a rank's exit; "
+         "without it the others wait until their watchdogs fire");
+  }
+
+  if (!result.nccl_log.empty()) {
+    line("");
+    line(fmt::format("{} log (what the job prints):",
+                     scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo"));
+    for (const auto& text : result.nccl_log) line("  " + text);
+  }
+
+  line("");
+  line("per rank (virtual seconds):");
+  line("  rank  iterations  samples   data wait  collectives     compute  resample  breaks  state");
+  for (const auto& rank : result.ranks) {
+    line(fmt::format("  {:>4}  {:>10}  {:>7}  {:>10}  {:>11}  {:>10}  {:>8}  {:>6}  {}", rank.rank,
+                     rank.iterations_completed, rank.samples, Seconds(rank.data_wait_ns),
+                     Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns),
+                     rank.resample_attempts, rank.stream_breaks, rank.state));
+  }
+  line("");
+  uint64_t jumps = 0;
+  for (const auto& rank : result.ranks) jumps += rank.resample_jumps;
+  line(fmt::format("iterations  {} of {} on every rank; virtual time {}",
+                   result.iterations_completed, result.job_iterations,
+                   FormatVirtualTime(result.end_ns)));
+  line(fmt::format("throughput  {:.2f} iterations/s, {:.2f} samples/s (virtual, up to the last "
+                   "iteration every rank completed)",
+                   PerSecond(result.iterations_completed, result.last_iteration_end_ns),
+                   PerSecond(result.samples, result.last_iteration_end_ns)));
+  line(fmt::format("data        {} samples, {} resample attempts, {} resample jumps, {} stream "
+                   "breaks (frames fed with prev_exists after another frame)",
+                   result.samples, result.resample_attempts, jumps, result.stream_breaks));
+  if (wall_ms) {
+    line(fmt::format("engine      {} events in {:.1f} ms wall ({:.2f} M events/s)", result.events,
+                     *wall_ms, *wall_ms > 0 ? result.events / *wall_ms / 1e3 : 0.0));
+  } else {
+    line(fmt::format("engine      {} events", result.events));
+  }
+  line(fmt::format("reproduce   petrsim {} (seed {}, job.seed {}, trace hash {:016x})", path,
+                   scenario.seed(), job.seed(), result.trace_hash));
+  return out;
+}
+
+std::string FormatRunJson(const Scenario& scenario, const std::string& path,
+                          const Dataset& dataset, const sim::SimResult& result,
+                          std::optional<double> wall_ms) {
+  nlohmann::json j;
+  j["scenario"] = path;
+  j["name"] = scenario.name();
+  j["seed"] = scenario.seed();
+  j["job_seed"] = scenario.job().seed();
+  j["outcome"] = sim::OutcomeName(result.outcome);
+  j["cause"] = sim::CauseName(result.cause);
+  j["iterations_completed"] = result.iterations_completed;
+  j["job_iterations"] = result.job_iterations;
+  if (!result.limit_note.empty()) j["limit"] = result.limit_note;
+
+  nlohmann::json hang = nullptr;
+  if (result.outcome == sim::Outcome::kHang || result.outcome == sim::Outcome::kRankDied) {
+    hang = nlohmann::json::object();
+    hang["cause"] = sim::CauseName(result.cause);
+    hang["stuck_ranks"] = result.stuck_ranks;
+    hang["waiting_ranks"] = result.waiting_ranks;
+    hang["iteration"] = result.collective ? nlohmann::json(result.collective->iteration) : nullptr;
+    hang["collective"] = result.collective ? CollectiveJson(*result.collective) : nullptr;
+    hang["blocked_at_ns"] = result.blocked_at_ns;
+    hang["watchdog_fires_ns"] = result.first_watchdog_ns;
+    if (result.stuck) {
+      const auto& s = *result.stuck;
+      hang["stuck"] = {{"rank", s.rank},
+                       {"worker", s.worker},
+                       {"batch", s.batch},
+                       {"slot", s.slot},
+                       {"index", s.index},
+                       {"group", s.group},
+                       {"subdataset", s.subdataset},
+                       {"subdataset_name", s.subdataset_name},
+                       {"scene", s.scene},
+                       {"scene_name", s.scene_name},
+                       {"first_frame", s.pool_first},
+                       {"last_frame", s.pool_last},
+                       {"first_frame_in_scene", s.pool_first_in_scene},
+                       {"last_frame_in_scene", s.pool_last_in_scene},
+                       {"since_ns", s.since_ns},
+                       {"attempts_so_far", s.attempts_so_far},
+                       {"proven", s.proven}};
+    } else {
+      hang["stuck"] = nullptr;
+    }
+  }
+  j["hang"] = hang;
+  if (result.desync) {
+    const auto& d = *result.desync;
+    j["desync"] = {{"group", d.process_group},
+                   {"seq", d.seq},
+                   {"at_ns", d.at_ns},
+                   {"first_rank", d.first_rank},
+                   {"first", CollectiveJson(d.first)},
+                   {"other_rank", d.other_rank},
+                   {"other", CollectiveJson(d.other)}};
+  } else {
+    j["desync"] = nullptr;
+  }
+  j["nccl_log"] = result.nccl_log;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : result.ranks) {
+    nlohmann::json rank = {{"rank", r.rank},
+                           {"iterations_completed", r.iterations_completed},
+                           {"samples", r.samples},
+                           {"loads", r.loads},
+                           {"resample_attempts", r.resample_attempts},
+                           {"resample_jumps", r.resample_jumps},
+                           {"stream_breaks", r.stream_breaks},
+                           {"collectives", r.collectives},
+                           {"collectives_skipped", r.collectives_skipped},
+                           {"data_wait_ns", r.data_wait_ns},
+                           {"collective_wait_ns", r.collective_wait_ns},
+                           {"compute_ns", r.compute_ns},
+                           {"state", r.state},
+                           {"blocked_since_ns", r.blocked_since_ns},
+                           {"watchdog_fires_ns", r.watchdog_fires_ns},
+                           {"died_ns", r.died_ns}};
+    rank["blocked_in"] = r.blocked_in ? CollectiveJson(*r.blocked_in) : nlohmann::json(nullptr);
+    ranks.push_back(std::move(rank));
+  }
+  j["ranks"] = std::move(ranks);
+  nlohmann::json stats;
+  stats["events"] = result.events;
+  stats["wall_ms"] = wall_ms ? nlohmann::json(*wall_ms) : nlohmann::json(nullptr);
+  stats["virtual_time_ns"] = result.end_ns;
+  stats["samples"] = result.samples;
+  stats["samples_per_s"] = PerSecond(result.samples, result.last_iteration_end_ns);
+  stats["iterations_per_s"] = PerSecond(result.iterations_completed, result.last_iteration_end_ns);
+  stats["resample_attempts"] = result.resample_attempts;
+  stats["stream_breaks"] = result.stream_breaks;
+  stats["trace_hash"] = fmt::format("{:016x}", result.trace_hash);
+  stats["dataset_frames"] = dataset.size();
+  j["stats"] = std::move(stats);
+  return j.dump(2) + "\n";
+}
+
+}  // namespace petrsim

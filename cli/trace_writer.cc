@@ -1,0 +1,345 @@
+// Per-rank trace files; see trace_writer.h.
+#include "cli/trace_writer.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "model/assert.h"
+#include "model/error.h"
+
+namespace petrsim {
+namespace {
+
+constexpr size_t kRankBufferBytes = size_t{64} << 10;
+constexpr uint64_t kBufferedBytesMax = uint64_t{64} << 20;
+// No message of a petrsim trace comes near this; a larger length prefix means corruption.
+constexpr uint64_t kMessageBytesMax = uint64_t{256} << 20;
+
+void AppendVarint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out += static_cast<char>((value & 0x7f) | 0x80);
+    value >>= 7;
+  }
+  out += static_cast<char>(value);
+}
+
+// The record's fields that differ from TraceEvent's defaults (which equal TraceRecord's).
+void FillTraceEvent(const TraceRecord& record, TraceEvent& event) {
+  event.Clear();
+  event.set_kind(static_cast<TraceEventKind>(record.kind));
+  event.set_start_ns(record.start_ns);
+  event.set_end_ns(record.end_ns);
+  if (record.worker != -1) event.set_worker(record.worker);
+  if (record.iteration != 0) event.set_iteration(record.iteration);
+  if (record.slot != 0) event.set_slot(record.slot);
+  if (record.index != -1) event.set_index(record.index);
+  if (record.final_index != -1) event.set_final_index(record.final_index);
+  if (record.attempts != 0) event.set_attempts(record.attempts);
+  if (!record.process_group.empty()) {
+    event.set_process_group(record.process_group.data(), record.process_group.size());
+  }
+  if (record.seq != 0) event.set_seq(record.seq);
+  if (record.op != Collective::allreduce) event.set_op(record.op);
+  if (record.numel != 0) event.set_numel(record.numel);
+  if (!record.completed) event.set_completed(false);
+  if (!record.text.empty()) event.set_text(record.text.data(), record.text.size());
+}
+
+}  // namespace
+
+// TraceKind and TraceEventKind must agree value for value.
+static_assert(static_cast<int>(TraceKind::kLoad) == TraceEventKind::load);
+static_assert(static_cast<int>(TraceKind::kDataWait) == TraceEventKind::data_wait);
+static_assert(static_cast<int>(TraceKind::kCompute) == TraceEventKind::compute);
+static_assert(static_cast<int>(TraceKind::kCollective) == TraceEventKind::collective);
+static_assert(static_cast<int>(TraceKind::kCheckpoint) == TraceEventKind::checkpoint);
+static_assert(static_cast<int>(TraceKind::kIteration) == TraceEventKind::iteration);
+static_assert(static_cast<int>(TraceKind::kLivelock) == TraceEventKind::livelock);
+static_assert(static_cast<int>(TraceKind::kWatchdog) == TraceEventKind::watchdog);
+static_assert(static_cast<int>(TraceKind::kRankDied) == TraceEventKind::rank_died);
+static_assert(static_cast<int>(TraceKind::kDesync) == TraceEventKind::desync);
+
+std::string RankTracePath(const std::string& directory, uint32_t rank) {
+  return (std::filesystem::path(directory) / fmt::format("rank_{}.pbtrace", rank)).string();
+}
+
+TraceEvent ToTraceEvent(const TraceRecord& record) {
+  TraceEvent event;
+  FillTraceEvent(record, event);
+  return event;
+}
+
+TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank) {
+  PETRSIM_ASSERT(event.kind() != TraceEventKind::truncated);
+  TraceRecord record;
+  record.kind = static_cast<TraceKind>(event.kind());
+  record.rank = rank;
+  record.worker = event.worker();
+  record.start_ns = event.start_ns();
+  record.end_ns = event.end_ns();
+  record.iteration = event.iteration();
+  record.slot = event.slot();
+  record.index = event.index();
+  record.final_index = event.final_index();
+  record.attempts = event.attempts();
+  record.process_group = event.process_group();
+  record.seq = event.seq();
+  record.op = event.op();
+  record.numel = event.numel();
+  record.completed = event.completed();
+  record.text = event.text();
+  return record;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TraceDirectoryWriter
+
+TraceDirectoryWriter::TraceDirectoryWriter(std::string directory, const Scenario& scenario,
+                                           const std::string& scenario_path, uint32_t world_size,
+                                           const std::string& backend,
+                                           const std::string& build_id, uint64_t records_max)
+    : directory_(std::move(directory)),
+      world_size_(world_size),
+      records_max_(records_max),
+      buffers_(world_size),
+      created_(world_size, false),
+      dropped_(world_size, 0) {
+  PETRSIM_ASSERT(world_size >= 1);
+  std::error_code error;
+  std::filesystem::create_directories(directory_, error);
+  if (error) {
+    throw ScenarioError(
+        fmt::format("{}: cannot create the trace directory: {}", directory_, error.message()));
+  }
+  if (!std::filesystem::is_directory(directory_, error)) {
+    throw ScenarioError(fmt::format("{}: cannot write traces there: not a directory", directory_));
+  }
+  TraceHeader header;
+  header.set_format_version(kTraceFormatVersion);
+  *header.mutable_scenario() = scenario;
+  header.set_scenario_path(scenario_path);
+  header.set_seed(scenario.seed());
+  header.set_world_size(world_size);
+  header.set_backend(backend);
+  header.set_build_id(build_id);
+  header.set_clock(backend == "sim" ? "virtual" : "steady");
+  header_common_ = header.SerializeAsString();
+}
+
+TraceDirectoryWriter::~TraceDirectoryWriter() {
+  if (!finished_) RemoveTmpFiles();
+}
+
+std::string TraceDirectoryWriter::TmpPath(uint32_t rank) const {
+  return RankTracePath(directory_, rank) + ".tmp";
+}
+
+void TraceDirectoryWriter::RemoveTmpFiles() {
+  for (uint32_t r = 0; r < world_size_; ++r) {
+    if (created_[r]) std::remove(TmpPath(r).c_str());
+    created_[r] = false;
+  }
+}
+
+void TraceDirectoryWriter::Encode(const TraceEvent& event, std::string& out) {
+  const size_t before = out.size();
+  const size_t size = event.ByteSizeLong();
+  AppendVarint(out, size);
+  const size_t at = out.size();
+  out.resize(at + size);
+  event.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + at));
+  buffered_bytes_ += out.size() - before;
+}
+
+// Appends rank's buffer to its tmp file, creating the file (header first) if needed, and
+// releases the buffer's memory. After a write error nothing is written any more.
+void TraceDirectoryWriter::Append(uint32_t rank) {
+  std::string& buffer = buffers_[rank];
+  buffered_bytes_ -= std::min<uint64_t>(buffered_bytes_, buffer.size());
+  if (!write_error_.empty()) {
+    std::string().swap(buffer);
+    return;
+  }
+  const std::string path = TmpPath(rank);
+  std::string head;
+  if (!created_[rank]) {
+    TraceHeader rank_only;
+    rank_only.set_rank(rank);
+    const std::string rank_part = rank_only.SerializeAsString();
+    AppendVarint(head, header_common_.size() + rank_part.size());
+    head += header_common_;
+    head += rank_part;
+  }
+  std::FILE* file = std::fopen(path.c_str(), created_[rank] ? "ab" : "wb");
+  if (file == nullptr) {
+    write_error_ = fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno));
+    std::string().swap(buffer);
+    return;
+  }
+  created_[rank] = true;
+  bool ok = std::fwrite(head.data(), 1, head.size(), file) == head.size() &&
+            std::fwrite(buffer.data(), 1, buffer.size(), file) == buffer.size();
+  int error = ok ? 0 : errno;
+  if (std::fclose(file) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (!ok) {
+    write_error_ = fmt::format("{}: cannot write: {}", path, std::strerror(error != 0 ? error : EIO));
+  }
+  std::string().swap(buffer);
+}
+
+void TraceDirectoryWriter::AppendAll() {
+  for (uint32_t r = 0; r < world_size_; ++r) {
+    if (!buffers_[r].empty()) Append(r);
+  }
+  buffered_bytes_ = 0;
+}
+
+void TraceDirectoryWriter::Record(const TraceRecord& record) {
+  PETRSIM_ASSERT(!finished_);
+  PETRSIM_ASSERT(record.rank < world_size_);
+  if (records_written_ >= records_max_) {
+    ++records_truncated_;
+    ++dropped_[record.rank];
+    return;
+  }
+  ++records_written_;
+  if (!write_error_.empty()) return;
+  FillTraceEvent(record, event_);
+  std::string& buffer = buffers_[record.rank];
+  Encode(event_, buffer);
+  if (buffer.size() >= kRankBufferBytes) {
+    Append(record.rank);
+  } else if (buffered_bytes_ >= kBufferedBytesMax) {
+    AppendAll();
+  }
+}
+
+void TraceDirectoryWriter::Finish() {
+  PETRSIM_ASSERT(!finished_);
+  for (uint32_t r = 0; r < world_size_; ++r) {
+    if (dropped_[r] != 0) {
+      TraceEvent marker;
+      marker.set_kind(TraceEventKind::truncated);
+      marker.set_start_ns(0);
+      marker.set_end_ns(0);
+      marker.set_records_dropped(dropped_[r]);
+      marker.set_text(fmt::format("{} records of this rank past the writer's limit of {} "
+                                     "records were not written",
+                                     dropped_[r], records_max_));
+      Encode(marker, buffers_[r]);
+    }
+    // Every rank gets a file, if only its header.
+    if (!buffers_[r].empty() || !created_[r]) Append(r);
+  }
+  if (!write_error_.empty()) {
+    RemoveTmpFiles();
+    throw ScenarioError(write_error_);
+  }
+  for (uint32_t r = 0; r < world_size_; ++r) {
+    const std::string final_path = RankTracePath(directory_, r);
+    if (std::rename(TmpPath(r).c_str(), final_path.c_str()) != 0) {
+      const int error = errno;
+      const std::string message = fmt::format("{}: cannot rename {} onto it: {}", final_path,
+                                              TmpPath(r), std::strerror(error));
+      for (uint32_t done = 0; done < r; ++done) {
+        std::remove(RankTracePath(directory_, done).c_str());
+        created_[done] = false;
+      }
+      RemoveTmpFiles();
+      throw ScenarioError(message);
+    }
+  }
+  finished_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+RankTrace ReadRankTrace(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    throw ScenarioError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  }
+  const int64_t file_bytes = info.st_size;
+
+  RankTrace trace;
+  google::protobuf::io::FileInputStream input(fd);
+  uint64_t index = 0;
+  for (;; ++index) {
+    const int64_t offset = input.ByteCount();
+    const auto where = [&] {
+      return fmt::format("{}: message {} ({}) at byte {}", path, index,
+                         index == 0 ? "the TraceHeader" : "a TraceEvent", offset);
+    };
+    // A fresh CodedInputStream per message, as ParseDelimitedFromZeroCopyStream does: its
+    // destructor hands unread bytes back, so input.ByteCount() is the next message's offset.
+    google::protobuf::io::CodedInputStream coded(&input);
+    uint64_t size = 0;
+    if (!coded.ReadVarint64(&size)) {
+      if (offset == file_bytes && input.GetErrno() == 0) break;  // the end, between messages
+      if (input.GetErrno() != 0) {
+        throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+      }
+      throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)",
+                                      where(), file_bytes));
+    }
+    const int64_t body = offset + coded.CurrentPosition();
+    if (size > kMessageBytesMax) {
+      throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})",
+                                      where(), size, kMessageBytesMax));
+    }
+    if (static_cast<uint64_t>(file_bytes - body) < size) {
+      throw ScenarioError(fmt::format(
+          "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
+          where(), size, file_bytes - body));
+    }
+    const auto limit = coded.PushLimit(static_cast<int>(size));
+    google::protobuf::MessageLite& message =
+        index == 0 ? static_cast<google::protobuf::MessageLite&>(trace.header)
+                   : trace.events.emplace_back();
+    if (!message.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage() ||
+        coded.BytesUntilLimit() != 0) {
+      if (input.GetErrno() != 0) {
+        throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+      }
+      throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
+    }
+    coded.PopLimit(limit);
+  }
+  if (index == 0) {
+    throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
+  }
+  const uint32_t version = trace.header.format_version();
+  if (version == 0) {
+    throw ScenarioError(
+        fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
+  }
+  if (version > kTraceFormatVersion) {
+    throw ScenarioError(fmt::format(
+        "{}: format_version {} is newer than this build reads ({}); use a newer petrsim", path,
+        version, kTraceFormatVersion));
+  }
+  return trace;
+}
+
+}  // namespace petrsim

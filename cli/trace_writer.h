@@ -1,0 +1,108 @@
+// petrsim's own trace files (DESIGN "Formats", model/trace.proto): a TraceSink that writes one
+// file per rank into a directory, and the reader that `diagnose` and `replay` build on.
+//
+// Format: "<dir>/rank_<r>.pbtrace" for every rank r in [0, world_size), each a stream of
+// length-delimited protobuf messages (varint byte count, then the message; what
+// google::protobuf::util::SerializeDelimitedToOstream writes): one TraceHeader, then one
+// TraceEvent per record of that rank in the order Record() received them. An event always has
+// kind, start_ns and end_ns; its other fields only where they differ from their declared
+// default. If the writer reached its record limit, each rank that lost records ends with one
+// TraceEvent of kind `truncated` saying how many.
+//
+// Buffering (jobs have up to 65536 ranks, more than a process may hold open files): no file
+// stays open between calls. Each rank's encoded events collect in a memory buffer; a buffer
+// that reaches 64 KiB is appended to its file (open, write, close), and when all buffers
+// together pass 64 MiB every non-empty buffer is appended the same way. Memory stays bounded
+// by about 64 MiB plus one buffer, and a file open costs at most one per 64 KiB written, or one
+// per rank per 64 MiB written. A rank's file is created, header first, on its first append;
+// Finish() appends what is left, creates the files of ranks that recorded nothing (header
+// only), and renames every "<dir>/rank_<r>.pbtrace.tmp" onto its final name. A writer destroyed
+// without Finish() removes the tmp files it created, so no half-written trace is left. Record()
+// never throws: the first write error stops all writing and Finish() reports it.
+// Not thread-safe: callers serialize Record().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/scenario.pb.h"
+#include "model/trace.pb.h"
+#include "model/trace_sink.h"
+
+namespace petrsim {
+
+inline constexpr uint32_t kTraceFormatVersion = 1;
+
+// "<directory>/rank_<rank>.pbtrace".
+std::string RankTracePath(const std::string& directory, uint32_t rank);
+
+// A record as a trace event (defaults left out) and back. The record's string_views point
+// into `event`, which must outlive it. A `truncated` event has no TraceKind and must not be
+// converted.
+TraceEvent ToTraceEvent(const TraceRecord& record);
+TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank);
+
+class TraceDirectoryWriter : public TraceSink {
+ public:
+  static constexpr uint64_t kRecordsMaxDefault = 100'000'000;
+
+  // Creates `directory` (and its parents) if needed. `backend` is "sim", "gloo" or "nccl";
+  // the header's clock is "virtual" for "sim" and "steady" otherwise. Records past the first
+  // `records_max` (all ranks together) are counted, not written. Throws ScenarioError naming
+  // the directory if it cannot be created.
+  TraceDirectoryWriter(std::string directory, const Scenario& scenario,
+                       const std::string& scenario_path, uint32_t world_size,
+                       const std::string& backend, const std::string& build_id,
+                       uint64_t records_max = kRecordsMaxDefault);
+  ~TraceDirectoryWriter() override;
+  TraceDirectoryWriter(const TraceDirectoryWriter&) = delete;
+  TraceDirectoryWriter& operator=(const TraceDirectoryWriter&) = delete;
+
+  // record.rank must be < world_size.
+  void Record(const TraceRecord& record) override;
+
+  // Writes what is buffered and renames every file onto its final name. Throws ScenarioError
+  // naming the file on a write or rename error, after removing every file it wrote (tmp or
+  // renamed). Call once; no Record() after it.
+  void Finish();
+
+  uint64_t records_written() const { return records_written_; }
+  uint64_t records_truncated() const { return records_truncated_; }
+
+ private:
+  void Encode(const TraceEvent& event, std::string& out);
+  void Append(uint32_t rank);
+  void AppendAll();
+  std::string TmpPath(uint32_t rank) const;
+  void RemoveTmpFiles();
+
+  const std::string directory_;
+  const uint32_t world_size_;
+  const uint64_t records_max_;
+  // The header without its rank, serialized once: a rank's header is these bytes followed by
+  // the encoding of its rank field (protobuf merges concatenated messages).
+  std::string header_common_;
+  std::vector<std::string> buffers_;    // per rank: encoded events not yet appended
+  std::vector<bool> created_;           // per rank: its tmp file exists
+  std::vector<uint64_t> dropped_;       // per rank: records past the limit
+  uint64_t buffered_bytes_ = 0;
+  uint64_t records_written_ = 0;
+  uint64_t records_truncated_ = 0;
+  bool finished_ = false;
+  std::string write_error_;  // the first write error, for Finish(); empty: none
+  TraceEvent event_;         // reused for every record
+};
+
+// One rank's trace file, read whole.
+struct RankTrace {
+  TraceHeader header;
+  std::vector<TraceEvent> events;
+};
+
+// Reads a file written by TraceDirectoryWriter. Throws ScenarioError naming the file and, for
+// a truncated or corrupt file, the byte offset and index of the bad message (0: the header);
+// also for a missing header or a format_version this build does not know.
+RankTrace ReadRankTrace(const std::string& path);
+
+}  // namespace petrsim

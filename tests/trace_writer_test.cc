@@ -1,0 +1,321 @@
+// Per-rank trace files: records come back from ReadRankTrace as they went in, in order, with
+// the header; truncated and corrupt files fail with the file and the byte offset; an
+// unfinished writer leaves no files.
+#include "cli/trace_writer.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "model/error.h"
+#include "tests/scenario_text.h"
+
+namespace petrsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TraceWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::temp_directory_path() / (std::string("petrsim_trace_") + info->name() + "_" +
+                                         std::to_string(::getpid()));
+    fs::remove_all(root_);
+    directory_ = (root_ / "trace").string();  // created by the writer
+    scenario_ = testing::ShippedScenario("tiny.pbtxt");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  static std::string ReadBytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  }
+  static void WriteBytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  // The message of the ScenarioError that reading `path` throws ("" if it reads).
+  static std::string ReadError(const std::string& path) {
+    try {
+      ReadRankTrace(path);
+    } catch (const ScenarioError& error) {
+      return error.what();
+    }
+    return "";
+  }
+
+  fs::path root_;
+  std::string directory_;
+  Scenario scenario_;
+};
+
+// Records of every kind, with strings that live only as long as the call.
+std::vector<TraceRecord> SampleRecords(std::vector<std::string>& strings) {
+  strings = {"default_pg", "reduce_mean(loss)", "watchdog line \"quoted\""};
+  std::vector<TraceRecord> records;
+  TraceRecord load;
+  load.kind = TraceKind::kLoad;
+  load.rank = 1;
+  load.worker = 3;
+  load.start_ns = 100;
+  load.end_ns = 250;
+  load.iteration = 5;
+  load.slot = 1;
+  load.index = 40;
+  load.final_index = 38;
+  load.attempts = 4;
+  records.push_back(load);
+  TraceRecord wait;
+  wait.kind = TraceKind::kDataWait;
+  wait.rank = 0;
+  wait.start_ns = 0;
+  wait.end_ns = 90;
+  records.push_back(wait);
+  TraceRecord collective;
+  collective.kind = TraceKind::kCollective;
+  collective.rank = 1;
+  collective.start_ns = 300;
+  collective.end_ns = 1'800'000'000'300;
+  collective.iteration = 5;
+  collective.process_group = strings[0];
+  collective.seq = 12;
+  collective.op = Collective::allgather;
+  collective.numel = 256;
+  collective.completed = false;
+  collective.text = strings[1];
+  records.push_back(collective);
+  TraceRecord compute;
+  compute.kind = TraceKind::kCompute;
+  compute.rank = 1;
+  compute.start_ns = 260;
+  compute.end_ns = 300;
+  compute.iteration = 5;
+  records.push_back(compute);
+  TraceRecord watchdog;
+  watchdog.kind = TraceKind::kWatchdog;
+  watchdog.rank = 1;
+  watchdog.start_ns = watchdog.end_ns = 1'800'000'000'300;
+  watchdog.text = strings[2];
+  records.push_back(watchdog);
+  TraceRecord livelock;
+  livelock.kind = TraceKind::kLivelock;
+  livelock.rank = 0;
+  livelock.worker = 0;
+  livelock.start_ns = livelock.end_ns = 70;
+  livelock.index = 9;
+  livelock.final_index = 11;
+  records.push_back(livelock);
+  return records;
+}
+
+void ExpectSameRecord(const TraceRecord& a, const TraceRecord& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.worker, b.worker);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.iteration, b.iteration);
+  EXPECT_EQ(a.slot, b.slot);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.final_index, b.final_index);
+  EXPECT_EQ(a.attempts, b.attempts);
+  EXPECT_EQ(a.process_group, b.process_group);
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.op, b.op);
+  EXPECT_EQ(a.numel, b.numel);
+  EXPECT_EQ(a.completed, b.completed);
+  EXPECT_EQ(a.text, b.text);
+}
+
+TEST_F(TraceWriterTest, RecordsRoundTripWithTheHeaderInOrder) {
+  std::vector<std::string> strings;
+  const std::vector<TraceRecord> records = SampleRecords(strings);
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "scenarios/tiny.pbtxt", 3, "sim",
+                                "test-build");
+    for (const auto& record : records) writer.Record(record);
+    writer.Finish();
+  }
+  std::vector<TraceRecord> expected[3];
+  for (const auto& record : records) expected[record.rank].push_back(record);
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    SCOPED_TRACE(rank);
+    const std::string path = RankTracePath(directory_, rank);
+    EXPECT_EQ(path, directory_ + "/rank_" + std::to_string(rank) + ".pbtrace");
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    const RankTrace trace = ReadRankTrace(path);
+    EXPECT_EQ(trace.header.format_version(), kTraceFormatVersion);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(trace.header.scenario(),
+                                                                   scenario_));
+    EXPECT_EQ(trace.header.scenario_path(), "scenarios/tiny.pbtxt");
+    EXPECT_EQ(trace.header.seed(), scenario_.seed());
+    EXPECT_TRUE(trace.header.has_rank());
+    EXPECT_EQ(trace.header.rank(), rank);
+    EXPECT_EQ(trace.header.world_size(), 3u);
+    EXPECT_EQ(trace.header.backend(), "sim");
+    EXPECT_EQ(trace.header.build_id(), "test-build");
+    EXPECT_EQ(trace.header.clock(), "virtual");
+    // Rank 2 recorded nothing: its file holds the header alone.
+    ASSERT_EQ(trace.events.size(), expected[rank].size());
+    for (size_t i = 0; i < trace.events.size(); ++i) {
+      SCOPED_TRACE(i);
+      ExpectSameRecord(ToTraceRecord(trace.events[i], rank), expected[rank][i]);
+    }
+  }
+  // Defaults stay off the wire: a main-process data wait carries no worker.
+  const RankTrace rank0 = ReadRankTrace(RankTracePath(directory_, 0));
+  EXPECT_FALSE(rank0.events[0].has_worker());
+  EXPECT_TRUE(rank0.events[0].has_kind());
+  EXPECT_TRUE(rank0.events[0].has_start_ns());
+}
+
+TEST_F(TraceWriterTest, ManyRecordsOverManyRanksKeepTheirOrder) {
+  // Enough to append each rank's buffer several times.
+  constexpr uint32_t kRanks = 4;
+  constexpr int kRecords = 40'000;
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", kRanks, "gloo", "b");
+    for (int i = 0; i < kRecords; ++i) {
+      TraceRecord record;
+      record.kind = TraceKind::kCompute;
+      record.rank = static_cast<uint32_t>(i) % kRanks;
+      record.start_ns = i;
+      record.end_ns = int64_t{i} + 7;
+      record.iteration = static_cast<uint64_t>(i);
+      writer.Record(record);
+    }
+    EXPECT_EQ(writer.records_written(), static_cast<uint64_t>(kRecords));
+    writer.Finish();
+  }
+  for (uint32_t rank = 0; rank < kRanks; ++rank) {
+    const RankTrace trace = ReadRankTrace(RankTracePath(directory_, rank));
+    EXPECT_EQ(trace.header.clock(), "steady");
+    ASSERT_EQ(trace.events.size(), kRecords / kRanks);
+    for (size_t i = 0; i < trace.events.size(); ++i) {
+      ASSERT_EQ(trace.events[i].iteration(), i * kRanks + rank);
+    }
+  }
+}
+
+TEST_F(TraceWriterTest, RecordsPastTheLimitEndEachFileWithATruncatedEvent) {
+  std::vector<std::string> strings;
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "b",
+                                /*records_max=*/2);
+    for (const auto& record : SampleRecords(strings)) writer.Record(record);
+    EXPECT_EQ(writer.records_written(), 2u);
+    EXPECT_EQ(writer.records_truncated(), 4u);
+    writer.Finish();
+  }
+  // Written: rank 1's load, rank 0's wait. Dropped: three of rank 1, one of rank 0.
+  const RankTrace rank0 = ReadRankTrace(RankTracePath(directory_, 0));
+  ASSERT_EQ(rank0.events.size(), 2u);
+  EXPECT_EQ(rank0.events[0].kind(), TraceEventKind::data_wait);
+  EXPECT_EQ(rank0.events[1].kind(), TraceEventKind::truncated);
+  EXPECT_EQ(rank0.events[1].records_dropped(), 1u);
+  const RankTrace rank1 = ReadRankTrace(RankTracePath(directory_, 1));
+  ASSERT_EQ(rank1.events.size(), 2u);
+  EXPECT_EQ(rank1.events[1].kind(), TraceEventKind::truncated);
+  EXPECT_EQ(rank1.events[1].records_dropped(), 3u);
+}
+
+TEST_F(TraceWriterTest, ATruncatedFileNamesTheFileTheMessageAndTheOffset) {
+  std::vector<std::string> strings;
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "b");
+    for (const auto& record : SampleRecords(strings)) writer.Record(record);
+    writer.Finish();
+  }
+  const std::string path = RankTracePath(directory_, 1);
+  const std::string bytes = ReadBytes(path);
+  const RankTrace whole = ReadRankTrace(path);
+  ASSERT_EQ(whole.events.size(), 4u);
+  const size_t last_size = whole.events.back().ByteSizeLong();
+  const size_t last_offset = bytes.size() - last_size - 1;  // a one-byte length prefix
+
+  // Cut inside the last event.
+  const std::string cut = root_.string() + "/cut.pbtrace";
+  WriteBytes(cut, bytes.substr(0, bytes.size() - 2));
+  std::string message = ReadError(cut);
+  EXPECT_NE(message.find(cut), std::string::npos) << message;
+  EXPECT_NE(message.find("message 4 (a TraceEvent) at byte " + std::to_string(last_offset)),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("truncated"), std::string::npos) << message;
+
+  // Cut inside the header's length prefix (the header is longer than 127 bytes).
+  WriteBytes(cut, bytes.substr(0, 1));
+  message = ReadError(cut);
+  EXPECT_NE(message.find("message 0 (the TraceHeader) at byte 0"), std::string::npos) << message;
+
+  // Cut right after the length prefix of the last event.
+  WriteBytes(cut, bytes.substr(0, last_offset + 1));
+  message = ReadError(cut);
+  EXPECT_NE(message.find("at byte " + std::to_string(last_offset)), std::string::npos) << message;
+
+  // Cut between messages: a shorter but valid trace.
+  WriteBytes(cut, bytes.substr(0, last_offset));
+  EXPECT_EQ(ReadRankTrace(cut).events.size(), 3u);
+}
+
+TEST_F(TraceWriterTest, CorruptEmptyAndNewerFilesAreRefused) {
+  const std::string path = root_.string() + "/bad.pbtrace";
+  fs::create_directories(root_);
+  WriteBytes(path, "");
+  EXPECT_NE(ReadError(path).find("empty"), std::string::npos) << ReadError(path);
+
+  // A length prefix with a message of bytes that do not parse (an end-group tag).
+  WriteBytes(path, std::string("\x02\x0c\x00", 3));
+  EXPECT_NE(ReadError(path).find("corrupt"), std::string::npos) << ReadError(path);
+
+  WriteBytes(path, std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 9));
+  EXPECT_NE(ReadError(path).find("corrupt"), std::string::npos) << ReadError(path);
+
+  TraceHeader header;
+  header.set_format_version(kTraceFormatVersion + 1);
+  const std::string body = header.SerializeAsString();
+  WriteBytes(path, std::string(1, static_cast<char>(body.size())) + body);
+  EXPECT_NE(ReadError(path).find("format_version 2"), std::string::npos) << ReadError(path);
+
+  EXPECT_NE(ReadError(root_.string() + "/missing.pbtrace").find("missing.pbtrace: cannot open"),
+            std::string::npos);
+}
+
+TEST_F(TraceWriterTest, AnUnfinishedWriterLeavesNoFiles) {
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "b");
+    // Enough for rank 0's buffer to be appended to its tmp file.
+    for (int i = 0; i < 20'000; ++i) {
+      TraceRecord record;
+      record.kind = TraceKind::kCompute;
+      record.start_ns = i;
+      record.end_ns = i;
+      writer.Record(record);
+    }
+    EXPECT_TRUE(fs::exists(RankTracePath(directory_, 0) + ".tmp"));
+  }
+  EXPECT_TRUE(fs::is_directory(directory_));
+  EXPECT_TRUE(fs::is_empty(directory_));
+}
+
+TEST_F(TraceWriterTest, ADirectoryThatCannotBeCreatedIsNamed) {
+  fs::create_directories(root_);
+  WriteBytes(root_.string() + "/file", "x");
+  const std::string bad = root_.string() + "/file/trace";
+  try {
+    TraceDirectoryWriter writer(bad, scenario_, "tiny.pbtxt", 2, "sim", "b");
+    FAIL() << "created";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(std::string(error.what()).find(bad), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace petrsim
