@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/check_command.h"
+#include "cli/perfetto_writer.h"
+#include "cli/trace_writer.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "model/dataset.h"
@@ -22,6 +25,7 @@
 namespace {
 
 constexpr int kExitBadInput = 2;
+constexpr const char* kBuildId = "petrsim 0.3 (simulator)";
 
 // Loads the scenario and applies the --set overrides, validating the result again.
 petrsim::Scenario Load(const std::string& path, const std::vector<std::string>& sets) {
@@ -98,12 +102,40 @@ struct RunFlags {
   std::string trace_dir;
 };
 
+// Hands every record to each of several sinks (--perfetto and --trace together).
+class FanOutSink : public petrsim::TraceSink {
+ public:
+  void Add(petrsim::TraceSink* sink) { sinks_.push_back(sink); }
+  bool empty() const { return sinks_.empty(); }
+  void Record(const petrsim::TraceRecord& record) override {
+    for (auto* sink : sinks_) sink->Record(record);
+  }
+
+ private:
+  std::vector<petrsim::TraceSink*> sinks_;
+};
+
 int RunSimulation(const std::string& path, const RunFlags& flags) {
   const petrsim::Scenario scenario = Load(path, flags.sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
   petrsim::CheckSamplerConstructible(scenario, dataset, path);
   ProgressBar bar(petrsim::JobIterations(scenario, dataset));
   petrsim::sim::SimOptions options;
+  // The writers stream into temporary files and rename them only after the run, so a failed
+  // run leaves nothing half-written.
+  std::unique_ptr<petrsim::PerfettoWriter> perfetto;
+  std::unique_ptr<petrsim::TraceDirectoryWriter> trace;
+  FanOutSink sinks;
+  if (!flags.perfetto.empty()) {
+    perfetto = std::make_unique<petrsim::PerfettoWriter>(flags.perfetto);
+    sinks.Add(perfetto.get());
+  }
+  if (!flags.trace_dir.empty()) {
+    trace = std::make_unique<petrsim::TraceDirectoryWriter>(
+        flags.trace_dir, scenario, path, scenario.job().world_size(), "sim", kBuildId);
+    sinks.Add(trace.get());
+  }
+  if (!sinks.empty()) options.trace = &sinks;
   options.progress = [&bar](int64_t now_ns, uint64_t iterations) { bar.Update(now_ns, iterations); };
   const auto start = std::chrono::steady_clock::now();
   const petrsim::sim::SimResult result = petrsim::sim::Simulate(scenario, dataset, options);
@@ -114,6 +146,14 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   const std::string text = flags.json
                                ? petrsim::FormatRunJson(scenario, path, dataset, result, wall)
                                : petrsim::FormatRunReport(scenario, path, dataset, result, wall);
+  if (perfetto) {
+    perfetto->Finish({{"scenario", path},
+                      {"outcome", petrsim::sim::OutcomeName(result.outcome)},
+                      {"cause", petrsim::sim::CauseName(result.cause)},
+                      {"seed", scenario.seed()},
+                      {"job_seed", scenario.job().seed()}});
+  }
+  if (trace) trace->Finish();
   std::fwrite(text.data(), 1, text.size(), stdout);
   return petrsim::RunExitCode(result);
 }
@@ -154,6 +194,10 @@ int main(int argc, char** argv) {
                  "dead rank, 2 bad input, 3 petrsim's own limit reached");
   app.add_flag("--json", run_flags.json, "print the run's report as a JSON object");
   app.add_option("--set", run_flags.sets, set_help);
+  app.add_option("--perfetto", run_flags.perfetto,
+                 "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  app.add_option("--trace", run_flags.trace_dir,
+                 "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
   app.add_flag("--no-wall-time", run_flags.no_wall_time,
                "leave the wall-clock time out of the report (byte-reproducible output)");
 

@@ -124,9 +124,10 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
                        RankList(result.stuck_ranks), DescribeCollective(c)));
     }
     if (!result.waiting_ranks.empty()) {
-      line(fmt::format("  {} {} in it; the last blocked at {}",
-                       result.waiting_ranks.size() == 1 ? "rank waits" : "ranks wait",
-                       RankList(result.waiting_ranks), FormatVirtualTime(result.blocked_at_ns)));
+      const bool one = result.waiting_ranks.size() == 1;
+      line(fmt::format("  {} {} {} in it; the last blocked at {}", one ? "rank" : "ranks",
+                       RankList(result.waiting_ranks), one ? "waits" : "wait",
+                       FormatVirtualTime(result.blocked_at_ns)));
     }
     if (result.first_watchdog_ns >= 0) {
       line(fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
@@ -169,12 +170,26 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
   line("");
   line("per rank (virtual seconds):");
   line("  rank  iterations  samples   data wait  collectives     compute  resample  breaks  state");
+  // Many ranks: the first 16 and every rank that is not simply waiting in the collective.
+  constexpr size_t kRanksShown = 16;
+  std::vector<bool> shown(result.ranks.size(), result.ranks.size() <= 2 * kRanksShown);
+  for (size_t r = 0; r < result.ranks.size() && r < kRanksShown; ++r) shown[r] = true;
+  for (const uint32_t r : result.stuck_ranks) shown[r] = true;
   for (const auto& rank : result.ranks) {
+    if (rank.died_ns >= 0) shown[rank.rank] = true;
+  }
+  size_t hidden = 0;
+  for (const auto& rank : result.ranks) {
+    if (!shown[rank.rank]) {
+      ++hidden;
+      continue;
+    }
     line(fmt::format("  {:>4}  {:>10}  {:>7}  {:>10}  {:>11}  {:>10}  {:>8}  {:>6}  {}", rank.rank,
                      rank.iterations_completed, rank.samples, Seconds(rank.data_wait_ns),
                      Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns),
                      rank.resample_attempts, rank.stream_breaks, rank.state));
   }
+  if (hidden > 0) line(fmt::format("  ... {} more ranks (--json lists every rank)", hidden));
   line("");
   uint64_t jumps = 0;
   for (const auto& rank : result.ranks) jumps += rank.resample_jumps;

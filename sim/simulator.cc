@@ -301,7 +301,7 @@ class JobSim {
 
   // Data loader.
   void StartEpoch(RankState& rank);
-  void Dispatch(RankState& rank);
+  void Dispatch(RankState& rank, uint64_t next_to_consume);
   void StartBatch(RankState& rank, uint32_t worker, uint64_t batch);
   void OnBatchLoaded(RankState& rank, uint64_t batch);
   BatchEntry& Entry(RankState& rank, uint64_t batch) {
@@ -525,13 +525,16 @@ void JobSim::StartEpoch(RankState& rank) {
     worker.busy = false;
     worker.stuck = false;
   }
-  Dispatch(rank);
+  if (loader_.workers > 0) Dispatch(rank, rank.iteration);
 }
 
-// Dispatches every batch the prefetch window allows; starts idle workers on theirs.
-void JobSim::Dispatch(RankState& rank) {
+// Dispatches every batch the prefetch window allows while the main process's next batch is
+// `next_to_consume`: batches up to next_to_consume + prefetch_factor * workers - 1 (reference
+// section 6: batch k + 2W is dispatched when batch k is consumed). Without workers the main
+// process loads its next batch itself when it asks for it. Starts idle workers on theirs.
+void JobSim::Dispatch(RankState& rank, uint64_t next_to_consume) {
   const uint64_t window = std::max<uint64_t>(1, loader_.in_flight);
-  const uint64_t limit = std::min(rank.epoch_end, rank.iteration + window);
+  const uint64_t limit = std::min(rank.epoch_end, next_to_consume + window);
   while (rank.dispatched_end < limit) {
     const uint64_t batch = rank.dispatched_end++;
     BatchEntry& entry = Entry(rank, batch);
@@ -670,6 +673,8 @@ bool JobSim::BeginIteration(RankState& rank) {
     rank.loader_started = true;
     StartEpoch(rank);
   }
+  // Without workers, next(iterator) loads the batch in the main process, now.
+  if (loader_.workers == 0) Dispatch(rank, k);
   BatchEntry& entry = Entry(rank, k);
   PETRSIM_ASSERT(entry.batch == k);
   if (entry.state != BatchState::kReady && entry.state != BatchState::kError) {
@@ -719,7 +724,7 @@ bool JobSim::BeginIteration(RankState& rank) {
   rank.phase = Phase::kRunning;
   rank.phase_since_ns = now;
   // Batch k+1 becomes the next to consume: the window admits one more batch.
-  Dispatch(rank);
+  if (loader_.workers > 0) Dispatch(rank, k + 1);
   return true;
 }
 
@@ -1124,7 +1129,13 @@ bool JobSim::Handle(const Event& event) {
     case kWorkerDies: {
       RankState& rank = ranks_[event.actor];
       if (rank.phase == Phase::kDead || rank.phase == Phase::kDone) break;
-      if (event.payload >= rank.workers.size() || loader_.workers == 0) break;
+      if (loader_.workers == 0) {
+        // workers_per_gpu 0: the main process itself loads, so it is the one that dies.
+        Die(rank, Cause::kWorkerDied, "the main process, which loads the data itself, died "
+                                      "(fault dead_worker with workers_per_gpu 0)");
+        break;
+      }
+      PETRSIM_ASSERT(event.payload < rank.workers.size());
       rank.workers[event.payload].dead = true;
       // The DataLoader's SIGCHLD handler raises in the main thread at its next Python step:
       // now if it is waiting for data, else when its current compute or collective returns.
@@ -1137,9 +1148,6 @@ bool JobSim::Handle(const Event& event) {
         rank.pending_raise = true;
         rank.raise_cause = Cause::kWorkerDied;
         rank.raise_why = why;
-        if (rank.phase == Phase::kRunning) {
-          // It raises when its current compute returns (its wake event); nothing to do here.
-        }
       }
       break;
     }
@@ -1228,8 +1236,9 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       stats.blocked_since_ns = issue;
       const int64_t fire = FireTime(issue);
       stats.watchdog_fires_ns = fire;
-      const int64_t horizon = first_watchdog_ns_ >= 0 ? first_watchdog_ns_ + kLauncherTeardownNs : end;
-      if (first_watchdog_ns_ < 0 || fire <= horizon) {
+      // Only a fired watchdog prints: ranks whose own deadline falls before the launcher has
+      // torn the job down print too.
+      if (first_watchdog_ns_ >= 0 && fire <= first_watchdog_ns_ + kLauncherTeardownNs) {
         lines.push_back(Line{fire, rank.rank, WatchdogLine(rank.rank, work, fire)});
       }
       // The slice of the collective that never completed.
@@ -1278,7 +1287,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     return a.fire_ns != b.fire_ns ? a.fire_ns < b.fire_ns : a.rank < b.rank;
   });
   for (auto& line : lines) {
-    if (first_watchdog_ns_ >= 0 || desync_) {
+    {
       TraceRecord record;
       record.kind = TraceKind::kWatchdog;
       record.rank = line.rank;
@@ -1328,7 +1337,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     result.outcome = first_death_ns_ >= 0 ? Outcome::kRankDied : Outcome::kHang;
   }
 
-  if (result.outcome != Outcome::kCompleted) {
+  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
     // The collective the waiting ranks block in: the oldest open instance.
     const Instance* oldest = nullptr;
     uint32_t oldest_group = 0;

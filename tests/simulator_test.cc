@@ -1,0 +1,296 @@
+// The simulator against what the rest of petrsim predicts (check's first hit, sample's stream,
+// the plan's sequence numbers), against hand-computed timelines, and under every fault kind.
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "model/iteration_plan.h"
+#include "model/preflight.h"
+#include "model/sample_stream.h"
+#include "model/scenario_override.h"
+#include "model/scenario_validation.h"
+#include "tests/scenario_text.h"
+
+namespace petrsim::sim {
+namespace {
+
+using petrsim::testing::ScenarioFromText;
+using petrsim::testing::ShippedScenario;
+
+SimResult Simulated(const Scenario& scenario) {
+  const Dataset dataset = BuildDataset(scenario, "test");
+  return Simulate(scenario, dataset, SimOptions{});
+}
+
+Scenario WithOverrides(Scenario scenario, const std::vector<std::string>& sets) {
+  ApplyOverrides(scenario, sets);
+  ValidateScenario(scenario, "test");
+  return scenario;
+}
+
+TEST(SimulatorTest, SameScenarioTwiceGivesTheSameRun) {
+  const Scenario scenario = ShippedScenario("streampetr_trainval_hang.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "test");
+  const SimResult a = Simulate(scenario, dataset, SimOptions{});
+  const SimResult b = Simulate(scenario, dataset, SimOptions{});
+  EXPECT_GT(a.events, 10000u);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.nccl_log, b.nccl_log);
+  // Another petrsim seed moves the jitter, so the trace differs, but not the hang's place.
+  const Scenario reseeded = WithOverrides(scenario, {"seed=2"});
+  const SimResult c = Simulate(reseeded, BuildDataset(reseeded, "test"), SimOptions{});
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+}
+
+TEST(SimulatorTest, SeedScenarioHangsWhereCheckAndSamplePredict) {
+  const Scenario scenario = ShippedScenario("streampetr_trainval_hang.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "test");
+  const SimResult result = Simulate(scenario, dataset, SimOptions{});
+  const CheckReport check = RunPreflight(scenario, dataset);
+  ASSERT_TRUE(check.first_hit.has_value());
+
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kSamplerLivelock);
+  ASSERT_TRUE(result.stuck.has_value());
+  const StuckWorker& stuck = *result.stuck;
+  EXPECT_EQ(stuck.rank, check.first_hit->rank);
+  EXPECT_EQ(static_cast<uint32_t>(stuck.worker), check.first_hit->worker);
+  EXPECT_EQ(stuck.batch, check.first_hit->iteration);
+  EXPECT_EQ(stuck.slot, check.first_hit->slot);
+  EXPECT_EQ(stuck.group, check.first_hit->group);
+  EXPECT_EQ(stuck.index, check.first_hit->index);
+  EXPECT_TRUE(stuck.proven);
+  EXPECT_EQ(stuck.scene_name, "val-0087");
+
+  // `petrsim sample` for that rank: its first livelock row is the same batch, worker and slot.
+  std::optional<SampleRow> livelock;
+  SampleStreamOptions options;
+  options.ranks = {stuck.rank};
+  options.iterations = stuck.batch + 16;
+  GenerateSampleStream(scenario, dataset, options, [&](const SampleRow& row) {
+    if (!livelock && row.status == SampleStatus::kLivelock) livelock = row;
+  });
+  ASSERT_TRUE(livelock.has_value());
+  EXPECT_EQ(livelock->iteration, stuck.batch);
+  EXPECT_EQ(livelock->worker, static_cast<uint32_t>(stuck.worker));
+  EXPECT_EQ(livelock->slot, stuck.slot);
+  EXPECT_EQ(livelock->index, stuck.index);
+
+  // The others wait in the first collective of that iteration, at the plan's sequence number.
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{stuck.rank});
+  EXPECT_EQ(result.waiting_ranks.size(), scenario.job().world_size() - 1);
+  EXPECT_EQ(result.iterations_completed, stuck.batch);
+  ASSERT_TRUE(result.collective.has_value());
+  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  EXPECT_EQ(result.collective->seq, CollectivesBefore(plan, "default_pg", stuck.batch) + 1);
+  EXPECT_EQ(result.collective->seq, 8116u);
+  EXPECT_EQ(result.collective->iteration, stuck.batch);
+  EXPECT_EQ(result.collective->step, "reduce_mean(num_total_pos), decoder layer 0");
+  EXPECT_EQ(OpTypeName(result.collective->op), "ALLREDUCE");
+
+  // Every waiting rank prints the watchdog line; the stuck one prints nothing.
+  ASSERT_EQ(result.nccl_log.size(), result.waiting_ranks.size());
+  for (const std::string& line : result.nccl_log) {
+    EXPECT_NE(line.find("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8116, "
+                        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "),
+              std::string::npos)
+        << line;
+    EXPECT_EQ(line.find("[Rank 7]"), std::string::npos);
+  }
+  EXPECT_EQ(result.nccl_log.front().rfind("[Rank 0] Watchdog caught", 0), 0u);
+  // The watchdog polls every 10 s: it fires at the first poll after blocked + 30 min.
+  EXPECT_GT(result.first_watchdog_ns, result.blocked_at_ns + 1'800'000'000'000LL);
+  EXPECT_LE(result.first_watchdog_ns, result.blocked_at_ns + 1'810'000'000'000LL);
+  EXPECT_EQ(result.first_watchdog_ns % 10'000'000'000LL, 0);
+}
+
+TEST(SimulatorTest, EachFixScenarioCompletesTheFullJob) {
+  for (const char* name : {"streampetr_trainval_hang_global.pbtxt",
+                           "streampetr_trainval_hang_drop_empty_groups.pbtxt",
+                           "streampetr_trainval_hang_keep_empty.pbtxt"}) {
+    const SimResult result = Simulated(ShippedScenario(name));
+    EXPECT_EQ(result.outcome, Outcome::kCompleted) << name;
+    EXPECT_EQ(result.iterations_completed, 42192u) << name;
+    EXPECT_EQ(result.job_iterations, 42192u) << name;
+    EXPECT_TRUE(result.nccl_log.empty()) << name;
+    EXPECT_EQ(result.samples, 42192u * 16) << name;
+  }
+}
+
+// Two ranks, one sample each, no workers, no jitter, one allreduce per iteration: every time
+// below is computed by hand from the cost model.
+constexpr const char* kClockwork = R"(
+  dataset { subdatasets { name: "d" explicit {
+    scenes { name: "a" gt_counts: [1, 1, 1, 1] }
+    scenes { name: "b" gt_counts: [1, 1, 1, 1] } } } }
+  grouping { seq_split_num: 2 }
+  resample { policy: in_group }
+  job { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }
+  plan { custom { per_iteration { name: "ar" op: allreduce numel: 1000 dtype: float32 } } }
+  cost { sample_load_ns: 100 step_compute_ns: 3000 jitter_fraction: 0
+         collective_latency_ns: 10 bandwidth_bytes_per_s: 1000000000 }
+)";
+
+TEST(SimulatorTest, TimesFollowTheCostModelExactly) {
+  const SimResult result = Simulated(ScenarioFromText(kClockwork));
+  // Per iteration: load 100 (main process), forward 1000, allreduce 2*(n-1)*10 latency +
+  // 2*(n-1)/n * 4000 bytes at 1 GB/s = 4020, backward 2000: 7120 ns.
+  EXPECT_EQ(result.outcome, Outcome::kCompleted);
+  EXPECT_EQ(result.end_ns, 2 * 7120);
+  EXPECT_EQ(result.last_iteration_end_ns, 2 * 7120);
+  for (const RankStats& rank : result.ranks) {
+    EXPECT_EQ(rank.iterations_completed, 2u);
+    EXPECT_EQ(rank.data_wait_ns, 200);
+    EXPECT_EQ(rank.collective_wait_ns, 2 * 4020);
+    EXPECT_EQ(rank.compute_ns, 2 * 3000);
+    EXPECT_EQ(rank.collectives, 2u);
+    EXPECT_EQ(rank.samples, 2u);
+  }
+}
+
+TEST(SimulatorTest, ASlowRankMakesTheOthersWaitInCollectives) {
+  const Scenario base = ScenarioFromText(kClockwork);
+  const SimResult slow =
+      Simulated(WithOverrides(base, {"faults[0].slow_rank.rank=1", "faults[0].slow_rank.factor=2"}));
+  EXPECT_EQ(slow.outcome, Outcome::kCompleted);
+  // Rank 1 loads in 200 and computes 6000; rank 0 waits for it in the allreduce: for its longer
+  // load and forward in iteration 0, and in iteration 1 also for its longer backward before.
+  EXPECT_EQ(slow.ranks[1].compute_ns, 2 * 6000);
+  EXPECT_EQ(slow.ranks[1].collective_wait_ns, 2 * 4020);
+  EXPECT_EQ(slow.ranks[0].collective_wait_ns, (4020 + 1100) + (4020 + 1100 + 2000));
+  EXPECT_EQ(slow.end_ns, 2 * (200 + 2000 + 4020 + 4000));
+}
+
+TEST(SimulatorTest, WatchdogLineAndTimeFollowTheBackend) {
+  const Scenario tiny = ShippedScenario("tiny.pbtxt");
+  const SimResult polled = Simulated(tiny);
+  ASSERT_EQ(polled.outcome, Outcome::kHang);
+  ASSERT_EQ(polled.nccl_log.size(), 1u);
+  const RankStats& waiting = polled.ranks[polled.waiting_ranks.at(0)];
+  EXPECT_EQ(waiting.watchdog_fires_ns, polled.first_watchdog_ns);
+  EXPECT_EQ(polled.nccl_log[0],
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" +
+                std::to_string(polled.collective->seq) +
+                ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for " +
+                std::to_string((waiting.watchdog_fires_ns - waiting.blocked_since_ns) / 1000000) +
+                " milliseconds before timing out.");
+
+  const SimResult exact = Simulated(WithOverrides(tiny, {"comm.watchdog_poll_ms=0", "comm.timeout_ms=600000"}));
+  const RankStats& rank0 = exact.ranks[0];
+  EXPECT_EQ(rank0.watchdog_fires_ns, rank0.blocked_since_ns + 600'000'000'000LL);
+  EXPECT_NE(exact.nccl_log.at(0).find("Timeout(ms)=600000) ran for 600000 milliseconds"),
+            std::string::npos);
+
+  const SimResult gloo = Simulated(WithOverrides(tiny, {"comm.backend=gloo"}));
+  ASSERT_EQ(gloo.nccl_log.size(), 1u);
+  EXPECT_NE(gloo.nccl_log[0].find("Timed out waiting 1800000ms for recv operation to complete"),
+            std::string::npos);
+  EXPECT_EQ(gloo.ranks[0].watchdog_fires_ns, gloo.ranks[0].blocked_since_ns + 1'800'000'000'000LL);
+}
+
+Scenario GlobalSeed(const std::vector<std::string>& sets) {
+  std::vector<std::string> all = {"job.epochs=1"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return WithOverrides(ShippedScenario("streampetr_trainval_hang_global.pbtxt"), all);
+}
+
+TEST(SimulatorTest, DeadRankLeavesTheOthersWaiting) {
+  const SimResult result =
+      Simulated(GlobalSeed({"faults[0].dead_rank.rank=3", "faults[0].dead_rank.at_ns=10000000000"}));
+  EXPECT_EQ(result.outcome, Outcome::kRankDied);
+  EXPECT_EQ(result.cause, Cause::kRankDied);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{3});
+  EXPECT_EQ(result.ranks[3].died_ns, 10'000'000'000LL);
+  EXPECT_EQ(result.nccl_log.size(), 7u);
+}
+
+TEST(SimulatorTest, DeadWorkerMakesItsRankRaise) {
+  const SimResult result = Simulated(GlobalSeed({"faults[0].dead_worker.rank=2",
+                                           "faults[0].dead_worker.worker=1",
+                                           "faults[0].dead_worker.at_ns=10000000000"}));
+  EXPECT_EQ(result.outcome, Outcome::kRankDied);
+  EXPECT_EQ(result.cause, Cause::kWorkerDied);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{2});
+  EXPECT_GE(result.ranks[2].died_ns, 10'000'000'000LL);
+  EXPECT_NE(result.ranks[2].died_why.find("DataLoader worker 1 exited unexpectedly"),
+            std::string::npos);
+}
+
+TEST(SimulatorTest, StragglerBeyondTheTimeoutHangsAndBelowItDoesNot) {
+  const SimResult late = Simulated(GlobalSeed({"faults[0].straggler.rank=2",
+                                         "faults[0].straggler.iteration=10",
+                                         "faults[0].straggler.delay_ns=2000000000000"}));
+  EXPECT_EQ(late.outcome, Outcome::kHang);
+  EXPECT_EQ(late.cause, Cause::kStragglerTimeout);
+  EXPECT_EQ(late.stuck_ranks, std::vector<uint32_t>{2});
+  EXPECT_EQ(late.collective->iteration, 10u);
+  EXPECT_EQ(late.iterations_completed, 10u);
+
+  const SimResult ok = Simulated(GlobalSeed({"job.iterations_per_epoch=40", "faults[0].straggler.rank=2",
+                                       "faults[0].straggler.iteration=10",
+                                       "faults[0].straggler.delay_ns=1000000000000"}));
+  EXPECT_EQ(ok.outcome, Outcome::kCompleted);
+  EXPECT_GT(ok.ranks[0].collective_wait_ns, 1'000'000'000'000LL);
+}
+
+TEST(SimulatorTest, UnevenBatchesLeaveTheOthersInTheLastIteration) {
+  const SimResult result = Simulated(
+      GlobalSeed({"faults[0].uneven_batches.rank=5", "faults[0].uneven_batches.batches_fewer=1"}));
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kUnevenBatches);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{5});
+  EXPECT_EQ(result.ranks[5].iterations_completed, 1757u);
+  EXPECT_EQ(result.collective->iteration, 1757u);
+}
+
+TEST(SimulatorTest, OldCodeSkippingDenoisingCollectivesDesyncs) {
+  const SimResult result = Simulated(WithOverrides(
+      ShippedScenario("streampetr_trainval_hang.pbtxt"),
+      {"plan.streampetr.old_code_skips_dn_without_gt=true", "filters.filter_empty_gt=false",
+       "job.samples_per_gpu=1"}));
+  EXPECT_EQ(result.outcome, Outcome::kDesync);
+  EXPECT_EQ(result.cause, Cause::kConditionalCollective);
+  ASSERT_TRUE(result.desync.has_value());
+  // The skipping rank's len(log_vars) (int64) meets the others' denoising reduce_mean (float32).
+  const Desync& d = *result.desync;
+  const bool one_is_len = d.first.step == "_parse_losses: len(log_vars)" ||
+                          d.other.step == "_parse_losses: len(log_vars)";
+  EXPECT_TRUE(one_is_len) << d.first.step << " / " << d.other.step;
+  EXPECT_NE(d.first.dtype, d.other.dtype);
+  uint64_t skipped = 0;
+  for (const RankStats& rank : result.ranks) skipped += rank.collectives_skipped;
+  EXPECT_GT(skipped, 0u);
+  // Without the old code the same job does not desync there.
+  const SimResult fixed = Simulated(WithOverrides(
+      ShippedScenario("streampetr_trainval_hang.pbtxt"),
+      {"filters.filter_empty_gt=false", "job.samples_per_gpu=1", "job.epochs=1",
+       "job.iterations_per_epoch=400"}));
+  EXPECT_EQ(fixed.outcome, Outcome::kCompleted);
+}
+
+TEST(SimulatorTest, BoundedPolicyErrorKillsTheRank) {
+  const SimResult result =
+      Simulated(WithOverrides(ShippedScenario("streampetr_trainval_hang.pbtxt"),
+                        {"resample.policy=bounded", "resample.attempts_max=50"}));
+  EXPECT_EQ(result.outcome, Outcome::kRankDied);
+  EXPECT_EQ(result.cause, Cause::kDatasetError);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{7});
+}
+
+TEST(SimulatorTest, LimitsStopTheRunWithoutJudgingTheJob) {
+  const Scenario scenario = ShippedScenario("streampetr_trainval_hang_global.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "test");
+  SimOptions options;
+  options.events_max = 5000;
+  const SimResult result = Simulate(scenario, dataset, options);
+  EXPECT_EQ(result.outcome, Outcome::kLimitReached);
+  EXPECT_EQ(result.events, 5000u);
+  EXPECT_NE(result.limit_note.find("5000 events"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace petrsim::sim
