@@ -110,12 +110,15 @@ void PerfettoWriter::EnsureThread(uint32_t rank, int64_t tid, int32_t worker) {
   if (tid == kIterationsTid) {
     name = "iterations";
     sort_index = 1;
+  } else if (tid == kAsyncCollectivesTid) {
+    name = "collectives (async)";
+    sort_index = 2;
   } else if (tid == 0) {
     name = "main";
     sort_index = 0;
   } else {
     name = fmt::format("worker {}", worker);
-    sort_index = tid + 1;
+    sort_index = tid + 2;
   }
   BeginEvent();
   fmt::format_to(std::back_inserter(buffer_),
@@ -139,6 +142,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
                        record.kind == TraceKind::kWatchdog ||
                        record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync;
   int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
+  if (record.worker == kAsyncCollectives) tid = kAsyncCollectivesTid;
   if (record.kind == TraceKind::kIteration) tid = kIterationsTid;
   EnsureProcess(record.rank);
   EnsureThread(record.rank, tid, record.worker);

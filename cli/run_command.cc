@@ -99,7 +99,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
 
   if (result.desync) {
     const auto& d = *result.desync;
-    line(fmt::format("  collectives mismatch at seq {} on {} ({} virtual):", d.seq,
+    line(fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq,
                      d.process_group, FormatVirtualTime(d.at_ns)));
     line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
                      sim::OpTypeName(d.first.op), d.first.numel_in,

@@ -22,6 +22,7 @@
 #include "model/assert.h"
 #include "model/dataset.h"
 #include "model/error.h"
+#include "model/sampler.h"
 #include "model/scenario.pb.h"
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
@@ -579,6 +580,7 @@ RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t r
     ValidateScenario(scenario, identity.scenario_path);
     const std::shared_ptr<const Dataset> dataset =
         cache.Get(DatasetKey(scenario), scenario, identity.scenario_path);
+    CheckSamplerConstructible(scenario, *dataset, identity.scenario_path);
     const sim::SimResult result = sim::Simulate(scenario, *dataset, sim::SimOptions{});
     RunRecord record = RecordFromResult(result);
     record.run = run;

@@ -24,10 +24,15 @@ enum class TraceKind : uint8_t {
   kDesync,      // collectives mismatched at one sequence number (text: how); instant
 };
 
+// TraceRecord::worker values that are not DataLoader workers.
+inline constexpr int32_t kMainProcess = -1;
+// Non-blocking collectives (DDP gradient buckets) run beside the main process's compute.
+inline constexpr int32_t kAsyncCollectives = -2;
+
 struct TraceRecord {
   TraceKind kind = TraceKind::kLoad;
   uint32_t rank = 0;
-  int32_t worker = -1;  // DataLoader worker; -1: the main process
+  int32_t worker = -1;  // DataLoader worker; kMainProcess or kAsyncCollectives otherwise
   int64_t start_ns = 0;
   int64_t end_ns = 0;  // == start_ns for instants
   uint64_t iteration = 0;

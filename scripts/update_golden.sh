@@ -18,4 +18,10 @@ write check_keep_empty check scenarios/streampetr_trainval_hang_keep_empty.pbtxt
 write check_tiny check scenarios/tiny.pbtxt
 write sample_tiny sample scenarios/tiny.pbtxt
 write sample_seed_rank7 sample --ranks 7 --iterations 200 scenarios/streampetr_trainval_hang.pbtxt
+write run_seed --no-wall-time scenarios/streampetr_trainval_hang.pbtxt
+write run_seed_json --no-wall-time --json scenarios/streampetr_trainval_hang.pbtxt
+write run_tiny --no-wall-time scenarios/tiny.pbtxt
+write run_global_one_epoch --no-wall-time --set job.epochs=1 scenarios/streampetr_trainval_hang_global.pbtxt
+write run_seed_old_code_desync --no-wall-time --set plan.streampetr.old_code_skips_dn_without_gt=true \
+  --set filters.filter_empty_gt=false --set job.samples_per_gpu=1 scenarios/streampetr_trainval_hang.pbtxt
 git status --short tests/golden

@@ -988,6 +988,21 @@ void JobSim::Advance(RankState& rank) {
           }
           return;
         }
+        for (const auto& work : rank.outstanding) {
+          TraceRecord record;
+          record.kind = TraceKind::kCollective;
+          record.rank = rank.rank;
+          record.worker = kAsyncCollectives;
+          record.start_ns = work.issue_ns;
+          record.end_ns = work.complete_ns;
+          record.iteration = work.iteration;
+          record.process_group = group_names_[work.group];
+          record.seq = work.seq;
+          record.op = work.step->collective->op();
+          record.numel = work.step->numel_in;
+          record.text = work.step->collective->name();
+          Trace(record);
+        }
         rank.outstanding.clear();
         rank.stage = Stage::kPeriodic;
         rank.step = 0;
@@ -1253,6 +1268,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       record.op = work.step->collective->op();
       record.numel = work.step->numel_in;
       record.completed = false;
+      if (!work.step->collective->blocking()) record.worker = kAsyncCollectives;
       record.text = work.step->collective->name();
       Trace(record);
     }
@@ -1268,6 +1284,12 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         stats.data_wait_ns += end - rank.phase_since_ns;
         break;
       case Phase::kBlocked:
+        stats.state = fmt::format(
+            "in collective {} seq {} ({}){}", group_names_[rank.blocked_group], rank.blocked_seq,
+            rank.blocked_step->collective->name(),
+            rank.blocked_complete_ns >= 0 ? ", complete, returning" : "");
+        stats.collective_wait_ns += end - rank.phase_since_ns;
+        break;
       case Phase::kWaitOutstanding:
         if (stats.blocked_in) {
           stats.state = fmt::format("in collective {} seq {} ({})", stats.blocked_in->process_group,
@@ -1306,6 +1328,17 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   }
   if (stuck_) {
     StuckWorker& stuck = *stuck_;
+    TraceRecord spin;
+    spin.kind = TraceKind::kLoad;
+    spin.rank = stuck.rank;
+    spin.worker = stuck.worker;
+    spin.start_ns = stuck.since_ns;
+    spin.end_ns = std::max(end, stuck.since_ns);
+    spin.iteration = stuck.batch;
+    spin.slot = stuck.slot;
+    spin.index = stuck.index;
+    spin.final_index = stuck.last_index;
+    spin.text = "resample loop never ends (still spinning when the run ended)";
     const int64_t load_ns = ScalePpm(
         sample_load_ns_,
         ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm, ranks_[stuck.rank].slow_ppm));
@@ -1313,6 +1346,8 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       stuck.attempts_so_far = std::max<uint64_t>(stuck.attempts_so_far,
                                                  static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
     }
+    spin.attempts = stuck.attempts_so_far;
+    Trace(spin);
   }
 
   // The outcome.

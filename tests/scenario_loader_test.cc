@@ -354,7 +354,19 @@ std::vector<BadCase> BadCases() {
        {"bad.pbtxt: ", "cost.jitter_fraction", "must be in [0, 1)", "got 1"}},
       {"comm timeout_ms 0",
        ValidWith("comm { timeout_ms: 0 }"),
-       {"bad.pbtxt: ", "comm.timeout_ms", "must be >= 1", "got 0"}},
+       {"bad.pbtxt: ", "comm.timeout_ms", "must be in [1, 10^9]", "got 0"}},
+      {"comm timeout_ms beyond 10^9",
+       ValidWith("comm { timeout_ms: 1000000001 }"),
+       {"bad.pbtxt: ", "comm.timeout_ms", "must be in [1, 10^9]", "got 1000000001"}},
+      {"watchdog poll beyond an hour",
+       ValidWith("comm { watchdog_poll_ms: 3600001 }"),
+       {"bad.pbtxt: ", "comm.watchdog_poll_ms", "must be <= 3600000", "got 3600001"}},
+      {"sample load time that would overflow virtual time",
+       ValidWith("cost { sample_load_ns: 1000000000000000001 }"),
+       {"bad.pbtxt: ", "cost.sample_load_ns", "must be <= 10^15"}},
+      {"dead rank time beyond 2^62",
+       ValidWith("faults { dead_rank { rank: 0 at_ns: 9000000000000000000 } }"),
+       {"bad.pbtxt: ", "faults[0].dead_rank.at_ns", "must be <= 2^62"}},
 
       // Faults.
       {"fault rank >= world_size",
@@ -366,7 +378,7 @@ std::vector<BadCase> BadCases() {
         "got 4"}},
       {"slow rank factor < 1",
        ValidWith("faults { slow_rank { rank: 1 factor: 0.5 } }"),
-       {"bad.pbtxt: ", "faults[0].slow_rank.factor", "must be >= 1", "got 0.5"}},
+       {"bad.pbtxt: ", "faults[0].slow_rank.factor", "must be in [1, 10^6]", "got 0.5"}},
       {"fault with no kind",
        ValidWith("faults { }"),
        {"bad.pbtxt: ", "faults[0]:", "a fault needs one of"}},
@@ -429,7 +441,7 @@ TEST(ScenarioLoaderTest, EveryViolationIsReportedOnItsOwnLine) {
         "multi.pbtxt: job.world_size: must be in [1, 65536], got 0",
         "multi.pbtxt: job.samples_per_gpu: must be in [1, 256], got 0",
         "multi.pbtxt: job.seed: must be < 2^31",
-        "multi.pbtxt: comm.timeout_ms: must be >= 1, got 0",
+        "multi.pbtxt: comm.timeout_ms: must be in [1, 10^9], got 0",
     };
     ASSERT_EQ(lines.size(), expected.size()) << error.what();
     for (size_t i = 0; i < expected.size(); ++i) {

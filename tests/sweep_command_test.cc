@@ -120,7 +120,20 @@ TEST(RunSweepTest, BadVaryValuesAreReportedBeforeAnyOutput) {
     EXPECT_NE(message.find(test.expected), std::string::npos) << message;
     EXPECT_EQ(output, "");
   }
+  // Valid alone, but tiny has 8 sampler groups: the job's sampler assertion fails every run.
   SweepSpec spec = TinySpec();
+  spec.vary = {ParseVary("job.world_size=2,64")};
+  spec.jobs = 2;
+  std::string message;
+  const std::string output =
+      Capture([&](std::FILE* out) { message = ErrorOf([&] { RunSweep(spec, out); }); });
+  EXPECT_NE(message.find("run 3 (job.world_size=64, seed index 0: seed 1, job.seed 0): " + kTiny +
+                         ": job.world_size * job.samples_per_gpu"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(output, "");
+
+  spec = TinySpec();
   spec.seeds = 0;
   EXPECT_NE(ErrorOf([&] { Sweep(spec); }).find("--seeds"), std::string::npos);
   spec = TinySpec();
