@@ -45,8 +45,11 @@ class Engine {
   StopReason Run(Handler&& handler, const EngineLimits& limits) {
     while (!queue_.empty()) {
       if (processed_ >= limits.events_max) return StopReason::kEventsLimit;
-      if (queue_.top().time_ns > limits.time_max_ns) return StopReason::kTimeLimit;
       const Event event = queue_.Pop();
+      if (event.time_ns > limits.time_max_ns) {
+        queue_.Restore(event);
+        return StopReason::kTimeLimit;
+      }
       now_ns_ = event.time_ns;
       ++processed_;
       Mix(event);

@@ -1,4 +1,4 @@
-# docs/user_guide.md quotes the seed scenario's check report: it must be the current one.
+# docs/user_guide.md quotes a golden report (GOLDEN) verbatim: it must be the current one.
 file(READ ${GUIDE} guide)
 file(READ ${GOLDEN} golden)
 string(FIND "${guide}" "${golden}" at)

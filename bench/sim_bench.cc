@@ -1,0 +1,87 @@
+// Speed of the simulator (issue 3 goals): the engine core (schedule + pop + dispatch of a
+// trivial event with 10^4 pending, >= 15 M events/s) and the full model on the seed scenario
+// (>= 5 M events/s). Whole-process figures (the 24-epoch job, 4,096 ranks, a 1,000-seed sweep)
+// are bench/sim_process.sh. Run: build/bench/sim_bench
+#include <benchmark/benchmark.h>
+
+#include "model/dataset.h"
+#include "model/random_streams.h"
+#include "model/scenario_loader.h"
+#include "model/scenario_override.h"
+#include "model/scenario_validation.h"
+#include "sim/engine.h"
+#include "sim/simulator.h"
+
+namespace petrsim::sim {
+namespace {
+
+// 10^4 pending events; each dispatched event schedules one more at a random later time, so the
+// queue stays at 10^4 and every iteration is one schedule, one pop and one dispatch.
+void BM_EngineCoreTrivialEvent(benchmark::State& state) {
+  const auto pending = static_cast<uint64_t>(state.range(0));
+  Engine engine(pending + 16);
+  Rng rng(1);
+  for (uint64_t i = 0; i < pending; ++i) {
+    engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4),
+                    static_cast<uint32_t>(i), 0);
+  }
+  uint64_t counters[4] = {0, 0, 0, 0};
+  uint64_t delay_state = 12345;
+  auto handler = [&](const Event& event) {
+    ++counters[event.kind];  // the "dispatch": a switch-free table update
+    delay_state = delay_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    engine.Schedule(event.time_ns + 1 + static_cast<int64_t>(delay_state >> 44), event.kind,
+                    event.actor, 0);
+    return true;
+  };
+  const uint64_t batch = 1 << 16;
+  for (auto _ : state) {
+    EngineLimits limits;
+    limits.events_max = engine.processed() + batch;
+    engine.Run(handler, limits);
+  }
+  benchmark::DoNotOptimize(counters);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
+  state.counters["pending"] = static_cast<double>(engine.queue().size());
+}
+BENCHMARK(BM_EngineCoreTrivialEvent)->Arg(10'000);
+
+Scenario Shipped(const std::string& name, const std::vector<std::string>& sets = {}) {
+  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) + "/scenarios/" + name);
+  ApplyOverrides(scenario, sets);
+  ValidateScenario(scenario, name);
+  return scenario;
+}
+
+// The whole simulator on a scenario (dataset built once, outside the timing): events/s.
+void RunModel(benchmark::State& state, const Scenario& scenario) {
+  const Dataset dataset = BuildDataset(scenario, "bench");
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const SimResult result = Simulate(scenario, dataset, SimOptions{});
+    events += result.events;
+    benchmark::DoNotOptimize(result.trace_hash);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["events_per_run"] =
+      static_cast<double>(events) / static_cast<double>(state.iterations());
+}
+
+// The seed scenario to its hang (159 iterations of 8 ranks, then the watchdog).
+void BM_FullModelSeedScenario(benchmark::State& state) {
+  static const Scenario scenario = Shipped("streampetr_trainval_hang.pbtxt");
+  RunModel(state, scenario);
+}
+BENCHMARK(BM_FullModelSeedScenario)->Unit(benchmark::kMillisecond);
+
+// One epoch (1,758 iterations, 8 ranks) of the global-policy fix.
+void BM_FullModelGlobalOneEpoch(benchmark::State& state) {
+  static const Scenario scenario = Shipped("streampetr_trainval_hang_global.pbtxt", {"job.epochs=1"});
+  RunModel(state, scenario);
+}
+BENCHMARK(BM_FullModelGlobalOneEpoch)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace petrsim::sim
+
+BENCHMARK_MAIN();
