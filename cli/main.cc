@@ -13,6 +13,7 @@
 #include "cli/trace_writer.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
+#include "cli/sweep_command.h"
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/preflight.h"
@@ -72,6 +73,16 @@ class ProgressBar {
   ~ProgressBar() {
     if (shown_) std::fputs("\r\033[K", stderr);
   }
+  // Sweeps: runs done of total.
+  void Count(uint64_t done, uint64_t total) {
+    if (!tty_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (elapsed < 1.0) return;
+    shown_ = true;
+    std::fprintf(stderr, "\r%llu/%llu runs, wall %.1f s", static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(total), elapsed);
+    std::fflush(stderr);
+  }
   void Update(int64_t now_ns, uint64_t iterations) {
     if (!tty_) return;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
@@ -93,6 +104,12 @@ class ProgressBar {
   bool tty_;
   bool shown_ = false;
 };
+
+petrsim::SweepFormat Format(bool json, bool csv) {
+  if (json && csv) throw petrsim::ScenarioError("--json and --csv: choose one");
+  return json ? petrsim::SweepFormat::kJson
+              : csv ? petrsim::SweepFormat::kCsv : petrsim::SweepFormat::kTable;
+}
 
 struct RunFlags {
   std::vector<std::string> sets;
@@ -187,6 +204,39 @@ int main(int argc, char** argv) {
   sample->add_flag("--json", json, "print a JSON list of rows");
   sample->add_option("--set", sets, set_help);
 
+  petrsim::SweepSpec sweep_spec;
+  std::vector<std::string> vary_flags;
+  std::string shard_flag;
+  bool sweep_json = false, sweep_csv = false;
+  auto* sweep = app.add_subcommand(
+      "sweep",
+      "Many simulated runs: every combination of the --vary values x --seeds seeds, in "
+      "parallel, summarised in one table (hang probability, time to hang, iterations/s, stream "
+      "breaks).");
+  sweep->add_option("scenario", sweep_spec.scenario_path, "scenario file (.pbtxt, .pb or .json)")
+      ->required();
+  sweep->add_option("--vary", vary_flags,
+                    "a field and its values, e.g. --vary job.world_size=8,16,32 (repeatable)");
+  sweep->add_option("--seeds", sweep_spec.seeds,
+                    "seeds per combination: run i uses job.seed + i and run seed i (default 1)");
+  sweep->add_option("--seed-base", sweep_spec.seed_base, "the first run seed (default 0)");
+  sweep->add_option("--jobs", sweep_spec.jobs, "parallel runs (default: the cores available)");
+  sweep->add_option("--shard", shard_flag,
+                    "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
+  sweep->add_option("--set", sweep_spec.sets, set_help);
+  sweep->add_flag("--json", sweep_json, "print a JSON object");
+  sweep->add_flag("--csv", sweep_csv, "print CSV, one line per combination");
+  sweep->add_flag("--runs", sweep_spec.json_runs, "with --json: list every run's record");
+
+  std::vector<std::string> merge_paths;
+  bool merge_json = false, merge_csv = false, merge_runs = false;
+  auto* merge = app.add_subcommand(
+      "merge", "Join the JSON of `petrsim sweep --shard K/N` runs into the sweep's table.");
+  merge->add_option("shards", merge_paths, "shard files, one per K")->required();
+  merge->add_flag("--json", merge_json, "print a JSON object");
+  merge->add_flag("--csv", merge_csv, "print CSV, one line per combination");
+  merge->add_flag("--runs", merge_runs, "with --json: list every run's record");
+
   std::string bare_scenario;
   RunFlags run_flags;
   app.add_option("scenario", bare_scenario,
@@ -211,6 +261,17 @@ int main(int argc, char** argv) {
   try {
     if (check->parsed()) return RunCheck(scenario_path, sets, json);
     if (sample->parsed()) return RunSample(scenario_path, sets, ranks, iterations, json);
+    if (sweep->parsed()) {
+      for (const auto& flag : vary_flags) sweep_spec.vary.push_back(petrsim::ParseVary(flag));
+      if (!shard_flag.empty()) sweep_spec.shard = petrsim::ParseShard(shard_flag);
+      sweep_spec.format = Format(sweep_json, sweep_csv);
+      ProgressBar bar(0);
+      sweep_spec.progress = [&bar](uint64_t done, uint64_t total) { bar.Count(done, total); };
+      return petrsim::RunSweep(sweep_spec, stdout);
+    }
+    if (merge->parsed()) {
+      return petrsim::RunMerge(merge_paths, Format(merge_json, merge_csv), merge_runs, stdout);
+    }
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     std::cout << app.help();
     return 0;

@@ -161,7 +161,7 @@ Json RecordJson(const SweepIdentity& identity, const RunRecord& record) {
               {"combination", record.combination},
               {"values", values},
               {"seed_index", record.seed_index},
-              {"seed", record.scenario_seed},
+              {"run_seed", record.scenario_seed},
               {"job_seed", record.job_seed},
               {"outcome", record.outcome},
               {"cause", record.cause},
@@ -312,9 +312,9 @@ std::string FormatTable(const SweepIdentity& identity,
                                  identity.seeds == 1 ? "" : "s", identity.Runs());
   for (const std::string& set : identity.sets) text += "--set " + set + "\n";
   text += fmt::format(
-      "run i of a combination: scenario.seed = {} + i, job.seed = (job.seed + i) mod 2^31, "
-      "i = 0..{}\n",
-      identity.seed_base ? std::to_string(*identity.seed_base) : "the scenario's seed",
+      "run i of a combination: job.seed = (job.seed + i) mod 2^31, run seed (cost jitter) = {} "
+      "+ i, i = 0..{}\n",
+      identity.seed_base ? std::to_string(*identity.seed_base) : "0",
       identity.seeds - 1);
   text += "hang p: runs not completed; time to hang: when the waiting ranks blocked (virtual)\n\n";
 
@@ -542,7 +542,7 @@ std::string DatasetKey(const Scenario& scenario) {
   const bool synthetic =
       std::any_of(scenario.dataset().subdatasets().begin(), scenario.dataset().subdatasets().end(),
                   [](const SubDataset& sub) { return sub.source_case() == SubDataset::kSynthetic; });
-  if (synthetic) key += "seed:" + std::to_string(scenario.seed());
+  if (synthetic) key += "seed:" + std::to_string(scenario.seed());  // e.g. --vary seed=1,2
   return key;
 }
 
@@ -567,13 +567,14 @@ RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t r
   const uint64_t c = run / identity.seeds;
   const uint32_t i = static_cast<uint32_t>(run % identity.seeds);
   Scenario scenario = CombinationScenario(base, identity, c);
-  const uint64_t scenario_seed = identity.seed_base.value_or(scenario.seed()) + i;
+  const uint64_t scenario_seed = identity.seed_base.value_or(0) + i;  // the run seed
   const uint32_t job_seed =
       static_cast<uint32_t>((uint64_t{scenario.job().seed()} + i) % kJobSeedModulus);
-  scenario.set_seed(scenario_seed);
   scenario.mutable_job()->set_seed(job_seed);
+  sim::SimOptions options;
+  options.run_seed = scenario_seed;
   const std::string context =
-      fmt::format("run {} ({}, seed index {}: seed {}, job.seed {}): ", run,
+      fmt::format("run {} ({}, seed index {}: run seed {}, job.seed {}): ", run,
                   identity.vary.empty() ? std::string("no --vary") : identity.Describe(c), i,
                   scenario_seed, job_seed);
   try {
@@ -581,7 +582,7 @@ RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t r
     const std::shared_ptr<const Dataset> dataset =
         cache.Get(DatasetKey(scenario), scenario, identity.scenario_path);
     CheckSamplerConstructible(scenario, *dataset, identity.scenario_path);
-    const sim::SimResult result = sim::Simulate(scenario, *dataset, sim::SimOptions{});
+    const sim::SimResult result = sim::Simulate(scenario, *dataset, options);
     RunRecord record = RecordFromResult(result);
     record.run = run;
     record.combination = c;
@@ -837,7 +838,7 @@ RunRecord RecordFromJson(const ShardReader& reader, const Json& json, const std:
     reader.Fail(where, fmt::format("combination {} and seed_index {} do not match run {}",
                                    record.combination, record.seed_index, record.run));
   }
-  record.scenario_seed = reader.Unsigned(json, where, "seed");
+  record.scenario_seed = reader.Unsigned(json, where, "run_seed");
   record.job_seed = static_cast<uint32_t>(reader.Unsigned(json, where, "job_seed", UINT32_MAX));
   record.outcome = reader.String(json, where, "outcome");
   if (std::find(OutcomeNames().begin(), OutcomeNames().end(), record.outcome) ==

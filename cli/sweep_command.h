@@ -6,11 +6,13 @@
 // given, the last axis varying fastest. Global run index = combination * seeds + seed index i.
 // Run (combination c, seed index i) simulates: the scenario file, then the --set overrides in
 // order, then c's overrides in axis order, then
-//   scenario.seed = seed_base + i   (petrsim's own streams: synthetic data, cost jitter), where
-//                                   seed_base is --seed-base, else that scenario's `seed` field;
-//   job.seed = (job.seed + i) mod 2^31   (the training script's --seed: the sampler and the
-//                                   DataLoader workers' numpy RNGs),
-// so both the training job's RNGs and petrsim's own streams differ from seed to seed. Every
+//   job.seed = (job.seed + i) mod 2^31   (the training script's --seed: the sampler's group
+//                                   stream and the DataLoader workers' numpy RNGs), and
+//   run seed = seed_base + i        (SimOptions::run_seed: petrsim's cost-jitter streams), where
+//                                   seed_base is --seed-base, else 0 (so seed index 0 of a
+//                                   sweep is the plain `petrsim SCENARIO` run).
+// scenario.seed is left alone, so a synthetic dataset stays the same across seeds (it is built
+// once); to vary the dataset too, --vary seed=1,2,3. Every
 // combination is validated (ValidateScenario) before any run starts, every run again before it
 // runs. Any error of a run (a dataset that cannot be built, a sampler the job would reject) stops
 // the sweep with that error, naming the run; nothing is printed then.
@@ -77,7 +79,7 @@ struct SweepSpec {
   std::vector<SweepAxis> vary;    // no axis: one combination, the scenario itself
   std::vector<std::string> sets;  // --set path=value, applied before the combination's values
   uint32_t seeds = 1;             // >= 1
-  std::optional<uint64_t> seed_base;
+  std::optional<uint64_t> seed_base;  // first run seed (cost jitter); default 0
   uint32_t jobs = 0;  // worker threads; 0: std::thread::hardware_concurrency() (at least 1)
   std::optional<SweepShard> shard;  // set: write a shard file (JSON) for `petrsim merge`
   SweepFormat format = SweepFormat::kTable;

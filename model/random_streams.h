@@ -92,7 +92,10 @@ class PoissonSampler {
     const uint32_t limit = static_cast<uint32_t>(mean + 40.0 * std::sqrt(mean) + 40.0);
     double cumulative = 0.0;
     for (uint32_t k = 0; k <= limit; ++k) {
-      cumulative += std::exp(-mean + k * std::log(mean) - std::lgamma(k + 1.0));
+      // lgamma_r, not std::lgamma: the latter writes glibc's global `signgam`, a data race
+      // when sweeps build datasets on several threads.
+      int sign = 0;
+      cumulative += std::exp(-mean + k * std::log(mean) - lgamma_r(k + 1.0, &sign));
       cdf_.push_back(cumulative);
       if (k > mean && 1.0 - cumulative < 1e-15) break;
     }

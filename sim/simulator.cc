@@ -89,6 +89,7 @@ enum EventKind : uint32_t {
   kWatchdog = 2,     // the earliest watchdog deadline of any rank
   kRankDies = 3,     // fault: actor rank
   kWorkerDies = 4,   // fault: actor rank, payload worker
+  kCollectiveDone = 5,  // a collective completes: actor group, payload seq
 };
 
 constexpr int64_t kPpm = 1'000'000;
@@ -98,6 +99,12 @@ constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 constexpr int64_t kLauncherTeardownNs = 5'000'000'000LL;
 
 int64_t ScalePpm(int64_t ns, int64_t ppm) {
+  if (ppm == kPpm) return ns;
+  // 64-bit arithmetic while the product fits (durations below about 2.5 hours at factor 2^20
+  // ppm); 128-bit beyond. Same result either way.
+  if (ns >= 0 && ns < (int64_t{1} << 42) && ppm >= 0 && ppm < (int64_t{1} << 21)) {
+    return ns * ppm / kPpm;
+  }
   return static_cast<int64_t>(static_cast<__int128>(ns) * ppm / kPpm);
 }
 
@@ -134,6 +141,7 @@ struct Instance {
   const PlanStep* first_step = nullptr;
   uint32_t first_rank = 0;
   uint32_t arrived = 0;
+  bool complete = false;  // every rank arrived; its blocked ranks return at the done event
   int64_t last_arrival_ns = 0;
   std::vector<uint32_t> waiters;  // every rank that arrived (blocking or not); capacity reused
 };
@@ -154,17 +162,18 @@ class GroupRing {
     Instance& slot = slots_[seq & (slots_.size() - 1)];
     slot.seq = seq;
     slot.arrived = 0;
+    slot.complete = false;
     slot.waiters.clear();
     return slot;
   }
 
   void Close(Instance& instance) { instance.seq = 0; }
 
-  // The open instance with the lowest seq, or null.
+  // The incomplete instance with the lowest seq, or null.
   const Instance* Oldest() const {
     const Instance* best = nullptr;
     for (const auto& slot : slots_) {
-      if (slot.seq != 0 && (best == nullptr || slot.seq < best->seq)) best = &slot;
+      if (slot.seq != 0 && !slot.complete && (best == nullptr || slot.seq < best->seq)) best = &slot;
     }
     return best;
   }
@@ -274,6 +283,7 @@ class JobSim {
       : scenario_(scenario),
         dataset_(dataset),
         options_(options),
+        tracing_(options.trace != nullptr),
         plan_(ExpandPlan(scenario.plan())),
         policy_(MakeResamplePolicy(scenario, dataset)),
         loader_(MakeDataLoaderShape(scenario, dataset)),
@@ -295,6 +305,7 @@ class JobSim {
   bool BeginIteration(RankState& rank);
   bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration);
   void Complete(uint32_t group, Instance& instance);
+  void OnCollectiveDone(uint32_t group, uint64_t seq);
   void Die(RankState& rank, Cause cause, const std::string& why);
   void EndIteration(RankState& rank);
   void Compute(RankState& rank, int64_t compute_ns);
@@ -317,13 +328,13 @@ class JobSim {
   void Finish(SimResult& result, StopReason reason);
   CollectiveRef Ref(const PlanStep& step, uint32_t group, uint64_t seq, uint64_t iteration) const;
   std::string WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
-  void Trace(const TraceRecord& record) {
-    if (options_.trace != nullptr) options_.trace->Record(record);
-  }
+  // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
+  void Trace(const TraceRecord& record) { options_.trace->Record(record); }
 
   const Scenario& scenario_;
   const Dataset& dataset_;
   const SimOptions& options_;
+  const bool tracing_;
   const ExpandedPlan plan_;
   const std::unique_ptr<ResamplePolicy> policy_;
   const DataLoaderShape loader_;
@@ -347,6 +358,7 @@ class JobSim {
   bool nccl_ = true;
   uint32_t pipeline_draws_ = 0;
   std::vector<RankState> ranks_;
+  std::vector<uint32_t> wake_scratch_;
   std::vector<std::pair<uint64_t, int64_t>> stragglers_;  // per rank: iteration, delay (kNone)
   int64_t watchdog_armed_ns_ = -1;
   int64_t first_watchdog_ns_ = -1;
@@ -451,6 +463,9 @@ void JobSim::Setup() {
   stragglers_.assign(world_, {kNone, 0});
   ranks_.resize(world_);
   const uint64_t ring = std::max<uint64_t>(1, loader_.in_flight);
+  const uint64_t streams_root = options_.run_seed == 0
+                                    ? scenario_.seed()
+                                    : DeriveStreamSeed(scenario_.seed(), "run", options_.run_seed);
   for (uint32_t r = 0; r < world_; ++r) {
     RankState& rank = ranks_[r];
     rank.rank = r;
@@ -464,9 +479,9 @@ void JobSim::Setup() {
     rank.last_fed.assign(batch_size_, -1);
     rank.workers.resize(std::max<uint32_t>(1, loader_.workers));
     for (uint32_t w = 0; w < rank.workers.size(); ++w) {
-      rank.workers[w].jitter = Rng(DeriveStreamSeed(scenario_.seed(), "load_jitter", r, w));
+      rank.workers[w].jitter = Rng(DeriveStreamSeed(streams_root, "load_jitter", r, w));
     }
-    rank.compute_jitter = Rng(DeriveStreamSeed(scenario_.seed(), "compute_jitter", r));
+    rank.compute_jitter = Rng(DeriveStreamSeed(streams_root, "compute_jitter", r));
     rank.natural_epoch_batches = natural;
     rank.epoch_batches = epoch_batches[r];
     const uint64_t fewer = natural - epoch_batches[r];
@@ -602,17 +617,19 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
       }
       rank.stats.loads += result.attempts;
       rank.stats.resample_attempts += result.attempts - 1;
-      TraceRecord record;
-      record.kind = TraceKind::kLivelock;
-      record.rank = rank.rank;
-      record.worker = trace_worker;
-      record.start_ns = record.end_ns = t;
-      record.iteration = batch;
-      record.slot = b;
-      record.index = draw.index;
-      record.final_index = result.index;
-      record.text = "resample loop never ends";
-      Trace(record);
+      if (tracing_) {
+        TraceRecord record;
+        record.kind = TraceKind::kLivelock;
+        record.rank = rank.rank;
+        record.worker = trace_worker;
+        record.start_ns = record.end_ns = t;
+        record.iteration = batch;
+        record.slot = b;
+        record.index = draw.index;
+        record.final_index = result.index;
+        record.text = "resample loop never ends";
+        Trace(record);
+      }
       return;
     }
     // Every attempt reloads the sample; jitter per attempt (one draw for the mean past 64).
@@ -624,26 +641,28 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     }
     rank.stats.loads += result.attempts;
     rank.stats.resample_attempts += result.attempts - 1;
-    TraceRecord record;
-    record.kind = TraceKind::kLoad;
-    record.rank = rank.rank;
-    record.worker = trace_worker;
-    record.start_ns = t;
-    record.end_ns = t + spent;
-    record.iteration = batch;
-    record.slot = b;
-    record.index = draw.index;
-    record.final_index = result.index;
-    record.attempts = result.attempts;
+    const bool raised = result.outcome == GetItemOutcome::kAttemptsExhausted;
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kLoad;
+      record.rank = rank.rank;
+      record.worker = trace_worker;
+      record.start_ns = t;
+      record.end_ns = t + spent;
+      record.iteration = batch;
+      record.slot = b;
+      record.index = draw.index;
+      record.final_index = result.index;
+      record.attempts = result.attempts;
+      if (raised) record.text = "bounded resample gave up";
+      Trace(record);
+    }
     t += spent;
-    if (result.outcome == GetItemOutcome::kAttemptsExhausted) {
+    if (raised) {
       // The bounded policy raises: the worker sends the exception in place of the batch.
       entry.state = BatchState::kError;
-      record.text = "bounded resample gave up";
-      Trace(record);
       break;
     }
-    Trace(record);
     rank.batch_final[base + b] = result.index;
   }
   engine_.Schedule(t, kBatchLoaded, rank.rank, batch);
@@ -690,13 +709,15 @@ bool JobSim::BeginIteration(RankState& rank) {
   }
   if (rank.phase == Phase::kWaitData) {
     rank.stats.data_wait_ns += now - rank.phase_since_ns;
-    TraceRecord record;
-    record.kind = TraceKind::kDataWait;
-    record.rank = rank.rank;
-    record.start_ns = rank.phase_since_ns;
-    record.end_ns = now;
-    record.iteration = k;
-    Trace(record);
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kDataWait;
+      record.rank = rank.rank;
+      record.start_ns = rank.phase_since_ns;
+      record.end_ns = now;
+      record.iteration = k;
+      Trace(record);
+    }
   }
   if (entry.state == BatchState::kError) {
     Die(rank, Cause::kDatasetError,
@@ -738,13 +759,15 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
     first_death_ns_ = now;
     first_death_cause_ = cause;
   }
-  TraceRecord record;
-  record.kind = TraceKind::kRankDied;
-  record.rank = rank.rank;
-  record.start_ns = record.end_ns = now;
-  record.iteration = rank.iteration;
-  record.text = why;
-  Trace(record);
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kRankDied;
+    record.rank = rank.rank;
+    record.start_ns = record.end_ns = now;
+    record.iteration = rank.iteration;
+    record.text = why;
+    Trace(record);
+  }
 }
 
 // Issues one collective at now. Returns true when the rank goes on at once (non-blocking, or
@@ -762,7 +785,9 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   } else {
     const Collective& a = *instance->first_step->collective;
     const Collective& b = *step.collective;
-    if (a.op() != b.op() || a.dtype() != b.dtype() || instance->first_step->numel_in != step.numel_in) {
+    if (instance->first_step != &step &&
+        (a.op() != b.op() || a.dtype() != b.dtype() ||
+         instance->first_step->numel_in != step.numel_in)) {
       Desync desync;
       desync.process_group = group_names_[step.group];
       desync.seq = seq;
@@ -772,15 +797,17 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
       desync.other = Ref(step, step.group, seq, iteration);
       desync.at_ns = now;
       desync_ = desync;
-      TraceRecord record;
-      record.kind = TraceKind::kDesync;
-      record.rank = rank.rank;
-      record.start_ns = record.end_ns = now;
-      record.iteration = iteration;
-      record.process_group = group_names_[step.group];
-      record.seq = seq;
-      record.text = "collective mismatch";
-      Trace(record);
+      if (tracing_) {
+        TraceRecord record;
+        record.kind = TraceKind::kDesync;
+        record.rank = rank.rank;
+        record.start_ns = record.end_ns = now;
+        record.iteration = iteration;
+        record.process_group = group_names_[step.group];
+        record.seq = seq;
+        record.text = "collective mismatch";
+        Trace(record);
+      }
       stop_ = true;
       return false;
     }
@@ -804,22 +831,29 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   }
   if (instance->arrived == world_) {
     Complete(step.group, *instance);
-  } else if (blocking) {
+  } else if (blocking && watchdog_armed_ns_ < 0) {
+    // An armed watchdog fires no later than this work's deadline (issue times only grow).
     ArmWatchdog(FireTime(now));
   }
   return !blocking;
 }
 
 // Every rank has arrived: the collective ends one duration after the last arrival.
+// Every rank has arrived: the collective ends one duration after the last arrival. Non-blocking
+// arrivals learn their completion time now; the ranks blocked in it all return at `done`
+// through one event, which wakes them in arrival order (as one wake event per rank, scheduled
+// back to back, would: nothing else can run between them).
 void JobSim::Complete(uint32_t group, Instance& instance) {
   const int64_t done = instance.last_arrival_ns + instance.first_step->duration_ns;
+  instance.complete = true;
+  bool blocked = false;
   for (const uint32_t r : instance.waiters) {
     RankState& rank = ranks_[r];
     if (rank.phase == Phase::kDead) continue;
     if (rank.phase == Phase::kBlocked && rank.blocked_group == group &&
         rank.blocked_seq == instance.seq) {
       rank.blocked_complete_ns = done;
-      engine_.Schedule(done, kRankWake, r, 0);
+      blocked = true;
       continue;
     }
     for (auto& work : rank.outstanding) {
@@ -835,18 +869,38 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
       }
     }
   }
-  groups_[group].Close(instance);
+  if (blocked) {
+    engine_.Schedule(done, kCollectiveDone, group, instance.seq);
+  } else {
+    groups_[group].Close(instance);
+  }
+}
+
+void JobSim::OnCollectiveDone(uint32_t group, uint64_t seq) {
+  Instance* instance = groups_[group].Find(seq);
+  PETRSIM_ASSERT(instance != nullptr);
+  // Waking a rank may open instances of this group (and grow its ring): work from a copy.
+  wake_scratch_.assign(instance->waiters.begin(), instance->waiters.end());
+  groups_[group].Close(*instance);
+  for (const uint32_t r : wake_scratch_) {
+    RankState& rank = ranks_[r];
+    if (rank.phase == Phase::kBlocked && rank.blocked_group == group && rank.blocked_seq == seq) {
+      Advance(rank);
+    }
+  }
 }
 
 void JobSim::EndIteration(RankState& rank) {
   const int64_t now = engine_.now_ns();
-  TraceRecord record;
-  record.kind = TraceKind::kIteration;
-  record.rank = rank.rank;
-  record.start_ns = rank.last_iteration_end_ns;
-  record.end_ns = now;
-  record.iteration = rank.iteration;
-  Trace(record);
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kIteration;
+    record.rank = rank.rank;
+    record.start_ns = rank.last_iteration_end_ns;
+    record.end_ns = now;
+    record.iteration = rank.iteration;
+    Trace(record);
+  }
   ++rank.iteration;
   ++rank.stats.iterations_completed;
   rank.last_iteration_end_ns = now;
@@ -867,18 +921,20 @@ void JobSim::Advance(RankState& rank) {
   if (rank.phase == Phase::kBlocked) {
     if (rank.blocked_complete_ns < 0 || rank.blocked_complete_ns > now) return;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
-    TraceRecord record;
-    record.kind = TraceKind::kCollective;
-    record.rank = rank.rank;
-    record.start_ns = rank.blocked_issue_ns;
-    record.end_ns = now;
-    record.iteration = rank.blocked_iteration;
-    record.process_group = group_names_[rank.blocked_group];
-    record.seq = rank.blocked_seq;
-    record.op = rank.blocked_step->collective->op();
-    record.numel = rank.blocked_step->numel_in;
-    record.text = rank.blocked_step->collective->name();
-    Trace(record);
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kCollective;
+      record.rank = rank.rank;
+      record.start_ns = rank.blocked_issue_ns;
+      record.end_ns = now;
+      record.iteration = rank.blocked_iteration;
+      record.process_group = group_names_[rank.blocked_group];
+      record.seq = rank.blocked_seq;
+      record.op = rank.blocked_step->collective->op();
+      record.numel = rank.blocked_step->numel_in;
+      record.text = rank.blocked_step->collective->name();
+      Trace(record);
+    }
     rank.phase = Phase::kRunning;
     ++rank.step;
     rank.compute_spent = false;
@@ -989,19 +1045,21 @@ void JobSim::Advance(RankState& rank) {
           return;
         }
         for (const auto& work : rank.outstanding) {
-          TraceRecord record;
-          record.kind = TraceKind::kCollective;
-          record.rank = rank.rank;
-          record.worker = kAsyncCollectives;
-          record.start_ns = work.issue_ns;
-          record.end_ns = work.complete_ns;
-          record.iteration = work.iteration;
-          record.process_group = group_names_[work.group];
-          record.seq = work.seq;
-          record.op = work.step->collective->op();
-          record.numel = work.step->numel_in;
-          record.text = work.step->collective->name();
-          Trace(record);
+          if (tracing_) {
+            TraceRecord record;
+            record.kind = TraceKind::kCollective;
+            record.rank = rank.rank;
+            record.worker = kAsyncCollectives;
+            record.start_ns = work.issue_ns;
+            record.end_ns = work.complete_ns;
+            record.iteration = work.iteration;
+            record.process_group = group_names_[work.group];
+            record.seq = work.seq;
+            record.op = work.step->collective->op();
+            record.numel = work.step->numel_in;
+            record.text = work.step->collective->name();
+            Trace(record);
+          }
         }
         rank.outstanding.clear();
         rank.stage = Stage::kPeriodic;
@@ -1028,13 +1086,15 @@ void JobSim::Advance(RankState& rank) {
           rank.compute_spent = true;
           if (rank.rank == 0 && plan_.checkpoint_interval != 0 &&
               (rank.iteration + 1) % plan_.checkpoint_interval == 0 && checkpoint_ns_ > 0) {
-            TraceRecord record;
-            record.kind = TraceKind::kCheckpoint;
-            record.rank = rank.rank;
-            record.start_ns = engine_.now_ns();
-            record.end_ns = engine_.now_ns() + checkpoint_ns_;
-            record.iteration = rank.iteration;
-            Trace(record);
+            if (tracing_) {
+              TraceRecord record;
+              record.kind = TraceKind::kCheckpoint;
+              record.rank = rank.rank;
+              record.start_ns = engine_.now_ns();
+              record.end_ns = engine_.now_ns() + checkpoint_ns_;
+              record.iteration = rank.iteration;
+              Trace(record);
+            }
             engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
             rank.phase = Phase::kRunning;
             return;
@@ -1049,13 +1109,15 @@ void JobSim::Advance(RankState& rank) {
 void JobSim::Compute(RankState& rank, int64_t compute_ns) {
   const int64_t now = engine_.now_ns();
   rank.stats.compute_ns += compute_ns;
-  TraceRecord record;
-  record.kind = TraceKind::kCompute;
-  record.rank = rank.rank;
-  record.start_ns = now;
-  record.end_ns = now + compute_ns;
-  record.iteration = rank.iteration;
-  Trace(record);
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kCompute;
+    record.rank = rank.rank;
+    record.start_ns = now;
+    record.end_ns = now + compute_ns;
+    record.iteration = rank.iteration;
+    Trace(record);
+  }
   rank.phase = Phase::kRunning;
   engine_.Schedule(now + compute_ns, kRankWake, rank.rank, 0);
 }
@@ -1073,6 +1135,7 @@ int64_t JobSim::FireTime(int64_t issue_ns) const {
 
 void JobSim::ArmWatchdog(int64_t fire_ns) {
   if (watchdog_armed_ns_ >= 0 && watchdog_armed_ns_ <= fire_ns) return;
+  PETRSIM_ASSERT(fire_ns >= engine_.now_ns());
   watchdog_armed_ns_ = fire_ns;
   engine_.Schedule(fire_ns, kWatchdog, 0, static_cast<uint64_t>(fire_ns));
 }
@@ -1136,6 +1199,9 @@ bool JobSim::Handle(const Event& event) {
     }
     case kWatchdog:
       if (!OnWatchdog()) return false;
+      break;
+    case kCollectiveDone:
+      OnCollectiveDone(event.actor, event.payload);
       break;
     case kRankDies:
       Die(ranks_[event.actor], Cause::kRankDied,
@@ -1257,20 +1323,22 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         lines.push_back(Line{fire, rank.rank, WatchdogLine(rank.rank, work, fire)});
       }
       // The slice of the collective that never completed.
-      TraceRecord record;
-      record.kind = TraceKind::kCollective;
-      record.rank = rank.rank;
-      record.start_ns = issue;
-      record.end_ns = std::max(end, issue);
-      record.iteration = work.iteration;
-      record.process_group = group_names_[work.group];
-      record.seq = work.seq;
-      record.op = work.step->collective->op();
-      record.numel = work.step->numel_in;
-      record.completed = false;
-      if (!work.step->collective->blocking()) record.worker = kAsyncCollectives;
-      record.text = work.step->collective->name();
-      Trace(record);
+      if (tracing_) {
+        TraceRecord record;
+        record.kind = TraceKind::kCollective;
+        record.rank = rank.rank;
+        record.start_ns = issue;
+        record.end_ns = std::max(end, issue);
+        record.iteration = work.iteration;
+        record.process_group = group_names_[work.group];
+        record.seq = work.seq;
+        record.op = work.step->collective->op();
+        record.numel = work.step->numel_in;
+        record.completed = false;
+        if (!work.step->collective->blocking()) record.worker = kAsyncCollectives;
+        record.text = work.step->collective->name();
+        Trace(record);
+      }
     }
     switch (rank.phase) {
       case Phase::kDone:
@@ -1310,12 +1378,14 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   });
   for (auto& line : lines) {
     {
-      TraceRecord record;
-      record.kind = TraceKind::kWatchdog;
-      record.rank = line.rank;
-      record.start_ns = record.end_ns = line.fire_ns;
-      record.text = line.text;
-      Trace(record);
+      if (tracing_) {
+        TraceRecord record;
+        record.kind = TraceKind::kWatchdog;
+        record.rank = line.rank;
+        record.start_ns = record.end_ns = line.fire_ns;
+        record.text = line.text;
+        Trace(record);
+      }
     }
     result.nccl_log.push_back(std::move(line.text));
   }
@@ -1347,7 +1417,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
                                                  static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
     }
     spin.attempts = stuck.attempts_so_far;
-    Trace(spin);
+    if (tracing_) Trace(spin);
   }
 
   // The outcome.

@@ -128,6 +128,10 @@ struct SimResult {
 };
 
 struct SimOptions {
+  // Mixed into the roots of petrsim's cost-jitter streams: runs of one scenario that differ only
+  // in run_seed see other load and compute times (sweeps vary it). 0: the scenario seed alone,
+  // which is what `petrsim SCENARIO` runs. The dataset does not depend on it.
+  uint64_t run_seed = 0;
   uint64_t events_max = 20'000'000'000ULL;
   int64_t virtual_time_max_ns = int64_t{365} * 24 * 3600 * 1'000'000'000LL;  // one year
   TraceSink* trace = nullptr;  // not owned; may be null

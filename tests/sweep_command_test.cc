@@ -127,7 +127,7 @@ TEST(RunSweepTest, BadVaryValuesAreReportedBeforeAnyOutput) {
   std::string message;
   const std::string output =
       Capture([&](std::FILE* out) { message = ErrorOf([&] { RunSweep(spec, out); }); });
-  EXPECT_NE(message.find("run 3 (job.world_size=64, seed index 0: seed 1, job.seed 0): " + kTiny +
+  EXPECT_NE(message.find("run 3 (job.world_size=64, seed index 0: run seed 0, job.seed 0): " + kTiny +
                          ": job.world_size * job.samples_per_gpu"),
             std::string::npos)
       << message;
@@ -176,7 +176,7 @@ TEST(RunSweepTest, CombinationsAreTheProductWithTheLastAxisFastest) {
       const auto& run = combination["runs"][i];
       EXPECT_EQ(run["run"], c * 3 + i);
       EXPECT_EQ(run["seed_index"], i);
-      EXPECT_EQ(run["seed"], 40 + i);  // --seed-base 40
+      EXPECT_EQ(run["run_seed"], 40 + i);  // --seed-base 40
       EXPECT_EQ(run["job_seed"], i);   // tiny's job.seed is 0
       if (run["outcome"] == "completed") {
         EXPECT_TRUE(run["time_to_hang_ns"].is_null());
@@ -202,7 +202,7 @@ TEST(RunSweepTest, SeedsDifferPerRun) {
   const auto& runs = document["combinations"][0]["runs"];
   ASSERT_EQ(runs.size(), 4u);
   for (uint32_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(runs[i]["seed"], 1 + i);  // tiny's seed: the default 1
+    EXPECT_EQ(runs[i]["run_seed"], i);  // run seeds from 0 without --seed-base
     EXPECT_EQ(runs[i]["job_seed"], i);
   }
 }
