@@ -15,7 +15,7 @@ measure() {  # label, command...
   local walls=() rss=0
   for _ in $(seq "$runs"); do
     /usr/bin/time -f '%e %M' -o /tmp/petrsim_time.$$ "$@" > /dev/null || true
-    read -r wall kb < /tmp/petrsim_time.$$
+    read -r wall kb < <(tail -n 1 /tmp/petrsim_time.$$)  # GNU time notes a non-zero exit first
     walls+=("$wall")
     (( kb > rss )) && rss=$kb
   done

@@ -4,18 +4,19 @@
 //
 // A discrete-event simulation never schedules into the past, so the queue is monotone: every
 // key scheduled is above the last key popped. That admits a radix heap (Ahuja, Mehlhorn, Orlin,
-// Tarjan) with 256-way digits: a key is time in the high 64 bits and (sequence, payload slot) in
-// the low 64; bucket (level, d) holds the keys whose highest byte differing from the last popped
-// key is byte `level`, with value d there. Pushing is O(1); popping takes the lowest occupied
-// bucket (two bitmap scans), makes its smallest key the reference and spreads the rest into
-// lower levels, so a key moves at most once per byte of its distance in time (2-3 times for
-// the spreads a job has) instead of once per bit. The events' contents wait in a slab of slots
-// reused through a free list, so the steady state allocates nothing.
+// Tarjan) over times with 256-way digits: bucket (level, d) holds the events whose time's highest
+// byte differing from the reference time is byte `level`, with value d there. Pushing is O(1);
+// when nothing is due at the reference time, the lowest occupied bucket (two bitmap scans)
+// gives the next time, which becomes the reference, and its events spread into lower levels, so
+// an event moves at most once per byte of its distance in time (2-3 times for the spreads a job
+// has). Events due at the reference time wait in a FIFO ordered by sequence (sorted once when a
+// refill makes them due; later ones arrive with higher sequences). Events are stored whole (32
+// bytes) in the buckets, whose vectors keep their capacity: the steady state allocates nothing.
 //
-// Limits (asserted): times >= 0 and never before the last popped event, fewer than 2^40 events
-// scheduled over the queue's life, fewer than 2^24 pending at once. Not thread-safe.
+// Limits (asserted): times >= 0 and never before the last popped event. Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -34,29 +35,11 @@ struct Event {
 
 class EventQueue {
  public:
-  static constexpr uint64_t kSequenceMax = uint64_t{1} << 40;
-  static constexpr uint32_t kPendingMax = uint32_t{1} << 24;
-
-  explicit EventQueue(size_t reserve = 1024) {
-    slots_.reserve(reserve);
-    free_.reserve(reserve);
-  }
+  explicit EventQueue(size_t reserve = 1024) { exact_.reserve(reserve); }
 
   void Schedule(int64_t time_ns, uint32_t kind, uint32_t actor, uint64_t payload) {
     PETRSIM_ASSERT(time_ns >= 0);
-    PETRSIM_ASSERT(next_sequence_ < kSequenceMax);
-    uint32_t slot;
-    if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
-    } else {
-      PETRSIM_ASSERT(slots_.size() < kPendingMax);
-      slot = static_cast<uint32_t>(slots_.size());
-      slots_.emplace_back();
-    }
-    slots_[slot] = Slot{kind, actor, payload};
-    Push((static_cast<Key>(static_cast<uint64_t>(time_ns)) << 64) | (next_sequence_++ << 24) |
-         slot);
+    Push(Event{time_ns, next_sequence_++, kind, actor, payload});
   }
 
   bool empty() const { return size_ == 0; }
@@ -65,61 +48,46 @@ class EventQueue {
 
   Event Pop() {
     PETRSIM_ASSERT(size_ > 0);
-    if (exact_.empty()) Refill();
-    const Key key = exact_.back();
-    exact_.pop_back();
+    if (exact_head_ == exact_.size()) Refill();
+    const Event event = exact_[exact_head_++];
+    if (exact_head_ == exact_.size()) {
+      exact_.clear();
+      exact_head_ = 0;
+    }
     --size_;
-    const auto low = static_cast<uint64_t>(key);
-    const auto slot = static_cast<uint32_t>(low & (kPendingMax - 1));
-    const Slot& content = slots_[slot];
-    free_.push_back(slot);
-    return Event{static_cast<int64_t>(key >> 64), low >> 24, content.kind, content.actor,
-                 content.payload};
+    return event;
   }
 
   // Puts back the event Pop just returned (same time, same sequence, so it stays first): how
   // the engine stops at a time limit without losing the event.
   void Restore(const Event& event) {
-    const uint32_t slot = free_.back();
-    free_.pop_back();
-    slots_[slot] = Slot{event.kind, event.actor, event.payload};
-    Push((static_cast<Key>(static_cast<uint64_t>(event.time_ns)) << 64) | (event.sequence << 24) |
-         slot);
+    PETRSIM_ASSERT(static_cast<uint64_t>(event.time_ns) == last_);
+    exact_.insert(exact_.begin() + static_cast<int64_t>(exact_head_), event);
+    ++size_;
   }
 
  private:
-  using Key = unsigned __int128;
-  static constexpr int kLevels = 16;  // bytes of a key
+  static constexpr int kLevels = 8;  // bytes of a time
 
-  struct Slot {
-    uint32_t kind;
-    uint32_t actor;
-    uint64_t payload;
-  };
-
-  // The byte (0 = lowest) of the highest set bit of x != 0.
-  static int HighestByte(Key x) {
-    const auto high = static_cast<uint64_t>(x >> 64);
-    if (high != 0) return 8 + (63 - __builtin_clzll(high)) / 8;
-    return (63 - __builtin_clzll(static_cast<uint64_t>(x))) / 8;
-  }
-
-  void Push(Key key) {
-    PETRSIM_ASSERT(key >= last_);  // monotone: nothing before the last popped event
+  void Push(const Event& event) {
+    const auto time = static_cast<uint64_t>(event.time_ns);
+    PETRSIM_ASSERT(time >= last_);  // monotone: nothing before the last popped event
     ++size_;
-    if (key == last_) {
-      exact_.push_back(key);
+    if (time == last_) {
+      // Scheduled now: after everything already due now (sequences only grow).
+      exact_.push_back(event);
       return;
     }
-    const int level = HighestByte(key ^ last_);
-    const auto digit = static_cast<int>(static_cast<uint64_t>(key >> (8 * level)) & 255);
-    buckets_[level * 256 + digit].push_back(key);
+    const int level = (63 - __builtin_clzll(time ^ last_)) >> 3;
+    const auto digit = static_cast<int>((time >> (8 * level)) & 255);
+    buckets_[level * 256 + digit].push_back(event);
     digits_[level][digit >> 6] |= uint64_t{1} << (digit & 63);
     levels_ |= 1u << level;
   }
 
-  // No key equals the reference: the smallest lies in the lowest occupied bucket of the lowest
-  // occupied level. It becomes the reference, and that bucket's keys move to lower levels.
+  // Nothing is due at the reference time: the earliest time lies in the lowest occupied bucket
+  // of the lowest occupied level. It becomes the reference, and that bucket's events move to
+  // lower levels; the ones at the new time, in sequence order, become due.
   void Refill() {
     PETRSIM_ASSERT(levels_ != 0);
     const int level = __builtin_ctz(levels_);
@@ -130,27 +98,31 @@ class EventQueue {
         break;
       }
     }
-    std::vector<Key>& from = buckets_[level * 256 + digit];
+    std::vector<Event>& from = buckets_[level * 256 + digit];
     digits_[level][digit >> 6] &= ~(uint64_t{1} << (digit & 63));
     if ((digits_[level][0] | digits_[level][1] | digits_[level][2] | digits_[level][3]) == 0) {
       levels_ &= ~(1u << level);
     }
-    Key smallest = from[0];
-    for (const Key key : from) smallest = key < smallest ? key : smallest;
-    last_ = smallest;
+    int64_t earliest = from[0].time_ns;
+    for (const Event& event : from) earliest = event.time_ns < earliest ? event.time_ns : earliest;
+    last_ = static_cast<uint64_t>(earliest);
     size_ -= from.size();
-    for (const Key key : from) Push(key);
+    for (const Event& event : from) Push(event);
     from.clear();
+    // Events reach a bucket in no particular sequence order: order the due ones.
+    if (exact_.size() > 1) {
+      std::sort(exact_.begin(), exact_.end(),
+                [](const Event& a, const Event& b) { return a.sequence < b.sequence; });
+    }
   }
 
-  std::vector<Key> exact_;                   // keys equal to the reference (at most one)
-  std::vector<Key> buckets_[kLevels * 256];
-  uint64_t digits_[kLevels][4] = {};         // per level: which digit buckets are occupied
-  uint32_t levels_ = 0;                      // which levels have an occupied bucket
-  Key last_ = 0;
+  std::vector<Event> exact_;  // due at the reference time, in sequence order from exact_head_
+  size_t exact_head_ = 0;
+  std::vector<Event> buckets_[kLevels * 256];
+  uint64_t digits_[kLevels][4] = {};  // per level: which digit buckets are occupied
+  uint32_t levels_ = 0;               // which levels have an occupied bucket
+  uint64_t last_ = 0;                 // the reference: the time of the last refill
   size_t size_ = 0;
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> free_;
   uint64_t next_sequence_ = 0;
 };
 
