@@ -854,6 +854,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
         rank.blocked_seq == instance.seq) {
       rank.blocked_complete_ns = done;
       blocked = true;
+      if (options_.wake_each_rank) engine_.Schedule(done, kRankWake, r, 0);
       continue;
     }
     for (auto& work : rank.outstanding) {
@@ -869,7 +870,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
       }
     }
   }
-  if (blocked) {
+  if (blocked && !options_.wake_each_rank) {
     engine_.Schedule(done, kCollectiveDone, group, instance.seq);
   } else {
     groups_[group].Close(instance);

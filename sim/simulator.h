@@ -135,6 +135,11 @@ struct SimOptions {
   uint64_t events_max = 20'000'000'000ULL;
   int64_t virtual_time_max_ns = int64_t{365} * 24 * 3600 * 1'000'000'000LL;  // one year
   TraceSink* trace = nullptr;  // not owned; may be null
+  // How ranks blocked in a collective return when it completes: one event that wakes them all
+  // in arrival order (false, the default), or one wake event per rank, scheduled back to back
+  // (true). Both give the same run (times, sequence numbers, outcome, report); only the event
+  // count and trace hash differ. The test of that equality is the reason the option exists.
+  bool wake_each_rank = false;
   // Called now and then (about every million events) with the virtual time and the iterations
   // every rank has completed; for a progress bar. May be empty.
   std::function<void(int64_t now_ns, uint64_t iterations_completed)> progress;

@@ -46,6 +46,73 @@ TEST(SimulatorTest, SameScenarioTwiceGivesTheSameRun) {
   EXPECT_NE(a.trace_hash, c.trace_hash);
 }
 
+// Waking a collective's blocked ranks from one event must give exactly the run that one wake
+// event per rank gives: every time, sequence number, count and line of the result.
+void ExpectSameRun(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.outcome, b.outcome);
+  EXPECT_EQ(a.cause, b.cause);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.last_iteration_end_ns, b.last_iteration_end_ns);
+  EXPECT_EQ(a.iterations_completed, b.iterations_completed);
+  EXPECT_EQ(a.stuck_ranks, b.stuck_ranks);
+  EXPECT_EQ(a.waiting_ranks, b.waiting_ranks);
+  EXPECT_EQ(a.blocked_at_ns, b.blocked_at_ns);
+  EXPECT_EQ(a.first_watchdog_ns, b.first_watchdog_ns);
+  EXPECT_EQ(a.nccl_log, b.nccl_log);
+  EXPECT_EQ(a.collective.has_value(), b.collective.has_value());
+  if (a.collective && b.collective) {
+    EXPECT_EQ(a.collective->seq, b.collective->seq);
+  }
+  EXPECT_EQ(a.desync.has_value(), b.desync.has_value());
+  if (a.desync && b.desync) {
+    EXPECT_EQ(a.desync->seq, b.desync->seq);
+    EXPECT_EQ(a.desync->first_rank, b.desync->first_rank);
+    EXPECT_EQ(a.desync->other_rank, b.desync->other_rank);
+  }
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.resample_attempts, b.resample_attempts);
+  EXPECT_EQ(a.stream_breaks, b.stream_breaks);
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    EXPECT_EQ(a.ranks[r].iterations_completed, b.ranks[r].iterations_completed) << r;
+    EXPECT_EQ(a.ranks[r].data_wait_ns, b.ranks[r].data_wait_ns) << r;
+    EXPECT_EQ(a.ranks[r].collective_wait_ns, b.ranks[r].collective_wait_ns) << r;
+    EXPECT_EQ(a.ranks[r].compute_ns, b.ranks[r].compute_ns) << r;
+    EXPECT_EQ(a.ranks[r].collectives, b.ranks[r].collectives) << r;
+    EXPECT_EQ(a.ranks[r].state, b.ranks[r].state) << r;
+    EXPECT_EQ(a.ranks[r].died_ns, b.ranks[r].died_ns) << r;
+  }
+}
+
+TEST(SimulatorTest, OneWakeEventPerCollectiveEqualsOnePerRank) {
+  const Scenario seed = ShippedScenario("streampetr_trainval_hang.pbtxt");
+  const Scenario global = ShippedScenario("streampetr_trainval_hang_global.pbtxt");
+  const std::vector<Scenario> scenarios = {
+      seed,
+      WithOverrides(global, {"job.epochs=1"}),
+      WithOverrides(global, {"job.epochs=1", "faults[0].dead_rank.rank=3",
+                             "faults[0].dead_rank.at_ns=10000000000"}),
+      WithOverrides(global, {"job.epochs=1", "faults[0].straggler.rank=2",
+                             "faults[0].straggler.iteration=10",
+                             "faults[0].straggler.delay_ns=2000000000000"}),
+      WithOverrides(global, {"job.epochs=1", "sampler.kind=distributed_group",
+                             "faults[0].uneven_batches.rank=5"}),
+      WithOverrides(seed, {"plan.streampetr.old_code_skips_dn_without_gt=true",
+                           "filters.filter_empty_gt=false", "job.samples_per_gpu=1"}),
+      ShippedScenario("tiny.pbtxt"),
+  };
+  for (const Scenario& scenario : scenarios) {
+    SCOPED_TRACE(scenario.ShortDebugString().substr(0, 200));
+    const Dataset dataset = BuildDataset(scenario, "test");
+    SimOptions each;
+    each.wake_each_rank = true;
+    const SimResult batched = Simulate(scenario, dataset, SimOptions{});
+    const SimResult per_rank = Simulate(scenario, dataset, each);
+    ExpectSameRun(batched, per_rank);
+    EXPECT_LT(batched.events, per_rank.events);
+  }
+}
+
 TEST(SimulatorTest, SeedScenarioHangsWhereCheckAndSamplePredict) {
   const Scenario scenario = ShippedScenario("streampetr_trainval_hang.pbtxt");
   const Dataset dataset = BuildDataset(scenario, "test");
