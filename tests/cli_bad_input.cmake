@@ -4,11 +4,21 @@ set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli_bad_input)
 file(MAKE_DIRECTORY ${dir})
 file(WRITE ${dir}/rule.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1] } } } }\njob { world_size: 0 }\n")
 file(WRITE ${dir}/syntax.pbtxt "job {\n  world_size: 2\n")
+file(WRITE ${dir}/good.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }\ngrouping { seq_split_num: 2 }\njob { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }\n")
 set(cases
   "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
   "sample|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
   "check|syntax.pbtxt|syntax.pbtxt:3:1: Expected identifier, got: end of file"
-  "check --json|missing.pbtxt|missing.pbtxt: cannot open scenario file")
+  "check --json|missing.pbtxt|missing.pbtxt: cannot open scenario file"
+  "--no-wall-time|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
+  "--no-wall-time --set job.world_size=abc|good.pbtxt|--set job.world_size=abc: job.world_size expects an unsigned 32-bit integer, got 'abc'"
+  "--no-wall-time --set job.world_size=0|good.pbtxt|good.pbtxt (after --set): job.world_size: must be in [1, 65536], got 0"
+  "--no-wall-time --perfetto /nonexistent-dir/run.json|good.pbtxt|/nonexistent-dir/run.json.tmp: cannot open for writing"
+  "check --set resample.polcy=global|good.pbtxt|no field 'polcy' in petrsim.Resample"
+  "sweep --vary job.world_size|good.pbtxt|--vary job.world_size: expected field.path=value1,value2,..., got no '='"
+  "sweep --shard 0/2|good.pbtxt|--shard: expected K/N with 1 <= K <= N"
+  "sweep --vary job.world_size=2,0|good.pbtxt|with --vary job.world_size=0: job.world_size: must be in [1, 65536], got 0"
+  "merge|missing.json|missing.json: cannot open shard file")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)
