@@ -110,15 +110,15 @@ void PerfettoWriter::EnsureThread(uint32_t rank, int64_t tid, int32_t worker) {
   if (tid == kIterationsTid) {
     name = "iterations";
     sort_index = 1;
-  } else if (tid == kAsyncCollectivesTid) {
-    name = "collectives (async)";
-    sort_index = 2;
+  } else if (tid >= kAsyncCollectivesTid && tid < kAsyncCollectivesTid + kAsyncLanes) {
+    name = fmt::format("collectives (async) {}", tid - kAsyncCollectivesTid);
+    sort_index = 2 + (tid - kAsyncCollectivesTid);
   } else if (tid == 0) {
     name = "main";
     sort_index = 0;
   } else {
     name = fmt::format("worker {}", worker);
-    sort_index = tid + 2;
+    sort_index = tid + 2 + kAsyncLanes;
   }
   BeginEvent();
   fmt::format_to(std::back_inserter(buffer_),
@@ -142,7 +142,10 @@ void PerfettoWriter::Record(const TraceRecord& record) {
                        record.kind == TraceKind::kWatchdog ||
                        record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync;
   int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
-  if (record.worker == kAsyncCollectives) tid = kAsyncCollectivesTid;
+  // Non-blocking collectives overlap one another (a bucket is still reducing when the next is
+  // issued): spread them over lanes by sequence number, so slices on one track never overlap
+  // while fewer than kAsyncLanes are in flight.
+  if (record.worker == kAsyncCollectives) tid = kAsyncCollectivesTid + record.seq % kAsyncLanes;
   if (record.kind == TraceKind::kIteration) tid = kIterationsTid;
   EnsureProcess(record.rank);
   EnsureThread(record.rank, tid, record.worker);

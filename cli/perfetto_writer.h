@@ -33,9 +33,11 @@ class PerfettoWriter : public TraceSink {
   static constexpr uint64_t kRecordsMaxDefault = 5'000'000;
   // Above every worker's tid (job.workers_per_gpu is at most 256).
   static constexpr int64_t kIterationsTid = 1'000'000;
-  // Non-blocking collectives (worker kAsyncCollectives) get a track of their own, since they
-  // overlap the main process's backward compute.
+  // Non-blocking collectives (worker kAsyncCollectives) get tracks of their own, since they
+  // overlap the main process's backward compute and one another: kAsyncLanes tracks from
+  // kAsyncCollectivesTid, by sequence number.
   static constexpr int64_t kAsyncCollectivesTid = 1'000'001;
+  static constexpr int64_t kAsyncLanes = 8;
 
   // Opens "<path>.tmp" for writing. Records past the first `records_max` are counted but not
   // written (a limit on the file's size). Throws ScenarioError naming the path if it cannot be

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,9 @@
 #include <sstream>
 
 #include "model/error.h"
+#include "model/scenario_loader.h"
+#include "model/scenario_override.h"
+#include "sim/simulator.h"
 
 namespace petrsim {
 namespace {
@@ -261,6 +266,50 @@ TEST_F(PerfettoWriterTest, AnUnwritableDirectoryNamesThePath) {
     const std::string message = error.what();
     EXPECT_NE(message.find(bad), std::string::npos) << message;
     EXPECT_NE(message.find("No such file or directory"), std::string::npos) << message;
+  }
+}
+
+// A simulated run's timeline: on every track, slices nest or follow one another (Perfetto and
+// chrome://tracing draw overlapping slices of one track wrongly), and the hang is there.
+TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
+  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) +
+                                       "/scenarios/streampetr_trainval_hang.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "test");
+  PerfettoWriter writer(path_);
+  sim::SimOptions options;
+  options.trace = &writer;
+  const sim::SimResult result = sim::Simulate(scenario, dataset, options);
+  ASSERT_EQ(result.outcome, sim::Outcome::kHang);
+  writer.Finish(nullptr);
+
+  const nlohmann::json timeline = nlohmann::json::parse(ReadText(path_));
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> tracks;
+  int hung = 0, async_slices = 0;
+  for (const auto& event : timeline["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    // Microseconds with 3 decimals: back to integer nanoseconds.
+    const auto start = static_cast<int64_t>(std::llround(event["ts"].get<double>() * 1000));
+    const auto end = start + static_cast<int64_t>(std::llround(event["dur"].get<double>() * 1000));
+    tracks[{event["pid"].get<int64_t>(), event["tid"].get<int64_t>()}].emplace_back(start, -end);
+    const std::string name = event["name"];
+    hung += name.rfind("HUNG: ", 0) == 0;
+    async_slices += event["tid"].get<int64_t>() >= PerfettoWriter::kAsyncCollectivesTid &&
+                    event["tid"].get<int64_t>() < PerfettoWriter::kAsyncCollectivesTid +
+                                                      PerfettoWriter::kAsyncLanes;
+  }
+  EXPECT_EQ(hung, 7);  // every waiting rank's last collective
+  EXPECT_GT(async_slices, 1000);
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end());  // by start, then the longest first
+    std::vector<int64_t> open_ends;
+    for (const auto& [start, negative_end] : slices) {
+      const int64_t end = -negative_end;
+      while (!open_ends.empty() && open_ends.back() <= start) open_ends.pop_back();
+      ASSERT_TRUE(open_ends.empty() || end <= open_ends.back())
+          << "rank " << track.first << " track " << track.second << ": a slice from " << start
+          << " to " << end << " ns overlaps one ending at " << open_ends.back();
+      open_ends.push_back(end);
+    }
   }
 }
 
