@@ -273,6 +273,11 @@ int main(int argc, char** argv) {
       return petrsim::RunMerge(merge_paths, Format(merge_json, merge_csv), merge_runs, stdout);
     }
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
+    if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||
+        !run_flags.perfetto.empty() || !run_flags.trace_dir.empty()) {
+      throw petrsim::ScenarioError("no scenario given: petrsim SCENARIO [--json] [--set ...] "
+                                   "[--perfetto FILE] [--trace DIR]");
+    }
     std::cout << app.help();
     return 0;
   } catch (const petrsim::ScenarioError& error) {

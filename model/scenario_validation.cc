@@ -129,8 +129,13 @@ void CheckExplicit(Violations& v, const std::string& path, const ExplicitData& d
 }
 
 void CheckCollective(Violations& v, const std::string& path, const Collective& collective) {
-  if (collective.op() != Collective::barrier && collective.numel() < 1) {
-    v.Add(path + ".numel", "must be >= 1", collective.numel());
+  // Bounds keep bytes (numel x 8) and virtual times far from 64-bit overflow.
+  if (collective.op() != Collective::barrier &&
+      (collective.numel() < 1 || collective.numel() > (uint64_t{1} << 40))) {
+    v.Add(path + ".numel", "must be in [1, 2^40]", collective.numel());
+  }
+  if (collective.compute_before_ns() > 1'000'000'000'000'000ULL) {
+    v.Add(path + ".compute_before_ns", "must be <= 10^15", collective.compute_before_ns());
   }
   if (collective.process_group().empty()) {
     v.AddPlain(path + ".process_group", "must not be empty");
@@ -143,7 +148,9 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
     if (p.decoder_layers() < 1 || p.decoder_layers() > 64) {
       v.Add("plan.streampetr.decoder_layers", "must be in [1, 64]", p.decoder_layers());
     }
-    if (p.parameters() < 1) v.Add("plan.streampetr.parameters", "must be >= 1", p.parameters());
+    if (p.parameters() < 1 || p.parameters() > (uint64_t{1} << 40)) {
+      v.Add("plan.streampetr.parameters", "must be in [1, 2^40]", p.parameters());
+    }
     if (p.bucket_cap_mb() < 1) {
       v.Add("plan.streampetr.bucket_cap_mb", "must be >= 1", p.bucket_cap_mb());
     }

@@ -98,6 +98,12 @@ constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 // the watchdog lines of ranks whose deadline falls within that window still get printed.
 constexpr int64_t kLauncherTeardownNs = 5'000'000'000LL;
 
+// Durations saturate here, far beyond any time limit (a year is 2^55 ns), so products of
+// validated factors and durations can never wrap: such a run ends as limit_reached.
+constexpr int64_t kDurationCap = int64_t{1} << 61;
+
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > kDurationCap - b ? kDurationCap : a + b; }
+
 int64_t ScalePpm(int64_t ns, int64_t ppm) {
   if (ppm == kPpm) return ns;
   // 64-bit arithmetic while the product fits (durations below about 2.5 hours at factor 2^20
@@ -105,7 +111,8 @@ int64_t ScalePpm(int64_t ns, int64_t ppm) {
   if (ns >= 0 && ns < (int64_t{1} << 42) && ppm >= 0 && ppm < (int64_t{1} << 21)) {
     return ns * ppm / kPpm;
   }
-  return static_cast<int64_t>(static_cast<__int128>(ns) * ppm / kPpm);
+  const __int128 scaled = static_cast<__int128>(ns) * ppm / kPpm;
+  return scaled > kDurationCap ? kDurationCap : static_cast<int64_t>(scaled);
 }
 
 int64_t FactorPpm(double factor) { return static_cast<int64_t>(factor * kPpm + 0.5); }
@@ -140,6 +147,8 @@ struct Instance {
   uint64_t seq = 0;  // 0: free
   const PlanStep* first_step = nullptr;
   uint32_t first_rank = 0;
+  uint64_t first_iteration = 0;
+  int64_t first_arrival_ns = 0;
   uint32_t arrived = 0;
   bool complete = false;  // every rank arrived; its blocked ranks return at the done event
   int64_t last_arrival_ns = 0;
@@ -364,7 +373,8 @@ class JobSim {
   int64_t first_watchdog_ns_ = -1;
   uint32_t ranks_done_ = 0;
   std::optional<Desync> desync_;
-  std::optional<StuckWorker> stuck_;
+  // Every getitem that spins forever, in the order they began (at most one per worker).
+  std::vector<StuckWorker> spins_;
   Cause first_death_cause_ = Cause::kNone;
   int64_t first_death_ns_ = -1;
   bool stop_ = false;
@@ -526,10 +536,11 @@ void JobSim::StartEpoch(RankState& rank) {
   rank.epoch_start = rank.iteration;
   rank.epoch_end = loader_.batches_per_epoch == 0 ? kNone : rank.iteration + rank.epoch_batches;
   rank.dispatched_end = rank.iteration;
-  rank.rngs.clear();
   if (job.workers_per_gpu() == 0) {
-    rank.rngs.emplace_back(job.seed());
+    // The main process loads: its numpy RNG was seeded once, by set_random_seed.
+    if (rank.rngs.empty()) rank.rngs.emplace_back(job.seed());
   } else {
+    rank.rngs.clear();
     for (uint32_t w = 0; w < job.workers_per_gpu(); ++w) {
       rank.rngs.emplace_back(WorkerNumpySeed(job.workers_per_gpu(), rank.rank, w, job.seed()));
     }
@@ -591,7 +602,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
       // The worker never returns: record where it spins, and schedule nothing.
       worker.stuck = true;
       entry.state = BatchState::kStuck;
-      if (!stuck_) {
+      {
         StuckWorker stuck;
         stuck.rank = rank.rank;
         stuck.worker = trace_worker;
@@ -613,7 +624,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
         stuck.since_ns = t;
         stuck.attempts_so_far = result.attempts;
         stuck.proven = result.outcome == GetItemOutcome::kLivelock;
-        stuck_ = stuck;
+        spins_.push_back(stuck);
       }
       rank.stats.loads += result.attempts;
       rank.stats.resample_attempts += result.attempts - 1;
@@ -635,9 +646,12 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     // Every attempt reloads the sample; jitter per attempt (one draw for the mean past 64).
     int64_t spent = 0;
     if (result.attempts <= 64) {
-      for (uint64_t a = 0; a < result.attempts; ++a) spent += Jitter(worker.jitter, load_ns);
+      for (uint64_t a = 0; a < result.attempts; ++a) {
+        spent = SaturatingAdd(spent, Jitter(worker.jitter, load_ns));
+      }
     } else {
-      spent = static_cast<int64_t>(result.attempts) * Jitter(worker.jitter, load_ns);
+      spent = ScalePpm(Jitter(worker.jitter, load_ns),
+                       static_cast<int64_t>(result.attempts) * kPpm);  // attempts <= 2^26
     }
     rank.stats.loads += result.attempts;
     rank.stats.resample_attempts += result.attempts - 1;
@@ -657,7 +671,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
       if (raised) record.text = "bounded resample gave up";
       Trace(record);
     }
-    t += spent;
+    t = SaturatingAdd(t, spent);
     if (raised) {
       // The bounded policy raises: the worker sends the exception in place of the batch.
       entry.state = BatchState::kError;
@@ -690,6 +704,13 @@ bool JobSim::BeginIteration(RankState& rank) {
   const uint64_t k = rank.iteration;
   if (!rank.loader_started || (loader_.batches_per_epoch != 0 && k == rank.epoch_end)) {
     rank.loader_started = true;
+    if (loader_.batches_per_epoch != 0 && rank.epoch_batches == 0) {
+      // An empty DataLoader: next() raises StopIteration at once, and again after mmcv's
+      // IterLoader starts a new epoch, so the rank's training loop dies.
+      Die(rank, Cause::kUnevenBatches,
+          "StopIteration: its DataLoader has no batch (uneven_batches leaves it none)");
+      return false;
+    }
     StartEpoch(rank);
   }
   // Without workers, next(iterator) loads the batch in the main process, now.
@@ -752,6 +773,17 @@ bool JobSim::BeginIteration(RankState& rank) {
 void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   if (rank.phase == Phase::kDead) return;
   const int64_t now = engine_.now_ns();
+  // Collectives it joined but that had not completed never complete now: its process is gone.
+  auto withdraw = [&](uint32_t group, uint64_t seq) {
+    Instance* instance = groups_[group].Find(seq);
+    if (instance != nullptr && !instance->complete) --instance->arrived;
+  };
+  if (rank.phase == Phase::kBlocked && rank.blocked_complete_ns < 0) {
+    withdraw(rank.blocked_group, rank.blocked_seq);
+  }
+  for (const auto& work : rank.outstanding) {
+    if (work.complete_ns < 0) withdraw(work.group, work.seq);
+  }
   rank.phase = Phase::kDead;
   rank.stats.died_ns = now;
   rank.stats.died_why = why;
@@ -782,6 +814,8 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
     instance = &ring.Open(seq);
     instance->first_step = &step;
     instance->first_rank = rank.rank;
+    instance->first_iteration = iteration;
+    instance->first_arrival_ns = now;
   } else {
     const Collective& a = *instance->first_step->collective;
     const Collective& b = *step.collective;
@@ -792,7 +826,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
       desync.process_group = group_names_[step.group];
       desync.seq = seq;
       desync.first_rank = instance->first_rank;
-      desync.first = Ref(*instance->first_step, step.group, seq, iteration);
+      desync.first = Ref(*instance->first_step, step.group, seq, instance->first_iteration);
       desync.other_rank = rank.rank;
       desync.other = Ref(step, step.group, seq, iteration);
       desync.at_ns = now;
@@ -831,8 +865,9 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   }
   if (instance->arrived == world_) {
     Complete(step.group, *instance);
-  } else if (blocking && watchdog_armed_ns_ < 0) {
-    // An armed watchdog fires no later than this work's deadline (issue times only grow).
+  } else if (watchdog_armed_ns_ < 0) {
+    // The watchdog watches every work, blocking or not, from its issue. An armed watchdog
+    // fires no later than this work's deadline (issue times only grow).
     ArmWatchdog(FireTime(now));
   }
   return !blocking;
@@ -844,7 +879,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
 // through one event, which wakes them in arrival order (as one wake event per rank, scheduled
 // back to back, would: nothing else can run between them).
 void JobSim::Complete(uint32_t group, Instance& instance) {
-  const int64_t done = instance.last_arrival_ns + instance.first_step->duration_ns;
+  const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first_step->duration_ns);
   instance.complete = true;
   bool blocked = false;
   for (const uint32_t r : instance.waiters) {
@@ -990,9 +1025,9 @@ void JobSim::Advance(RankState& rank) {
           const int64_t forward = rank.iteration_compute_ns / 3;
           const int64_t backward = rank.iteration_compute_ns - forward;
           if (rank.step == 0) {
-            compute += forward;
+            compute = SaturatingAdd(compute, forward);
             if (stragglers_[rank.rank].first == rank.iteration) {
-              compute += stragglers_[rank.rank].second;
+              compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
             }
           }
           if (step.nonblocking_ordinal >= 0) {
@@ -1033,16 +1068,8 @@ void JobSim::Advance(RankState& rank) {
         if (rank.outstanding_open > 0 || last > engine_.now_ns()) {
           rank.phase = Phase::kWaitOutstanding;
           rank.phase_since_ns = engine_.now_ns();
-          if (rank.outstanding_open > 0) {
-            for (const auto& work : rank.outstanding) {
-              if (work.complete_ns < 0) {
-                ArmWatchdog(FireTime(work.issue_ns));
-                break;
-              }
-            }
-          } else {
-            engine_.Schedule(last, kRankWake, rank.rank, 0);
-          }
+          // Incomplete works armed the watchdog when they were issued.
+          if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
           return;
         }
         for (const auto& work : rank.outstanding) {
@@ -1109,7 +1136,7 @@ void JobSim::Advance(RankState& rank) {
 
 void JobSim::Compute(RankState& rank, int64_t compute_ns) {
   const int64_t now = engine_.now_ns();
-  rank.stats.compute_ns += compute_ns;
+  rank.stats.compute_ns = SaturatingAdd(rank.stats.compute_ns, compute_ns);
   if (tracing_) {
     TraceRecord record;
     record.kind = TraceKind::kCompute;
@@ -1397,29 +1424,39 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     result.resample_attempts += rank.stats.resample_attempts;
     result.stream_breaks += rank.stats.stream_breaks;
   }
-  if (stuck_) {
-    StuckWorker& stuck = *stuck_;
-    TraceRecord spin;
-    spin.kind = TraceKind::kLoad;
-    spin.rank = stuck.rank;
-    spin.worker = stuck.worker;
-    spin.start_ns = stuck.since_ns;
-    spin.end_ns = std::max(end, stuck.since_ns);
-    spin.iteration = stuck.batch;
-    spin.slot = stuck.slot;
-    spin.index = stuck.index;
-    spin.final_index = stuck.last_index;
-    spin.text = "resample loop never ends (still spinning when the run ended)";
+  for (StuckWorker& stuck : spins_) {
+    // Loads made by the time the run ended (the loop is not simulated, it is counted).
     const int64_t load_ns = ScalePpm(
-        sample_load_ns_,
-        ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm, ranks_[stuck.rank].slow_ppm));
+        sample_load_ns_, ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm,
+                                  ranks_[stuck.rank].slow_ppm));
     if (load_ns > 0 && end > stuck.since_ns) {
-      stuck.attempts_so_far = std::max<uint64_t>(stuck.attempts_so_far,
-                                                 static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
+      stuck.attempts_so_far = std::max<uint64_t>(
+          stuck.attempts_so_far, static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
     }
-    spin.attempts = stuck.attempts_so_far;
-    if (tracing_) Trace(spin);
+    if (tracing_) {
+      TraceRecord spin;
+      spin.kind = TraceKind::kLoad;
+      spin.rank = stuck.rank;
+      spin.worker = stuck.worker;
+      spin.start_ns = stuck.since_ns;
+      spin.end_ns = std::max(end, stuck.since_ns);
+      spin.iteration = stuck.batch;
+      spin.slot = stuck.slot;
+      spin.index = stuck.index;
+      spin.final_index = stuck.last_index;
+      spin.attempts = stuck.attempts_so_far;
+      spin.text = "resample loop never ends (still spinning when the run ended)";
+      Trace(spin);
+    }
   }
+  // The spin that keeps a rank waiting: the one on the batch it waits for.
+  const auto spin_blocking = [&](const RankState& rank) -> const StuckWorker* {
+    if (rank.phase != Phase::kWaitData) return nullptr;
+    for (const StuckWorker& stuck : spins_) {
+      if (stuck.rank == rank.rank && stuck.batch == rank.iteration) return &stuck;
+    }
+    return nullptr;
+  };
 
   // The outcome.
   uint64_t skipped = 0;
@@ -1444,43 +1481,49 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   }
 
   if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
-    // The collective the waiting ranks block in: the oldest open instance.
+    // The collective the waiting ranks block in: the incomplete instance opened first.
     const Instance* oldest = nullptr;
     uint32_t oldest_group = 0;
     for (uint32_t g = 0; g < groups_.size(); ++g) {
       const Instance* instance = groups_[g].Oldest();
-      if (instance != nullptr && (oldest == nullptr || instance->seq < oldest->seq)) {
+      if (instance != nullptr &&
+          (oldest == nullptr || instance->first_arrival_ns < oldest->first_arrival_ns)) {
         oldest = instance;
         oldest_group = g;
       }
     }
     if (oldest != nullptr) {
-      uint64_t iteration = 0;
-      for (const uint32_t r : oldest->waiters) {
-        const RankStats& stats = ranks_[r].stats;
-        if (stats.blocked_in && stats.blocked_in->seq == oldest->seq) iteration = stats.blocked_in->iteration;
-      }
-      result.collective = Ref(*oldest->first_step, oldest_group, oldest->seq, iteration);
+      result.collective =
+          Ref(*oldest->first_step, oldest_group, oldest->seq, oldest->first_iteration);
       for (const RankState& rank : ranks_) {
-        if (rank.next_seq[oldest_group] > oldest->seq) {
+        if (rank.next_seq[oldest_group] > oldest->seq && rank.phase != Phase::kDead) {
           result.waiting_ranks.push_back(rank.rank);
           result.blocked_at_ns = std::max(result.blocked_at_ns, rank.stats.blocked_since_ns);
         } else {
           result.stuck_ranks.push_back(rank.rank);
         }
       }
+    } else {
+      // Nobody waits in a collective (one rank, or every rank waits for data): every rank
+      // still running is stuck.
+      for (const RankState& rank : ranks_) {
+        if (rank.phase != Phase::kDone) result.stuck_ranks.push_back(rank.rank);
+      }
     }
     if (result.outcome == Outcome::kHang) {
-      // The user-level cause, from what the first stuck rank is doing.
+      // The user-level cause, from what the first stuck rank that explains it is doing.
       result.cause = Cause::kNone;
       for (const uint32_t r : result.stuck_ranks) {
         const RankState& rank = ranks_[r];
-        if (rank.phase == Phase::kWaitData && stuck_ && stuck_->rank == r) {
+        if (const StuckWorker* stuck = spin_blocking(rank)) {
           result.cause = Cause::kSamplerLivelock;
+          result.stuck = *stuck;
         } else if (rank.phase == Phase::kDone) {
           result.cause = uneven ? Cause::kUnevenBatches
                                 : skipped > 0 ? Cause::kConditionalCollective : Cause::kNone;
-        } else if (rank.phase == Phase::kRunning) {
+        } else if (rank.phase == Phase::kRunning || rank.phase == Phase::kWaitData) {
+          // Still computing, or waiting for a batch a (slow) worker is still loading, when
+          // the others' watchdogs fired.
           result.cause = Cause::kStragglerTimeout;
         } else if (skipped > 0) {
           result.cause = Cause::kConditionalCollective;
@@ -1491,7 +1534,6 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     } else if (result.outcome == Outcome::kRankDied) {
       result.cause = first_death_cause_;
     }
-    if (stuck_ && (result.cause == Cause::kSamplerLivelock)) result.stuck = stuck_;
   }
   for (RankState& rank : ranks_) result.ranks.push_back(rank.stats);
 }

@@ -361,3 +361,108 @@ TEST(SimulatorTest, LimitsStopTheRunWithoutJudgingTheJob) {
 
 }  // namespace
 }  // namespace petrsim::sim
+
+namespace petrsim::sim {
+namespace {
+
+// Over many training seeds of the tiny scenario, whenever the job hangs on a livelock, the
+// simulator blames the very batch `check` predicts: the first the sampler draws from a pool.
+TEST(SimulatorTest, StuckWorkerIsCheckFirstHitForEverySeed) {
+  int hangs = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    const Scenario scenario = WithOverrides(
+        ShippedScenario("tiny.pbtxt"), {"job.iterations=200", "job.seed=" + std::to_string(seed)});
+    const Dataset dataset = BuildDataset(scenario, "test");
+    const CheckReport check = RunPreflight(scenario, dataset);
+    const SimResult result = Simulate(scenario, dataset, SimOptions{});
+    if (!check.first_hit) {
+      EXPECT_EQ(result.outcome, Outcome::kCompleted) << "seed " << seed;
+      continue;
+    }
+    ++hangs;
+    ASSERT_EQ(result.cause, Cause::kSamplerLivelock) << "seed " << seed;
+    ASSERT_TRUE(result.stuck.has_value()) << "seed " << seed;
+    EXPECT_EQ(result.stuck->rank, check.first_hit->rank) << "seed " << seed;
+    EXPECT_EQ(static_cast<uint32_t>(result.stuck->worker), check.first_hit->worker) << "seed " << seed;
+    EXPECT_EQ(result.stuck->batch, check.first_hit->iteration) << "seed " << seed;
+    EXPECT_EQ(result.stuck->group, check.first_hit->group) << "seed " << seed;
+    EXPECT_EQ(result.iterations_completed, check.first_hit->iteration) << "seed " << seed;
+  }
+  EXPECT_GT(hangs, 10);
+}
+
+// Without workers the main process's numpy RNG is seeded once, not at every epoch: the resample
+// draws are those `petrsim sample` replays.
+TEST(SimulatorTest, MainProcessLoaderKeepsItsRngAcrossEpochs) {
+  const Scenario scenario = WithOverrides(
+      ShippedScenario("tiny.pbtxt"), {"sampler.kind=distributed_group", "job.workers_per_gpu=0",
+                                      "job.epochs=6", "resample.policy=global"});
+  const Dataset dataset = BuildDataset(scenario, "test");
+  const SimResult result = Simulate(scenario, dataset, SimOptions{});
+  ASSERT_EQ(result.outcome, Outcome::kCompleted);
+  uint64_t attempts = 0;
+  GenerateSampleStream(scenario, dataset, SampleStreamOptions{}, [&](const SampleRow& row) {
+    if (row.attempts > 0) attempts += row.attempts - 1;
+  });
+  EXPECT_GT(attempts, 0u);
+  EXPECT_EQ(result.resample_attempts, attempts);
+}
+
+// A non-blocking collective left incomplete while its rank computes on is watched too.
+TEST(SimulatorTest, WatchdogWatchesNonBlockingWork) {
+  const SimResult result = Simulated(WithOverrides(
+      ScenarioFromText(kClockwork),
+      {"plan.custom.per_iteration[0].blocking=false", "comm.timeout_ms=1000",
+       "comm.watchdog_poll_ms=0", "faults[0].slow_rank.rank=1",
+       "faults[0].slow_rank.factor=1000000"}));
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+  ASSERT_EQ(result.nccl_log.size(), 1u);
+  EXPECT_NE(result.nccl_log[0].find("[Rank 0]"), std::string::npos);
+}
+
+TEST(SimulatorTest, EmptyDataLoaderKillsItsRank) {
+  const SimResult result = Simulated(WithOverrides(
+      ShippedScenario("tiny.pbtxt"),
+      {"sampler.kind=distributed_group", "faults[0].uneven_batches.rank=1",
+       "faults[0].uneven_batches.batches_fewer=100"}));
+  EXPECT_EQ(result.outcome, Outcome::kRankDied);
+  EXPECT_EQ(result.cause, Cause::kUnevenBatches);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+}
+
+TEST(SimulatorTest, OneRankThatSpinsHangsWithoutAWatchdog) {
+  const SimResult result = Simulated(WithOverrides(
+      ShippedScenario("tiny.pbtxt"), {"job.world_size=1", "job.iterations=50"}));
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kSamplerLivelock);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{0});
+  EXPECT_TRUE(result.stuck.has_value());
+  EXPECT_TRUE(result.nccl_log.empty());
+}
+
+TEST(SimulatorTest, HugeValidatedDurationsSaturateInsteadOfWrapping) {
+  const SimResult result = Simulated(WithOverrides(
+      ScenarioFromText(kClockwork), {"cost.step_compute_ns=1000000000000000",
+                                     "faults[0].slow_rank.rank=1",
+                                     "faults[0].slow_rank.factor=1000000"}));
+  // Rank 1 computes for ~32 years; rank 0 waits in the allreduce until its watchdog fires.
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+  EXPECT_EQ(result.waiting_ranks, std::vector<uint32_t>{0});
+}
+
+TEST(SimulatorTest, ASlowWorkerBeyondTheTimeoutIsAStraggler) {
+  const SimResult result = Simulated(WithOverrides(
+      ShippedScenario("tiny.pbtxt"),
+      {"resample.policy=global", "faults[0].slow_worker.rank=1", "faults[0].slow_worker.worker=0",
+       "faults[0].slow_worker.factor=100000"}));
+  EXPECT_EQ(result.outcome, Outcome::kHang);
+  EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+}
+
+}  // namespace
+}  // namespace petrsim::sim
