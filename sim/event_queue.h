@@ -103,12 +103,18 @@ class EventQueue {
     if ((digits_[level][0] | digits_[level][1] | digits_[level][2] | digits_[level][3]) == 0) {
       levels_ &= ~(1u << level);
     }
-    int64_t earliest = from[0].time_ns;
-    for (const Event& event : from) earliest = event.time_ns < earliest ? event.time_ns : earliest;
-    last_ = static_cast<uint64_t>(earliest);
-    size_ -= from.size();
-    for (const Event& event : from) Push(event);
-    from.clear();
+    if (level == 0) {
+      // Level 0 differs only in the lowest byte, which is the digit: one time, all due.
+      last_ = static_cast<uint64_t>(from[0].time_ns);
+      exact_.swap(from);  // exact_ was empty; from keeps exact_'s capacity
+    } else {
+      int64_t earliest = from[0].time_ns;
+      for (const Event& event : from) earliest = event.time_ns < earliest ? event.time_ns : earliest;
+      last_ = static_cast<uint64_t>(earliest);
+      size_ -= from.size();
+      for (const Event& event : from) Push(event);
+      from.clear();
+    }
     // Events reach a bucket in no particular sequence order: order the due ones.
     if (exact_.size() > 1) {
       std::sort(exact_.begin(), exact_.end(),
