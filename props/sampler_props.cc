@@ -14,57 +14,13 @@
 #include "model/sample_stream.h"
 #include "model/sampler.h"
 #include "model/scenario_validation.h"
+#include "props/scenario_gen.h"
 
 namespace petrsim {
 namespace {
 
-// A small explicit scenario: 1-2 sub-datasets of 1-10 scenes of 2-9 frames, GT counts mostly
-// non-zero with empty runs, and a job shape the infinite sampler accepts.
-rc::Gen<Scenario> GenScenario() {
-  return rc::gen::exec([] {
-    Scenario scenario;
-    const int subdatasets = *rc::gen::inRange(1, 3);
-    for (int s = 0; s < subdatasets; ++s) {
-      auto* sub = scenario.mutable_dataset()->add_subdatasets();
-      std::string name = "s";  // (not "s" + to_string: GCC 12 warns falsely, -Wrestrict)
-      name += std::to_string(s);
-      sub->set_name(name);
-      const int scenes = *rc::gen::inRange(1, 11);
-      for (int i = 0; i < scenes; ++i) {
-        auto* scene = sub->mutable_explicit_()->add_scenes();
-        const int frames = *rc::gen::inRange(2, 10);
-        const bool empty_scene = *rc::gen::weightedElement<bool>({{1, true}, {4, false}});
-        for (int f = 0; f < frames; ++f) {
-          const uint32_t gt = empty_scene ? 0 : *rc::gen::weightedElement<uint32_t>({{1, 0}, {3, 1}, {1, 5}});
-          scene->add_gt_counts(gt);
-        }
-      }
-    }
-    scenario.mutable_resample()->set_policy(*rc::gen::element(
-        Resample::in_group, Resample::global, Resample::next_valid_in_group,
-        Resample::drop_empty_groups, Resample::keep_empty, Resample::in_subdataset));
-    if (scenario.resample().policy() == Resample::keep_empty) {
-      scenario.mutable_filters()->set_filter_empty_gt(false);
-    }
-    scenario.mutable_job()->set_world_size(*rc::gen::inRange(1, 4));
-    scenario.mutable_job()->set_samples_per_gpu(*rc::gen::inRange(1, 3));
-    scenario.mutable_job()->set_workers_per_gpu(*rc::gen::inRange(0, 4));
-    scenario.mutable_job()->set_iterations(*rc::gen::inRange(1, 60));
-    scenario.mutable_job()->set_seed(*rc::gen::inRange(0, 1000));
-    return scenario;
-  });
-}
-
-// Builds the dataset, or nothing for a case to discard (invalid, or drop_empty_groups left
-// nothing to train on).
-std::optional<Dataset> TryBuild(const Scenario& scenario) {
-  if (!FindScenarioViolations(scenario).empty()) return std::nullopt;
-  try {
-    return BuildDataset(scenario, "generated");
-  } catch (const ScenarioError&) {
-    return std::nullopt;
-  }
-}
+using props::GenScenario;
+using props::TryBuild;
 
 // Statically found pools are exactly the frames whose getitem the dynamic loop proves endless.
 RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {

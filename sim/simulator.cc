@@ -270,6 +270,7 @@ struct RankState {
   std::vector<BatchEntry> batches;       // ring of in-flight batches
   std::vector<SlotDraw> batch_draws;     // ring x B: the sampler's draws
   std::vector<int64_t> batch_final;      // ring x B: what getitem returned
+  std::vector<uint64_t> batch_extra_loads;  // ring: loads after the first, all slots
   bool loader_started = false;
   uint64_t epoch_start = 0;
   uint64_t epoch_end = 0;
@@ -486,6 +487,7 @@ void JobSim::Setup() {
     rank.batches.resize(ring);
     rank.batch_draws.resize(ring * batch_size_);
     rank.batch_final.resize(ring * batch_size_);
+    rank.batch_extra_loads.resize(ring);
     rank.last_fed.assign(batch_size_, -1);
     rank.workers.resize(std::max<uint32_t>(1, loader_.workers));
     for (uint32_t w = 0; w < rank.workers.size(); ++w) {
@@ -587,6 +589,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
   worker.busy = true;
   entry.state = BatchState::kLoading;
   const size_t base = (batch % rank.batches.size()) * batch_size_;
+  rank.batch_extra_loads[batch % rank.batches.size()] = 0;
   NumpyRandomState& rng = rank.rngs[loader_.workers == 0 ? 0 : worker_index];
   const int64_t load_ppm = ScalePpm(worker.slow_ppm, rank.slow_ppm);
   int64_t t = engine_.now_ns();
@@ -627,7 +630,6 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
         spins_.push_back(stuck);
       }
       rank.stats.loads += result.attempts;
-      rank.stats.resample_attempts += result.attempts - 1;
       if (tracing_) {
         TraceRecord record;
         record.kind = TraceKind::kLivelock;
@@ -654,7 +656,6 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
                        static_cast<int64_t>(result.attempts) * kPpm);  // attempts <= 2^26
     }
     rank.stats.loads += result.attempts;
-    rank.stats.resample_attempts += result.attempts - 1;
     const bool raised = result.outcome == GetItemOutcome::kAttemptsExhausted;
     if (tracing_) {
       TraceRecord record;
@@ -678,6 +679,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
       break;
     }
     rank.batch_final[base + b] = result.index;
+    rank.batch_extra_loads[batch % rank.batches.size()] += result.attempts - 1;
   }
   engine_.Schedule(t, kBatchLoaded, rank.rank, batch);
 }
@@ -761,6 +763,7 @@ bool JobSim::BeginIteration(RankState& rank) {
     rank.last_fed[b] = fed;
     if (frame.gt_count > 0) rank.local_batch_has_gt = true;
   }
+  rank.stats.resample_attempts += rank.batch_extra_loads[k % rank.batches.size()];
   entry.state = BatchState::kEmpty;
   rank.iteration_compute_ns = ScalePpm(Jitter(rank.compute_jitter, step_compute_ns_), rank.slow_ppm);
   rank.phase = Phase::kRunning;

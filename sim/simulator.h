@@ -76,8 +76,10 @@ struct RankStats {
   uint32_t rank = 0;
   uint64_t iterations_completed = 0;
   uint64_t samples = 0;            // consumed by the main process
-  uint64_t loads = 0;              // getitem attempts of every batch loaded
-  uint64_t resample_attempts = 0;  // loads after the first of each getitem
+  uint64_t loads = 0;  // getitem attempts of every batch loaded, consumed or not (timing-bound)
+  // Loads after the first of each getitem of the batches consumed (trained on); a spinning
+  // getitem's loads are in StuckWorker::attempts_so_far.
+  uint64_t resample_attempts = 0;
   uint64_t resample_jumps = 0;     // getitems that returned another frame than asked
   uint64_t stream_breaks = 0;      // frames fed with prev_exists true after a different frame
   uint64_t collectives = 0;        // issued
