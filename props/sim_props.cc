@@ -4,6 +4,9 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "props/scenario_gen.h"
@@ -160,6 +163,106 @@ RC_GTEST_PROP(SimProps, FillingEveryEmptyPoolRemovesTheLivelock, ()) {
   const sim::SimResult after = sim::Simulate(filled, *filled_dataset, sim::SimOptions{});
   RC_ASSERT(after.cause != sim::Cause::kSamplerLivelock);
   RC_ASSERT(after.outcome == sim::Outcome::kCompleted);
+}
+
+}  // namespace
+}  // namespace petrsim
+
+namespace petrsim {
+namespace {
+
+// Collective liveness under planted faults: every run either completes (every rank finishes
+// every iteration) or ends with a diagnosis whose stuck ranks are all explained, by a planted
+// fault of that rank or by the sampler livelock `check` predicts, and whose cause is one the
+// plant (or the sampler) implies. Never an unexplained hang, never a healthy rank blamed.
+RC_GTEST_PROP(SimProps, EveryStopIsExplainedByWhatWasPlanted, ()) {
+  Scenario scenario = GenSimScenario();
+  const uint32_t world = scenario.job().world_size();
+  const uint32_t workers = std::max<uint32_t>(1, scenario.job().workers_per_gpu());
+  std::set<uint32_t> planted;
+  bool timing_fault = false, death_fault = false;
+  const int faults = *rc::gen::inRange(0, 3);
+  for (int i = 0; i < faults; ++i) {
+    Fault* fault = scenario.add_faults();
+    const uint32_t rank = *rc::gen::inRange<uint32_t>(0, world);
+    const int kind = *rc::gen::inRange(0, 5);
+    const uint64_t at_ns = *rc::gen::inRange<uint64_t>(0, 30) * 1'000'000'000ULL;
+    switch (kind) {
+      case 0:
+        fault->mutable_dead_rank()->set_rank(rank);
+        fault->mutable_dead_rank()->set_at_ns(at_ns);
+        death_fault = true;
+        break;
+      case 1:
+        fault->mutable_dead_worker()->set_rank(rank);
+        fault->mutable_dead_worker()->set_worker(*rc::gen::inRange<uint32_t>(0, workers));
+        fault->mutable_dead_worker()->set_at_ns(at_ns);
+        death_fault = true;
+        break;
+      case 2:
+        fault->mutable_straggler()->set_rank(rank);
+        fault->mutable_straggler()->set_iteration(*rc::gen::inRange<uint64_t>(0, 60));
+        fault->mutable_straggler()->set_delay_ns(
+            *rc::gen::element<uint64_t>(1'000'000'000ULL, 3'000'000'000'000ULL));
+        timing_fault = true;
+        break;
+      case 3:
+        fault->mutable_slow_rank()->set_rank(rank);
+        fault->mutable_slow_rank()->set_factor(*rc::gen::element(2.0, 5000.0));
+        timing_fault = true;
+        break;
+      default:
+        fault->mutable_slow_worker()->set_rank(rank);
+        fault->mutable_slow_worker()->set_worker(*rc::gen::inRange<uint32_t>(0, workers));
+        fault->mutable_slow_worker()->set_factor(*rc::gen::element(2.0, 50000.0));
+        timing_fault = true;
+        break;
+    }
+    planted.insert(rank);
+  }
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  RC_PRE(InfiniteSamplerAssertionHolds(scenario, *dataset));
+  CounterexampleOnFailure guard(scenario, "EveryStopIsExplainedByWhatWasPlanted");
+  const CheckReport check = RunPreflight(scenario, *dataset);
+  const sim::SimResult result = sim::Simulate(scenario, *dataset, sim::SimOptions{});
+  RC_TAG(sim::OutcomeName(result.outcome), sim::CauseName(result.cause));
+  // Slow factors multiply (a slow worker on a slow rank can load for centuries): only they may
+  // run the job past petrsim's one-year limit.
+  if (result.outcome == sim::Outcome::kLimitReached) {
+    RC_ASSERT(timing_fault);
+    return;
+  }
+  RC_ASSERT(result.outcome != sim::Outcome::kDesync);  // nothing conditional is generated
+  if (result.outcome == sim::Outcome::kCompleted) {
+    for (const auto& rank : result.ranks) {
+      RC_ASSERT(rank.iterations_completed == scenario.job().iterations());
+    }
+    return;
+  }
+  RC_ASSERT(!result.stuck_ranks.empty());
+  for (const uint32_t rank : result.stuck_ranks) {
+    const bool livelocked = check.first_hit && result.stuck && result.stuck->rank == rank;
+    const bool spinning_elsewhere = check.first_hit && check.first_hit->rank == rank;
+    RC_ASSERT(planted.count(rank) > 0 || livelocked || spinning_elsewhere ||
+              (result.ranks[rank].state.rfind("waiting for batch", 0) == 0 && check.first_hit));
+  }
+  switch (result.cause) {
+    case sim::Cause::kSamplerLivelock:
+      RC_ASSERT(check.first_hit.has_value());
+      break;
+    case sim::Cause::kRankDied:
+    case sim::Cause::kWorkerDied:
+      RC_ASSERT(death_fault);
+      break;
+    case sim::Cause::kStragglerTimeout:
+      RC_ASSERT(timing_fault);
+      break;
+    case sim::Cause::kNone:
+      RC_FAIL("a stop without a cause");
+    default:
+      RC_FAIL("a cause nothing planted: " + sim::CauseName(result.cause));
+  }
 }
 
 }  // namespace
