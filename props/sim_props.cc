@@ -8,6 +8,7 @@
 #include <set>
 
 #include "model/preflight.h"
+#include "model/resample_policy.h"
 #include "model/sampler.h"
 #include "props/scenario_gen.h"
 #include "sim/simulator.h"
@@ -19,6 +20,20 @@ using props::CounterexampleOnFailure;
 using props::GenPlan;
 using props::GenScenario;
 using props::TryBuild;
+
+// A mutant policy: the real one, but it never gives up (attempts_max 0).
+class ForgetfulPolicy final : public ResamplePolicy {
+ public:
+  explicit ForgetfulPolicy(const ResamplePolicy& real) : real_(real) {}
+  IndexRange Candidates(int64_t rejected) const override { return real_.Candidates(rejected); }
+  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
+    return real_.Next(rejected, rng);
+  }
+  uint64_t attempts_max() const override { return 0; }
+
+ private:
+  const ResamplePolicy& real_;
+};
 
 // A generated scenario, with a small custom plan half of the time.
 Scenario GenSimScenario() {
@@ -67,11 +82,14 @@ RC_GTEST_PROP(SimProps, CheckVerdictAgreesWithTheSimulatedRun, ()) {
 // frame of the dataset has GT: with none they have nowhere to go, as documented),
 // `drop_empty_groups` and `keep_empty` complete every job; `bounded` completes or its rank dies
 // of the documented dataset error. Never a hang.
-RC_GTEST_PROP(SimProps, TerminatingPoliciesNeverHang, ()) {
+// The property's body. `mutant`: run the job with a `bounded` policy that forgets its bound
+// (attempts_max 0, so it never gives up), which the property must catch.
+void TerminatingPoliciesNeverHangBody(bool mutant) {
   Scenario scenario = GenSimScenario();
-  const auto policy = *rc::gen::element(Resample::global, Resample::next_valid_in_group,
-                                        Resample::drop_empty_groups, Resample::keep_empty,
-                                        Resample::bounded);
+  const auto policy = mutant ? Resample::bounded
+                             : *rc::gen::element(Resample::global, Resample::next_valid_in_group,
+                                                 Resample::drop_empty_groups,
+                                                 Resample::keep_empty, Resample::bounded);
   scenario.mutable_resample()->set_policy(policy);
   scenario.mutable_filters()->set_filter_empty_gt(policy != Resample::keep_empty);
   if (policy == Resample::bounded) {
@@ -82,14 +100,27 @@ RC_GTEST_PROP(SimProps, TerminatingPoliciesNeverHang, ()) {
   RC_PRE(InfiniteSamplerAssertionHolds(scenario, *dataset));
   RC_PRE((policy != Resample::global && policy != Resample::next_valid_in_group) ||
          dataset->accepted_frames() > 0);
-  CounterexampleOnFailure guard(scenario, "TerminatingPoliciesNeverHang");
-  const sim::SimResult result = sim::Simulate(scenario, *dataset, sim::SimOptions{});
+  CounterexampleOnFailure guard(scenario, mutant ? "TerminatingPoliciesNeverHang_mutant"
+                                                 : "TerminatingPoliciesNeverHang");
+  sim::SimOptions options;
+  const auto real_policy = MakeResamplePolicy(scenario, *dataset);
+  ForgetfulPolicy forgetful(*real_policy);
+  if (mutant) options.resample_policy = &forgetful;
+  const sim::SimResult result = sim::Simulate(scenario, *dataset, options);
   RC_TAG(Resample::Policy_Name(policy), sim::OutcomeName(result.outcome));
   if (policy == Resample::bounded && result.outcome == sim::Outcome::kRankDied) {
     RC_ASSERT(result.cause == sim::Cause::kDatasetError);
     return;
   }
   RC_ASSERT(result.outcome == sim::Outcome::kCompleted);
+}
+
+RC_GTEST_PROP(SimProps, TerminatingPoliciesNeverHang, ()) { TerminatingPoliciesNeverHangBody(false); }
+
+// The property bites: a bounded policy that forgets its bound is caught.
+TEST(SimPropsMutants, ForgetfulBoundedPolicyIsCaught) {
+  EXPECT_FALSE(rc::check("a bounded policy without its bound must fail the property",
+                         [] { TerminatingPoliciesNeverHangBody(true); }));
 }
 
 // Determinism: the same scenario gives the same event trace twice; another jitter stream (run

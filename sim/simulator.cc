@@ -295,7 +295,10 @@ class JobSim {
         options_(options),
         tracing_(options.trace != nullptr),
         plan_(ExpandPlan(scenario.plan())),
-        policy_(MakeResamplePolicy(scenario, dataset)),
+        owned_policy_(options.resample_policy == nullptr ? MakeResamplePolicy(scenario, dataset)
+                                                         : nullptr),
+        policy_(options.resample_policy != nullptr ? options.resample_policy
+                                                   : owned_policy_.get()),
         loader_(MakeDataLoaderShape(scenario, dataset)),
         world_(scenario.job().world_size()),
         batch_size_(scenario.job().samples_per_gpu()),
@@ -346,7 +349,8 @@ class JobSim {
   const SimOptions& options_;
   const bool tracing_;
   const ExpandedPlan plan_;
-  const std::unique_ptr<ResamplePolicy> policy_;
+  const std::unique_ptr<ResamplePolicy> owned_policy_;
+  const ResamplePolicy* const policy_;
   const DataLoaderShape loader_;
   const uint32_t world_;
   const uint32_t batch_size_;

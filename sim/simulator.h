@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/dataset.h"
+#include "model/resample_policy.h"
 #include "model/scenario.pb.h"
 #include "model/trace_sink.h"
 
@@ -142,6 +143,10 @@ struct SimOptions {
   // (true). Both give the same run (times, sequence numbers, outcome, report); only the event
   // count and trace hash differ. The test of that equality is the reason the option exists.
   bool wake_each_rank = false;
+  // Replaces the scenario's resample policy (not owned; it must be built over the same
+  // dataset). A seam for the property suite's mutants (a policy that forgets its bound must be
+  // caught); null: the scenario's policy.
+  const ResamplePolicy* resample_policy = nullptr;
   // Called now and then (about every million events) with the virtual time and the iterations
   // every rank has completed; for a progress bar. May be empty.
   std::function<void(int64_t now_ns, uint64_t iterations_completed)> progress;
