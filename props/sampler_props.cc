@@ -19,11 +19,14 @@
 namespace petrsim {
 namespace {
 
+const bool kCaseRateRegistered = props::RegisterCaseRate();
+
 using props::GenScenario;
 using props::TryBuild;
 
 // Statically found pools are exactly the frames whose getitem the dynamic loop proves endless.
 RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {
+  props::CountCase();
   const Scenario scenario = *GenScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
@@ -49,6 +52,7 @@ RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {
 
 // `check`'s first hit is where `sample`'s stream first stops with a livelock marker.
 RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
+  props::CountCase();
   const Scenario scenario = *GenScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
@@ -75,6 +79,7 @@ RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
 // The infinite sampler: every slot plays each group it takes completely and in ascending
 // order, and global slots partition the group stream (slot s takes positions s mod W*B).
 RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
+  props::CountCase();
   const Scenario scenario = *GenScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
@@ -105,6 +110,7 @@ RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
 
 // Epoch samplers give every rank the same number of samples and cover the dataset per epoch.
 RC_GTEST_PROP(SamplerProps, EpochSamplersAreEvenAndCover, ()) {
+  props::CountCase();
   Scenario scenario = *GenScenario();
   scenario.mutable_sampler()->set_kind(
       *rc::gen::element(Sampler::distributed_group, Sampler::distributed));

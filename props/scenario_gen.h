@@ -4,7 +4,11 @@
 // costs well under a millisecond. rapidcheck shrinks towards fewer, smaller parts.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <rapidcheck.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include <cstdlib>
 #include <exception>
@@ -131,5 +135,39 @@ class CounterexampleOnFailure {
   std::string property_;
   int exceptions_;
 };
+
+// Cases per second of each property, printed when its test ends (the budget asks for
+// the figure in the log). Every property body calls CountCase() once per generated case,
+// discarded ones included.
+class CaseRate : public ::testing::EmptyTestEventListener {
+ public:
+  static uint64_t& cases() {
+    static uint64_t count = 0;
+    return count;
+  }
+  void OnTestStart(const ::testing::TestInfo&) override {
+    cases() = 0;
+    start_ = std::chrono::steady_clock::now();
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (cases() == 0) return;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::cout << "petrsim props: " << info.test_suite_name() << "." << info.name() << ": "
+              << cases() << " cases in " << seconds << " s = "
+              << static_cast<uint64_t>(cases() / std::max(seconds, 1e-9)) << " cases/s\n";
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+inline void CountCase() { ++CaseRate::cases(); }
+
+// Registers the listener once per test program (call from a static initializer).
+inline bool RegisterCaseRate() {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CaseRate);
+  return true;
+}
 
 }  // namespace petrsim::props

@@ -16,6 +16,8 @@
 namespace petrsim {
 namespace {
 
+const bool kCaseRateRegistered = props::RegisterCaseRate();
+
 using props::CounterexampleOnFailure;
 using props::GenPlan;
 using props::GenScenario;
@@ -47,6 +49,7 @@ Scenario GenSimScenario() {
 // slot, DataLoader worker and batch, and every other rank waits; when it finds none (or proves
 // termination), the simulated job completes every iteration.
 RC_GTEST_PROP(SimProps, CheckVerdictAgreesWithTheSimulatedRun, ()) {
+  props::CountCase();
   const Scenario scenario = GenSimScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
@@ -85,6 +88,7 @@ RC_GTEST_PROP(SimProps, CheckVerdictAgreesWithTheSimulatedRun, ()) {
 // The property's body. `mutant`: run the job with a `bounded` policy that forgets its bound
 // (attempts_max 0, so it never gives up), which the property must catch.
 void TerminatingPoliciesNeverHangBody(bool mutant) {
+  props::CountCase();
   Scenario scenario = GenSimScenario();
   const auto policy = mutant ? Resample::bounded
                              : *rc::gen::element(Resample::global, Resample::next_valid_in_group,
@@ -126,6 +130,7 @@ TEST(SimPropsMutants, ForgetfulBoundedPolicyIsCaught) {
 // Determinism: the same scenario gives the same event trace twice; another jitter stream (run
 // seed) moves times but never what is sampled, where the job stops, or who is blamed.
 RC_GTEST_PROP(SimProps, SameSeedSameTraceAndJitterNeverChangesTheSamples, ()) {
+  props::CountCase();
   const Scenario scenario = GenSimScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
@@ -160,6 +165,7 @@ RC_GTEST_PROP(SimProps, SameSeedSameTraceAndJitterNeverChangesTheSamples, ()) {
 // Metamorphic: giving one frame of every livelock pool a GT box removes every sampler livelock
 // (the job completes); renaming every scene changes nothing about the run.
 RC_GTEST_PROP(SimProps, FillingEveryEmptyPoolRemovesTheLivelock, ()) {
+  props::CountCase();
   Scenario scenario = GenSimScenario();
   scenario.mutable_resample()->set_policy(
       *rc::gen::element(Resample::in_group, Resample::in_subdataset));
@@ -207,6 +213,7 @@ namespace {
 // fault of that rank or by the sampler livelock `check` predicts, and whose cause is one the
 // plant (or the sampler) implies. Never an unexplained hang, never a healthy rank blamed.
 RC_GTEST_PROP(SimProps, EveryStopIsExplainedByWhatWasPlanted, ()) {
+  props::CountCase();
   Scenario scenario = GenSimScenario();
   const uint32_t world = scenario.job().world_size();
   const uint32_t workers = std::max<uint32_t>(1, scenario.job().workers_per_gpu());
