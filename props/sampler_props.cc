@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "model/dataset.h"
 #include "model/error.h"
@@ -76,9 +77,16 @@ RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
   }
 }
 
+// Mutants of the infinite sampler the next property must catch.
+enum class SamplerMutant {
+  kNone,
+  kOffByOneRank,  // rank r builds its slots as rank r + 1 would (a global slot off by B)
+  kSwappedSlots,  // slots 0 and 1 of every batch trade their draws
+};
+
 // The infinite sampler: every slot plays each group it takes completely and in ascending
 // order, and global slots partition the group stream (slot s takes positions s mod W*B).
-RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
+void SlotsPlayWholeGroupsInOrderBody(SamplerMutant mutant) {
   props::CountCase();
   const Scenario scenario = *GenScenario();
   const auto dataset = TryBuild(scenario);
@@ -88,9 +96,13 @@ RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
   const uint32_t world = scenario.job().world_size();
   auto stream = std::make_shared<GroupStream>(dataset->groups_num(), scenario.job().seed());
   for (uint32_t rank = 0; rank < world; ++rank) {
-    auto sampler = MakeRankSampler(scenario, *dataset, rank);
+    const uint32_t built_as = mutant == SamplerMutant::kOffByOneRank ? (rank + 1) % world : rank;
+    auto sampler = MakeRankSampler(scenario, *dataset, built_as);
     std::vector<SlotDraw> draws(batch * 80);
     sampler->NextBatches(draws);
+    if (mutant == SamplerMutant::kSwappedSlots && batch >= 2) {
+      for (size_t i = 0; i + 1 < draws.size(); i += batch) std::swap(draws[i], draws[i + 1]);
+    }
     for (uint32_t b = 0; b < batch; ++b) {
       uint64_t taken = 0;
       size_t i = b;
@@ -106,6 +118,20 @@ RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
       }
     }
   }
+}
+
+RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
+  SlotsPlayWholeGroupsInOrderBody(SamplerMutant::kNone);
+}
+
+// The property bites: a sampler with an off-by-one slot, or with two slots swapped, is caught.
+TEST(SamplerPropsMutants, OffByOneRankIsCaught) {
+  EXPECT_FALSE(rc::check("an off-by-one global slot must fail the property",
+                         [] { SlotsPlayWholeGroupsInOrderBody(SamplerMutant::kOffByOneRank); }));
+}
+TEST(SamplerPropsMutants, SwappedSlotsAreCaught) {
+  EXPECT_FALSE(rc::check("swapped slots must fail the property",
+                         [] { SlotsPlayWholeGroupsInOrderBody(SamplerMutant::kSwappedSlots); }));
 }
 
 // Epoch samplers give every rank the same number of samples and cover the dataset per epoch.
