@@ -20,6 +20,7 @@
 #include "model/sampler.h"
 #include "model/scenario_defaults.h"
 #include "sim/engine.h"
+#include "sim/rendezvous.h"
 
 namespace petrsim::sim {
 
@@ -142,62 +143,7 @@ struct PlanStep {
   uint64_t numel_out = 0;
 };
 
-// One open collective instance of a process group: who arrived, with what, and who to wake.
-struct Instance {
-  uint64_t seq = 0;  // 0: free
-  const PlanStep* first_step = nullptr;
-  uint32_t first_rank = 0;
-  uint64_t first_iteration = 0;
-  int64_t first_arrival_ns = 0;
-  uint32_t arrived = 0;
-  bool complete = false;  // every rank arrived; its blocked ranks return at the done event
-  int64_t last_arrival_ns = 0;
-  std::vector<uint32_t> waiters;  // every rank that arrived (blocking or not); capacity reused
-};
-
-// Open instances of one process group, indexed by seq in a power-of-two ring that grows when a
-// rank runs further ahead than it holds.
-class GroupRing {
- public:
-  GroupRing() : slots_(16) {}
-
-  Instance* Find(uint64_t seq) {
-    Instance& slot = slots_[seq & (slots_.size() - 1)];
-    return slot.seq == seq ? &slot : nullptr;
-  }
-
-  Instance& Open(uint64_t seq) {
-    while (slots_[seq & (slots_.size() - 1)].seq != 0) Grow();
-    Instance& slot = slots_[seq & (slots_.size() - 1)];
-    slot.seq = seq;
-    slot.arrived = 0;
-    slot.complete = false;
-    slot.waiters.clear();
-    return slot;
-  }
-
-  void Close(Instance& instance) { instance.seq = 0; }
-
-  // The incomplete instance with the lowest seq, or null.
-  const Instance* Oldest() const {
-    const Instance* best = nullptr;
-    for (const auto& slot : slots_) {
-      if (slot.seq != 0 && !slot.complete && (best == nullptr || slot.seq < best->seq)) best = &slot;
-    }
-    return best;
-  }
-
- private:
-  void Grow() {
-    std::vector<Instance> bigger(slots_.size() * 2);
-    for (auto& slot : slots_) {
-      if (slot.seq != 0) bigger[slot.seq & (bigger.size() - 1)] = std::move(slot);
-    }
-    slots_ = std::move(bigger);
-  }
-
-  std::vector<Instance> slots_;
-};
+using Instance = Rendezvous<PlanStep>::Instance;
 
 struct OutstandingWork {
   uint32_t group = 0;
@@ -302,7 +248,8 @@ class JobSim {
         loader_(MakeDataLoaderShape(scenario, dataset)),
         world_(scenario.job().world_size()),
         batch_size_(scenario.job().samples_per_gpu()),
-        engine_(4 * world_ + 64) {}
+        engine_(4 * world_ + 64),
+        rendezvous_(world_) {}
 
   SimResult Run();
 
@@ -357,7 +304,7 @@ class JobSim {
   Engine engine_;
 
   std::vector<std::string> group_names_;
-  std::vector<GroupRing> groups_;
+  Rendezvous<PlanStep> rendezvous_;
   std::vector<PlanStep> startup_steps_;
   std::vector<PlanStep> iteration_steps_;
   std::vector<PlanStep> periodic_steps_;
@@ -397,7 +344,7 @@ uint32_t JobSim::GroupId(const std::string& name) {
     if (group_names_[i] == name) return i;
   }
   group_names_.push_back(name);
-  groups_.emplace_back();
+  rendezvous_.AddGroup();
   return static_cast<uint32_t>(group_names_.size() - 1);
 }
 
@@ -781,10 +728,7 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   if (rank.phase == Phase::kDead) return;
   const int64_t now = engine_.now_ns();
   // Collectives it joined but that had not completed never complete now: its process is gone.
-  auto withdraw = [&](uint32_t group, uint64_t seq) {
-    Instance* instance = groups_[group].Find(seq);
-    if (instance != nullptr && !instance->complete) --instance->arrived;
-  };
+  auto withdraw = [&](uint32_t group, uint64_t seq) { rendezvous_.Withdraw(group, seq); };
   if (rank.phase == Phase::kBlocked && rank.blocked_complete_ns < 0) {
     withdraw(rank.blocked_group, rank.blocked_seq);
   }
@@ -815,47 +759,35 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   const int64_t now = engine_.now_ns();
   const uint64_t seq = rank.next_seq[step.group]++;
   ++rank.stats.collectives;
-  GroupRing& ring = groups_[step.group];
-  Instance* instance = ring.Find(seq);
-  if (instance == nullptr) {
-    instance = &ring.Open(seq);
-    instance->first_step = &step;
-    instance->first_rank = rank.rank;
-    instance->first_iteration = iteration;
-    instance->first_arrival_ns = now;
-  } else {
-    const Collective& a = *instance->first_step->collective;
-    const Collective& b = *step.collective;
-    if (instance->first_step != &step &&
-        (a.op() != b.op() || a.dtype() != b.dtype() ||
-         instance->first_step->numel_in != step.numel_in)) {
-      Desync desync;
-      desync.process_group = group_names_[step.group];
-      desync.seq = seq;
-      desync.first_rank = instance->first_rank;
-      desync.first = Ref(*instance->first_step, step.group, seq, instance->first_iteration);
-      desync.other_rank = rank.rank;
-      desync.other = Ref(step, step.group, seq, iteration);
-      desync.at_ns = now;
-      desync_ = desync;
-      if (tracing_) {
-        TraceRecord record;
-        record.kind = TraceKind::kDesync;
-        record.rank = rank.rank;
-        record.start_ns = record.end_ns = now;
-        record.iteration = iteration;
-        record.process_group = group_names_[step.group];
-        record.seq = seq;
-        record.text = "collective mismatch";
-        Trace(record);
-      }
-      stop_ = true;
-      return false;
+  const CollectiveSignature signature{step.collective->op(), step.collective->dtype(),
+                                      step.numel_in};
+  const auto arrival =
+      rendezvous_.Arrive(step.group, seq, rank.rank, signature, &step, iteration, now);
+  Instance* instance = arrival.instance;
+  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kMismatch) {
+    Desync desync;
+    desync.process_group = group_names_[step.group];
+    desync.seq = seq;
+    desync.first_rank = instance->first_rank;
+    desync.first = Ref(*instance->first, step.group, seq, instance->first_iteration);
+    desync.other_rank = rank.rank;
+    desync.other = Ref(step, step.group, seq, iteration);
+    desync.at_ns = now;
+    desync_ = desync;
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kDesync;
+      record.rank = rank.rank;
+      record.start_ns = record.end_ns = now;
+      record.iteration = iteration;
+      record.process_group = group_names_[step.group];
+      record.seq = seq;
+      record.text = "collective mismatch";
+      Trace(record);
     }
+    stop_ = true;
+    return false;
   }
-  ++instance->arrived;
-  instance->last_arrival_ns = now;
-  instance->waiters.push_back(rank.rank);
   const bool blocking = step.collective->blocking();
   if (blocking) {
     rank.phase = Phase::kBlocked;
@@ -870,7 +802,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
     rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, &step, iteration});
     ++rank.outstanding_open;
   }
-  if (instance->arrived == world_) {
+  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kCompleted) {
     Complete(step.group, *instance);
   } else if (watchdog_armed_ns_ < 0) {
     // The watchdog watches every work, blocking or not, from its issue. An armed watchdog
@@ -886,8 +818,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
 // through one event, which wakes them in arrival order (as one wake event per rank, scheduled
 // back to back, would: nothing else can run between them).
 void JobSim::Complete(uint32_t group, Instance& instance) {
-  const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first_step->duration_ns);
-  instance.complete = true;
+  const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first->duration_ns);
   bool blocked = false;
   for (const uint32_t r : instance.waiters) {
     RankState& rank = ranks_[r];
@@ -915,16 +846,16 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
   if (blocked && !options_.wake_each_rank) {
     engine_.Schedule(done, kCollectiveDone, group, instance.seq);
   } else {
-    groups_[group].Close(instance);
+    rendezvous_.Close(group, instance.seq);
   }
 }
 
 void JobSim::OnCollectiveDone(uint32_t group, uint64_t seq) {
-  Instance* instance = groups_[group].Find(seq);
+  Instance* instance = rendezvous_.Find(group, seq);
   PETRSIM_ASSERT(instance != nullptr);
   // Waking a rank may open instances of this group (and grow its ring): work from a copy.
   wake_scratch_.assign(instance->waiters.begin(), instance->waiters.end());
-  groups_[group].Close(*instance);
+  rendezvous_.Close(group, seq);
   for (const uint32_t r : wake_scratch_) {
     RankState& rank = ranks_[r];
     if (rank.phase == Phase::kBlocked && rank.blocked_group == group && rank.blocked_seq == seq) {
@@ -1489,19 +1420,11 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
 
   if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
     // The collective the waiting ranks block in: the incomplete instance opened first.
-    const Instance* oldest = nullptr;
     uint32_t oldest_group = 0;
-    for (uint32_t g = 0; g < groups_.size(); ++g) {
-      const Instance* instance = groups_[g].Oldest();
-      if (instance != nullptr &&
-          (oldest == nullptr || instance->first_arrival_ns < oldest->first_arrival_ns)) {
-        oldest = instance;
-        oldest_group = g;
-      }
-    }
+    const Instance* oldest = rendezvous_.OldestIncomplete(&oldest_group);
     if (oldest != nullptr) {
       result.collective =
-          Ref(*oldest->first_step, oldest_group, oldest->seq, oldest->first_iteration);
+          Ref(*oldest->first, oldest_group, oldest->seq, oldest->first_iteration);
       for (const RankState& rank : ranks_) {
         if (rank.next_seq[oldest_group] > oldest->seq && rank.phase != Phase::kDead) {
           result.waiting_ranks.push_back(rank.rank);
