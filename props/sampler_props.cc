@@ -5,6 +5,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -75,6 +76,47 @@ RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
     RC_ASSERT(report.first_hit->slot == first->slot);
     RC_ASSERT(report.first_hit->worker == first->worker);
   }
+}
+
+// Proven termination bounds the work: when `check` proves that every getitem ends, no getitem
+// of any rank needs more loads than a bound from its pool. The policies draw uniformly from a
+// pool of n frames of which v have GT (or step to the next valid frame, a pool of one), so the
+// number of resamples is geometric with p = v / n and exceeds k with probability (1 - p)^k;
+// k = ln(1e-12) / ln(1 - p) makes a false failure rarer than 1e-12 per getitem (below 1e-6
+// for a default run of the suite). `bounded` never exceeds its attempts_max.
+RC_GTEST_PROP(CheckProps, ProvenTerminationBoundsTheAttempts, ()) {
+  props::CountCase();
+  Scenario scenario = *GenScenario();
+  if (*rc::gen::weightedElement<bool>({{1, true}, {4, false}})) {
+    scenario.mutable_resample()->set_policy(Resample::bounded);
+    scenario.mutable_filters()->set_filter_empty_gt(true);
+    scenario.mutable_resample()->set_attempts_max(*rc::gen::inRange<uint32_t>(1, 8));
+  }
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  RC_PRE(InfiniteSamplerAssertionHolds(scenario, *dataset));
+  const CheckReport report = RunPreflight(scenario, *dataset);
+  RC_PRE(report.terminates);
+  const auto policy = MakeResamplePolicy(scenario, *dataset);
+  uint64_t resampled = 0;
+  GenerateSampleStream(scenario, *dataset, {}, [&](const SampleRow& row) {
+    if (row.index < 0 || row.attempts == 0) return;
+    if (policy->attempts_max() != 0) {
+      RC_ASSERT(row.attempts <= policy->attempts_max());
+      return;
+    }
+    RC_ASSERT(row.status != SampleStatus::kLivelock);
+    if (row.attempts == 1) return;
+    ++resampled;
+    const IndexRange pool = policy->Candidates(row.index);
+    const double n = static_cast<double>(pool.size());
+    const double v = static_cast<double>(dataset->accepted_in(pool.begin, pool.end));
+    RC_ASSERT(v > 0);
+    const double p = v / n;
+    const double resamples_max = p >= 1.0 ? 1.0 : std::ceil(std::log(1e-12) / std::log1p(-p));
+    RC_ASSERT(static_cast<double>(row.attempts - 1) <= resamples_max);
+  });
+  RC_TAG(Resample::Policy_Name(scenario.resample().policy()), resampled > 0 ? "resampled" : "none");
 }
 
 // Mutants of the infinite sampler the next property must catch.
