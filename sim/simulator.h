@@ -119,6 +119,7 @@ struct SimResult {
   std::optional<CollectiveRef> collective;  // the collective the waiting ranks block in
   int64_t blocked_at_ns = -1;             // when the last waiting rank blocked
   int64_t first_watchdog_ns = -1;
+  // A sampler livelock: the spinning getitem of the batch the stuck rank waits for.
   std::optional<StuckWorker> stuck;
   std::optional<Desync> desync;
   std::vector<std::string> nccl_log;  // the lines the ranks' backends print, by time then rank
