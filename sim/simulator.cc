@@ -200,12 +200,9 @@ struct RankState {
   bool local_batch_has_gt = true;
   std::vector<uint64_t> next_seq;  // per process group: the seq its next collective gets
   // The blocking collective it waits in.
-  uint32_t blocked_group = 0;
-  uint64_t blocked_seq = 0;
-  const PlanStep* blocked_step = nullptr;
-  uint64_t blocked_iteration = 0;
-  int64_t blocked_issue_ns = 0;
-  int64_t blocked_complete_ns = -1;  // set when the instance completes before the rank wakes
+  // The blocking collective it waits in (phase kBlocked); complete_ns is set when the instance
+  // completes, before the rank wakes.
+  OutstandingWork blocked;
   std::vector<OutstandingWork> outstanding;
   uint32_t outstanding_open = 0;
   // The data loader.
@@ -290,6 +287,24 @@ class JobSim {
   std::string WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }
+  // A collective's slice from its issue to end_ns; non-blocking ones on the async track.
+  void TraceCollective(uint32_t rank, const OutstandingWork& work, int64_t end_ns, bool completed) {
+    const Collective& collective = *work.step->collective;
+    TraceRecord record;
+    record.kind = TraceKind::kCollective;
+    record.rank = rank;
+    record.worker = collective.blocking() ? kMainProcess : kAsyncCollectives;
+    record.start_ns = work.issue_ns;
+    record.end_ns = end_ns;
+    record.iteration = work.iteration;
+    record.process_group = group_names_[work.group];
+    record.seq = work.seq;
+    record.op = collective.op();
+    record.numel = work.step->numel_in;
+    record.completed = completed;
+    record.text = collective.name();
+    Trace(record);
+  }
 
   const Scenario& scenario_;
   const Dataset& dataset_;
@@ -318,6 +333,7 @@ class JobSim {
   int64_t poll_ns_ = 0;
   bool nccl_ = true;
   uint32_t pipeline_draws_ = 0;
+  uint64_t job_iterations_ = 0;
   std::vector<RankState> ranks_;
   std::vector<uint32_t> wake_scratch_;
   std::vector<std::pair<uint64_t, int64_t>> stragglers_;  // per rank: iteration, delay (kNone)
@@ -420,7 +436,8 @@ void JobSim::Setup() {
   const std::vector<uint64_t> epoch_batches = BatchesPerEpochByRank(scenario_, dataset_);
   const uint64_t natural = loader_.batches_per_epoch != 0 ? loader_.batches_per_epoch
                                                           : IterationsPerEpoch(scenario_, dataset_);
-  const uint64_t job_iterations = JobIterations(scenario_, dataset_);
+  job_iterations_ = JobIterations(scenario_, dataset_);
+  const uint64_t job_iterations = job_iterations_;
   const uint64_t epochs = job.has_epochs() ? job.epochs() : 1;
   stragglers_.assign(world_, {kNone, 0});
   ranks_.resize(world_);
@@ -729,8 +746,8 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   const int64_t now = engine_.now_ns();
   // Collectives it joined but that had not completed never complete now: its process is gone.
   auto withdraw = [&](uint32_t group, uint64_t seq) { rendezvous_.Withdraw(group, seq); };
-  if (rank.phase == Phase::kBlocked && rank.blocked_complete_ns < 0) {
-    withdraw(rank.blocked_group, rank.blocked_seq);
+  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0) {
+    withdraw(rank.blocked.group, rank.blocked.seq);
   }
   for (const auto& work : rank.outstanding) {
     if (work.complete_ns < 0) withdraw(work.group, work.seq);
@@ -792,12 +809,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   if (blocking) {
     rank.phase = Phase::kBlocked;
     rank.phase_since_ns = now;
-    rank.blocked_group = step.group;
-    rank.blocked_seq = seq;
-    rank.blocked_step = &step;
-    rank.blocked_iteration = iteration;
-    rank.blocked_issue_ns = now;
-    rank.blocked_complete_ns = -1;
+    rank.blocked = OutstandingWork{step.group, seq, now, -1, &step, iteration};
   } else {
     rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, &step, iteration});
     ++rank.outstanding_open;
@@ -823,9 +835,9 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
   for (const uint32_t r : instance.waiters) {
     RankState& rank = ranks_[r];
     if (rank.phase == Phase::kDead) continue;
-    if (rank.phase == Phase::kBlocked && rank.blocked_group == group &&
-        rank.blocked_seq == instance.seq) {
-      rank.blocked_complete_ns = done;
+    if (rank.phase == Phase::kBlocked && rank.blocked.group == group &&
+        rank.blocked.seq == instance.seq) {
+      rank.blocked.complete_ns = done;
       blocked = true;
       if (options_.wake_each_rank) engine_.Schedule(done, kRankWake, r, 0);
       continue;
@@ -858,7 +870,7 @@ void JobSim::OnCollectiveDone(uint32_t group, uint64_t seq) {
   rendezvous_.Close(group, seq);
   for (const uint32_t r : wake_scratch_) {
     RankState& rank = ranks_[r];
-    if (rank.phase == Phase::kBlocked && rank.blocked_group == group && rank.blocked_seq == seq) {
+    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == seq) {
       Advance(rank);
     }
   }
@@ -893,22 +905,9 @@ void JobSim::Advance(RankState& rank) {
   }
   const int64_t now = engine_.now_ns();
   if (rank.phase == Phase::kBlocked) {
-    if (rank.blocked_complete_ns < 0 || rank.blocked_complete_ns > now) return;
+    if (rank.blocked.complete_ns < 0 || rank.blocked.complete_ns > now) return;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
-    if (tracing_) {
-      TraceRecord record;
-      record.kind = TraceKind::kCollective;
-      record.rank = rank.rank;
-      record.start_ns = rank.blocked_issue_ns;
-      record.end_ns = now;
-      record.iteration = rank.blocked_iteration;
-      record.process_group = group_names_[rank.blocked_group];
-      record.seq = rank.blocked_seq;
-      record.op = rank.blocked_step->collective->op();
-      record.numel = rank.blocked_step->numel_in;
-      record.text = rank.blocked_step->collective->name();
-      Trace(record);
-    }
+    if (tracing_) TraceCollective(rank.rank, rank.blocked, now, /*completed=*/true);
     rank.phase = Phase::kRunning;
     ++rank.step;
     rank.compute_spent = false;
@@ -1010,21 +1009,9 @@ void JobSim::Advance(RankState& rank) {
           if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
           return;
         }
-        for (const auto& work : rank.outstanding) {
-          if (tracing_) {
-            TraceRecord record;
-            record.kind = TraceKind::kCollective;
-            record.rank = rank.rank;
-            record.worker = kAsyncCollectives;
-            record.start_ns = work.issue_ns;
-            record.end_ns = work.complete_ns;
-            record.iteration = work.iteration;
-            record.process_group = group_names_[work.group];
-            record.seq = work.seq;
-            record.op = work.step->collective->op();
-            record.numel = work.step->numel_in;
-            record.text = work.step->collective->name();
-            Trace(record);
+        if (tracing_) {
+          for (const auto& work : rank.outstanding) {
+            TraceCollective(rank.rank, work, work.complete_ns, /*completed=*/true);
           }
         }
         rank.outstanding.clear();
@@ -1117,12 +1104,11 @@ int64_t JobSim::OldestIncompleteIssue(const RankState& rank, OutstandingWork* wo
       break;
     }
   }
-  if (rank.phase == Phase::kBlocked && rank.blocked_complete_ns < 0 &&
-      (oldest < 0 || rank.blocked_issue_ns < oldest)) {
-    oldest = rank.blocked_issue_ns;
+  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0 &&
+      (oldest < 0 || rank.blocked.issue_ns < oldest)) {
+    oldest = rank.blocked.issue_ns;
     if (work != nullptr) {
-      *work = OutstandingWork{rank.blocked_group, rank.blocked_seq, rank.blocked_issue_ns, -1,
-                              rank.blocked_step, rank.blocked_iteration};
+      *work = rank.blocked;
     }
   }
   return oldest;
@@ -1256,7 +1242,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   result.end_ns = end;
   result.events = engine_.processed();
   result.trace_hash = engine_.trace_hash();
-  result.job_iterations = JobIterations(scenario_, dataset_);
+  result.job_iterations = job_iterations_;
   result.first_watchdog_ns = first_watchdog_ns_;
   uint64_t completed = kNone;
   for (const RankState& rank : ranks_) completed = std::min(completed, rank.stats.iterations_completed);
@@ -1289,22 +1275,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         lines.push_back(Line{fire, rank.rank, WatchdogLine(rank.rank, work, fire)});
       }
       // The slice of the collective that never completed.
-      if (tracing_) {
-        TraceRecord record;
-        record.kind = TraceKind::kCollective;
-        record.rank = rank.rank;
-        record.start_ns = issue;
-        record.end_ns = std::max(end, issue);
-        record.iteration = work.iteration;
-        record.process_group = group_names_[work.group];
-        record.seq = work.seq;
-        record.op = work.step->collective->op();
-        record.numel = work.step->numel_in;
-        record.completed = false;
-        if (!work.step->collective->blocking()) record.worker = kAsyncCollectives;
-        record.text = work.step->collective->name();
-        Trace(record);
-      }
+      if (tracing_) TraceCollective(rank.rank, work, std::max(end, issue), /*completed=*/false);
     }
     switch (rank.phase) {
       case Phase::kDone:
@@ -1319,9 +1290,9 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         break;
       case Phase::kBlocked:
         stats.state = fmt::format(
-            "in collective {} seq {} ({}){}", group_names_[rank.blocked_group], rank.blocked_seq,
-            rank.blocked_step->collective->name(),
-            rank.blocked_complete_ns >= 0 ? ", complete, returning" : "");
+            "in collective {} seq {} ({}){}", group_names_[rank.blocked.group], rank.blocked.seq,
+            rank.blocked.step->collective->name(),
+            rank.blocked.complete_ns >= 0 ? ", complete, returning" : "");
         stats.collective_wait_ns += end - rank.phase_since_ns;
         break;
       case Phase::kWaitOutstanding:
