@@ -113,10 +113,15 @@ class Rendezvous {
 
   // The incomplete instance that opened first, over every group, and its group; or null.
   const Instance* OldestIncomplete(uint32_t* group_out) const {
+    return OldestIncomplete(group_out, [](uint32_t, const Instance&) { return true; });
+  }
+  // The same among the incomplete instances `accept(group, instance)` is true for.
+  template <class Accept>
+  const Instance* OldestIncomplete(uint32_t* group_out, Accept&& accept) const {
     const Instance* oldest = nullptr;
     for (uint32_t g = 0; g < groups_.size(); ++g) {
       for (const Instance& slot : groups_[g].slots()) {
-        if (slot.seq == 0 || slot.complete) continue;
+        if (slot.seq == 0 || slot.complete || !accept(g, slot)) continue;
         if (oldest == nullptr || slot.first_arrival_ns < oldest->first_arrival_ns ||
             (slot.first_arrival_ns == oldest->first_arrival_ns && slot.seq < oldest->seq)) {
           oldest = &slot;

@@ -1391,8 +1391,24 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
 
   if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
     // The collective the waiting ranks block in: the incomplete instance opened first.
+    // When ranks skipped conditional collectives, the waits can form a cycle across groups
+    // (a rank that skipped one on default_pg waits in a later collective on another group that
+    // the others have not reached): the collective to report is the oldest one a skipping rank
+    // is missing from, so the diagnosis names the rank that skipped, not the one it blocks.
     uint32_t oldest_group = 0;
-    const Instance* oldest = rendezvous_.OldestIncomplete(&oldest_group);
+    const Instance* oldest = nullptr;
+    if (skipped > 0) {
+      oldest = rendezvous_.OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
+        for (const RankState& rank : ranks_) {
+          if (rank.stats.collectives_skipped > 0 && rank.phase != Phase::kDead &&
+              rank.next_seq[g] <= instance.seq) {
+            return true;
+          }
+        }
+        return false;
+      });
+    }
+    if (oldest == nullptr) oldest = rendezvous_.OldestIncomplete(&oldest_group);
     if (oldest != nullptr) {
       result.collective =
           Ref(*oldest->first, oldest_group, oldest->seq, oldest->first_iteration);
