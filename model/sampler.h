@@ -25,6 +25,7 @@ namespace petrsim {
 struct SlotDraw {
   int64_t index = -1;
   int64_t group = -1;
+  bool operator==(const SlotDraw&) const = default;
 };
 
 class RankSampler {

@@ -25,6 +25,10 @@ const bool kCaseRateRegistered = props::RegisterCaseRate();
 
 struct Tag {};  // the rendezvous stores only a pointer to the caller's description
 
+// The mutant: a Comm that does not compare signatures (every rank's arrival is passed on with
+// the usual signature, as if op, dtype and size were never checked). The property must fail.
+bool g_ignore_signatures = false;
+
 struct ModelInstance {
   CollectiveSignature signature;
   std::set<uint32_t> live;  // ranks that arrived and did not die before completion
@@ -102,7 +106,8 @@ struct Arrive : Command {
     const bool mismatch = Mismatches(m);
     const auto it = m.instances.find({group, seq});
     const size_t live_after = (it == m.instances.end() ? 0 : it->second.live.size()) + 1;
-    const auto arrival = system.rendezvous.Arrive(group, seq, rank, Signature(m), &system.tag,
+    const CollectiveSignature signature = g_ignore_signatures ? Usual(group, seq) : Signature(m);
+    const auto arrival = system.rendezvous.Arrive(group, seq, rank, signature, &system.tag,
                                                   /*iteration=*/0, m.now + 1);
     using Outcome = Rendezvous<Tag>::Outcome;
     if (mismatch) {
@@ -200,7 +205,7 @@ struct CheckOldest : Command {
   void show(std::ostream& os) const override { os << "CheckOldest"; }
 };
 
-RC_GTEST_PROP(RendezvousProps, BehavesLikeTheModel, ()) {
+void BehavesLikeTheModelBody() {
   props::CountCase();
   Model model;
   model.world = *rc::gen::inRange<uint32_t>(1, 5);
@@ -210,6 +215,16 @@ RC_GTEST_PROP(RendezvousProps, BehavesLikeTheModel, ()) {
   System system(model.world, model.groups);
   rc::state::check(model, system,
                    rc::state::gen::execOneOfWithArgs<Arrive, Die, Close, CheckOldest>());
+}
+
+RC_GTEST_PROP(RendezvousProps, BehavesLikeTheModel, ()) { BehavesLikeTheModelBody(); }
+
+TEST(RendezvousPropsMutants, CommThatIgnoresSignaturesIsCaught) {
+  g_ignore_signatures = true;
+  const bool passed = rc::check("a Comm that never compares signatures must fail the model",
+                                [] { BehavesLikeTheModelBody(); });
+  g_ignore_signatures = false;
+  EXPECT_FALSE(passed);
 }
 
 }  // namespace
