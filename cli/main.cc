@@ -9,8 +9,9 @@
 #include <iostream>
 
 #include "cli/check_command.h"
+#include "cli/diagnose_command.h"
 #include "cli/perfetto_writer.h"
-#include "cli/trace_writer.h"
+#include "replay/trace_io.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "cli/sweep_command.h"
@@ -237,6 +238,17 @@ int main(int argc, char** argv) {
   merge->add_flag("--csv", merge_csv, "print CSV, one line per combination");
   merge->add_flag("--runs", merge_runs, "with --json: list every run's record");
 
+  petrsim::DiagnoseFlags diagnose_flags;
+  auto* diagnose = app.add_subcommand(
+      "diagnose",
+      "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace) "
+      "or PyTorch Flight Recorder dumps (pickle or JSON). Names, per process group, the first "
+      "collective not every member joined and the missing ranks, desyncs, wait-for cycles and "
+      "the cause on the missing rank. Exit 0 nothing stuck, 1 stuck or desync, 2 bad input.");
+  diagnose->add_option("paths", diagnose_flags.paths, "a directory of per-rank files, or the files")
+      ->required();
+  diagnose->add_flag("--json", diagnose_flags.json, "print a JSON object");
+
   std::string bare_scenario;
   RunFlags run_flags;
   app.add_option("scenario", bare_scenario,
@@ -272,6 +284,7 @@ int main(int argc, char** argv) {
     if (merge->parsed()) {
       return petrsim::RunMerge(merge_paths, Format(merge_json, merge_csv), merge_runs, stdout);
     }
+    if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||
         !run_flags.perfetto.empty() || !run_flags.trace_dir.empty()) {

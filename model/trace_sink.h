@@ -46,6 +46,7 @@ struct TraceRecord {
   uint64_t seq = 0;
   Collective::Op op = Collective::allreduce;
   uint64_t numel = 0;
+  Collective::Dtype dtype = Collective::float32;
   bool completed = true;  // false: still pending when the run ended
   // Plan step name (kCollective), or the message of an instant.
   std::string_view text;

@@ -301,6 +301,7 @@ class JobSim {
     record.seq = work.seq;
     record.op = collective.op();
     record.numel = work.step->numel_in;
+    record.dtype = collective.dtype();
     record.completed = completed;
     record.text = collective.name();
     Trace(record);

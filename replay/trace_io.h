@@ -104,5 +104,8 @@ struct RankTrace {
 // a truncated or corrupt file, the byte offset and index of the bad message (0: the header);
 // also for a missing header or a format_version this build does not know.
 RankTrace ReadRankTrace(const std::string& path);
+// The same, but a file cut short or corrupt after its header is read up to the bad message:
+// `*partial_error` gets the error (file, byte offset) and the events before it are returned.
+RankTrace ReadRankTrace(const std::string& path, std::string* partial_error);
 
 }  // namespace petrsim

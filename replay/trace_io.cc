@@ -1,5 +1,5 @@
-// Per-rank trace files; see trace_writer.h.
-#include "cli/trace_writer.h"
+// Per-rank trace files; see trace_io.h.
+#include "replay/trace_io.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -52,6 +52,7 @@ void FillTraceEvent(const TraceRecord& record, TraceEvent& event) {
   if (record.seq != 0) event.set_seq(record.seq);
   if (record.op != Collective::allreduce) event.set_op(record.op);
   if (record.numel != 0) event.set_numel(record.numel);
+  if (record.dtype != Collective::float32) event.set_dtype(record.dtype);
   if (!record.completed) event.set_completed(false);
   if (!record.text.empty()) event.set_text(record.text.data(), record.text.size());
 }
@@ -97,6 +98,7 @@ TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank) {
   record.seq = event.seq();
   record.op = event.op();
   record.numel = event.numel();
+  record.dtype = event.dtype();
   record.completed = event.completed();
   record.text = event.text();
   return record;
@@ -269,7 +271,9 @@ void TraceDirectoryWriter::Finish() {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-RankTrace ReadRankTrace(const std::string& path) {
+RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nullptr); }
+
+RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct Closer {
@@ -286,6 +290,7 @@ RankTrace ReadRankTrace(const std::string& path) {
   google::protobuf::io::FileInputStream input(fd);
   uint64_t index = 0;
   for (;; ++index) {
+   try {
     const int64_t offset = input.ByteCount();
     const auto where = [&] {
       return fmt::format("{}: message {} ({}) at byte {}", path, index,
@@ -325,6 +330,13 @@ RankTrace ReadRankTrace(const std::string& path) {
       throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
     }
     coded.PopLimit(limit);
+   } catch (const ScenarioError& error) {
+    // After a good header, a cut or corrupt event ends the reading: keep what came before.
+    if (partial_error == nullptr || index == 0) throw;
+    if (trace.events.size() >= index) trace.events.resize(index - 1);
+    *partial_error = error.what();
+    break;
+   }
   }
   if (index == 0) {
     throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));

@@ -1,0 +1,22 @@
+// `petrsim diagnose PATH...`: the post-mortem of a job from its per-rank recordings (petrsim
+// traces or PyTorch Flight Recorder dumps); see replay/diagnose.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace petrsim {
+
+struct DiagnoseFlags {
+  std::vector<std::string> paths;
+  bool json = false;
+  std::string scenario_path;  // --scenario: the job's scenario, to map and cross-check
+  std::vector<std::string> sets;
+};
+
+// Prints the diagnosis; returns 0 when every recorded collective was joined everywhere and
+// nothing mismatched, 1 when something is stuck or desynchronised. Throws ScenarioError on
+// bad input (exit 2).
+int RunDiagnose(const DiagnoseFlags& flags);
+
+}  // namespace petrsim

@@ -1,0 +1,575 @@
+// `petrsim diagnose`; see diagnose.h.
+#include "replay/diagnose.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/trace.pb.h"
+#include "replay/flight_recorder.h"
+#include "replay/trace_io.h"
+#include "sim/simulator.h"
+
+namespace petrsim {
+namespace {
+
+bool IsPetrsimTrace(const std::string& path) {
+  return path.size() > 8 && path.compare(path.size() - 8, 8, ".pbtrace") == 0;
+}
+
+std::string Shape(const std::vector<std::vector<int64_t>>& sizes) {
+  if (sizes.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) out += ", ";
+    for (size_t d = 0; d < sizes[i].size(); ++d) out += (d > 0 ? "x" : "") + std::to_string(sizes[i][d]);
+    if (sizes[i].empty()) out += "scalar";
+  }
+  return out;
+}
+
+// "9, 14" or "0-3, 7".
+std::string RankList(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j > i + 1 ? fmt::format("{}-{}", ranks[i], ranks[j])
+                     : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
+                                  : std::to_string(ranks[i]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, std::map<uint32_t, int64_t>>& pg_ids) {
+  if (dump.rank >= rec.ranks.size()) rec.ranks.resize(dump.rank + 1);
+  RankRecording& rank = rec.ranks[dump.rank];
+  if (rank.present) {
+    throw ScenarioError(fmt::format("{}: a second dump of rank {} (the first is {})", dump.path,
+                                    dump.rank, rank.source));
+  }
+  rank.rank = dump.rank;
+  rank.present = true;
+  rank.source = dump.path;
+  rank.partial = dump.partial;
+  for (const auto& [name, config] : dump.pg_config) {
+    GroupInfo& group = rec.groups[name];
+    if (group.desc.empty()) group.desc = config.desc;
+    if (group.members.empty()) group.members = config.ranks;
+  }
+  std::sort(dump.entries.begin(), dump.entries.end(),
+            [](const FrEntry& a, const FrEntry& b) { return a.record_id < b.record_id; });
+  std::map<std::string, int64_t> own_ids;
+  for (const FrEntry& e : dump.entries) {
+    if (e.is_p2p) continue;  // point-to-point calls are not collectives of a group sequence
+    own_ids[e.pg_name] = e.pg_id;
+    pg_ids[e.pg_name][dump.rank] = e.pg_id;
+    CallRecord call;
+    call.group = e.pg_name;
+    call.seq = e.collective_seq_id;
+    call.op = e.profiling_name;
+    call.input_sizes = e.input_sizes;
+    call.output_sizes = e.output_sizes;
+    call.dtype = e.input_dtypes.empty() ? "" : e.input_dtypes.front();
+    call.time_ns = e.time_created_ns;
+    call.completed = e.state == "completed";
+    GroupInfo& group = rec.groups[e.pg_name];
+    if (group.desc.empty()) group.desc = e.pg_desc;
+    rank.calls.push_back(std::move(call));
+  }
+  // Progress per group from pg_status, through the local pg_id of the group on this rank (from
+  // its own entries; groups it recorded nothing on are resolved once every dump is read).
+  for (const auto& [name, pg_id] : own_ids) {
+    const auto it = dump.pg_status.find(pg_id);
+    if (it == dump.pg_status.end()) continue;
+    rank.progress[name] = GroupProgress{it->second.last_enqueued, it->second.last_completed};
+  }
+  // Kept for the second pass: the status by local id.
+  for (const auto& [pg_id, status] : dump.pg_status) {
+    rank.progress["\x01" + std::to_string(pg_id)] = GroupProgress{status.last_enqueued, status.last_completed};
+  }
+}
+
+void AddPetrsimTrace(Recordings& rec, const std::string& path) {
+  std::string partial;
+  RankTrace trace = ReadRankTrace(path, &partial);
+  const TraceHeader& header = trace.header;
+  if (rec.world_size == 0) {
+    rec.world_size = header.world_size();
+    rec.backend = header.backend();
+    if (header.has_scenario()) rec.scenario = header.scenario();
+  } else if (header.world_size() != rec.world_size) {
+    throw ScenarioError(fmt::format("{}: world_size {} differs from the other files' {}", path,
+                                    header.world_size(), rec.world_size));
+  }
+  if (header.rank() >= header.world_size()) {
+    throw ScenarioError(fmt::format("{}: rank {} is not below world_size {}", path, header.rank(), header.world_size()));
+  }
+  if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
+  RankRecording& rank = rec.ranks[header.rank()];
+  if (rank.present) {
+    throw ScenarioError(fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
+  }
+  rank.rank = header.rank();
+  rank.present = true;
+  rank.source = path;
+  if (!partial.empty()) rank.partial = partial;
+  for (const TraceEvent& event : trace.events) {
+    switch (event.kind()) {
+      case TraceEventKind::collective: {
+        CallRecord call;
+        call.group = event.process_group().empty() ? "default_pg" : event.process_group();
+        call.seq = static_cast<int64_t>(event.seq());
+        call.op = sim::OpTypeName(event.op());
+        call.input_sizes = {{static_cast<int64_t>(event.numel())}};
+        call.dtype = Collective::Dtype_Name(event.dtype());
+        call.time_ns = event.start_ns();
+        call.completed = event.completed();
+        call.iteration = event.iteration();
+        call.step = event.text();
+        rank.calls.push_back(std::move(call));
+        break;
+      }
+      case TraceEventKind::livelock: {
+        SpinRecord spin;
+        spin.worker = event.worker();
+        spin.batch = event.iteration();
+        spin.slot = event.slot();
+        spin.index = event.index();
+        spin.start_ns = event.start_ns();
+        spin.attempts = event.attempts();
+        spin.text = event.text();
+        rank.spins.push_back(spin);
+        break;
+      }
+      case TraceEventKind::rank_died:
+        if (!rank.died) rank.died = event.text();
+        break;
+      default:
+        break;
+    }
+  }
+  // Recorded when slices end; program order is issue order.
+  std::stable_sort(rank.calls.begin(), rank.calls.end(), [](const CallRecord& a, const CallRecord& b) {
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.group == b.group && a.seq < b.seq;
+  });
+  for (const CallRecord& call : rank.calls) {
+    GroupProgress& progress = rank.progress[call.group];
+    progress.last_enqueued = std::max(progress.last_enqueued, call.seq);
+    if (call.completed) progress.last_completed = std::max(progress.last_completed, call.seq);
+  }
+}
+
+std::string ToLower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// Ops whose ranks must all pass the same input shape.
+bool SizesMustMatch(const std::string& op, bool petrsim) {
+  if (petrsim) return true;  // petrsim's signature includes the element count of every op
+  const std::string name = ToLower(op);
+  if (name.find("reduce_scatter") != std::string::npos || name.find("all_to_all") != std::string::npos ||
+      name.find("alltoall") != std::string::npos || name.find("gather") != std::string::npos ||
+      name.find("scatter") != std::string::npos) {
+    return false;
+  }
+  return name.find("all_reduce") != std::string::npos || name.find("allreduce") != std::string::npos ||
+         name.find("broadcast") != std::string::npos || name.find("reduce") != std::string::npos;
+}
+
+std::string DtypeName(const std::string& dtype) { return dtype.empty() ? "-" : dtype; }
+
+}  // namespace
+
+Recordings LoadRecordings(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) {
+      std::vector<std::string> found;
+      for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+        if (!entry.is_regular_file()) continue;
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name[0] == '.' || name.ends_with(".tmp") || name.ends_with(".log") ||
+            name.ends_with(".txt") || name.ends_with(".md")) {
+          continue;
+        }
+        found.push_back(entry.path().string());
+      }
+      if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", path, error.message()));
+      if (found.empty()) throw ScenarioError(fmt::format("{}: the directory holds no trace or dump files", path));
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (std::filesystem::is_regular_file(path, error)) {
+      files.push_back(path);
+    } else {
+      throw ScenarioError(fmt::format("{}: no such file or directory", path));
+    }
+  }
+  Recordings rec;
+  size_t petrsim = 0;
+  for (const std::string& file : files) petrsim += IsPetrsimTrace(file);
+  if (petrsim != 0 && petrsim != files.size()) {
+    throw ScenarioError(fmt::format("{}: petrsim traces (*.pbtrace) and Flight Recorder dumps mixed; "
+                                    "diagnose one job's files of one kind", paths.front()));
+  }
+  if (petrsim > 0) {
+    rec.format = "petrsim";
+    for (const std::string& file : files) AddPetrsimTrace(rec, file);
+    for (const auto& rank : rec.ranks) {
+      for (const CallRecord& call : rank.calls) rec.groups[call.group].desc = call.group;
+    }
+    for (auto& [name, group] : rec.groups) {
+      group.members.clear();
+      for (uint32_t r = 0; r < rec.world_size; ++r) group.members.push_back(r);
+    }
+  } else {
+    rec.format = "flight_recorder";
+    std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
+    for (const std::string& file : files) {
+      if (!LooksLikeFlightRecorderDump(file)) {
+        throw ScenarioError(fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
+                                        "Recorder dump (a pickle or JSON)", file));
+      }
+      AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
+    }
+    uint32_t world = static_cast<uint32_t>(rec.ranks.size());
+    for (const auto& [name, group] : rec.groups) {
+      for (const uint32_t r : group.members) world = std::max(world, r + 1);
+    }
+    rec.world_size = world;
+    rec.ranks.resize(world);
+    // Groups a rank recorded nothing on: its progress through the group's local id, when every
+    // rank that recorded the group agrees on that id (ranks create groups in the same order).
+    for (auto& rank : rec.ranks) {
+      rank.rank = static_cast<uint32_t>(&rank - rec.ranks.data());
+      if (!rank.present) continue;
+      for (const auto& [name, ids] : pg_ids) {
+        if (rank.progress.count(name) > 0) continue;
+        std::set<int64_t> distinct;
+        for (const auto& [r, id] : ids) distinct.insert(id);
+        if (distinct.size() != 1) continue;
+        const auto it = rank.progress.find("\x01" + std::to_string(*distinct.begin()));
+        if (it != rank.progress.end()) rank.progress[name] = it->second;
+      }
+      for (auto it = rank.progress.begin(); it != rank.progress.end();) {
+        it = it->first.starts_with("\x01") ? rank.progress.erase(it) : std::next(it);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < rec.ranks.size(); ++r) rec.ranks[r].rank = r;
+  return rec;
+}
+
+Diagnosis Diagnose(const Recordings& rec) {
+  Diagnosis out;
+  out.format = rec.format;
+  out.world_size = rec.world_size;
+  const bool petrsim = rec.format == "petrsim";
+  for (const RankRecording& rank : rec.ranks) {
+    if (!rank.present) out.ranks_without_file.push_back(rank.rank);
+    if (rank.partial) out.partial.push_back(*rank.partial);
+    out.calls += rank.calls.size();
+  }
+
+  // The collective instances not complete everywhere: (group, seq) -> the calls pending in it.
+  struct Instance {
+    std::string group;
+    int64_t seq = 0;
+    std::vector<std::pair<uint32_t, const CallRecord*>> calls;  // by rank, ascending
+    int64_t time_ns = INT64_MAX;
+  };
+  std::map<std::pair<std::string, int64_t>, size_t> index_of;
+  std::vector<Instance> instances;
+  for (const RankRecording& rank : rec.ranks) {
+    for (const CallRecord& call : rank.calls) {
+      if (call.completed) continue;
+      auto [it, added] = index_of.try_emplace({call.group, call.seq}, instances.size());
+      if (added) instances.push_back(Instance{call.group, call.seq, {}, INT64_MAX});
+      Instance& instance = instances[it->second];
+      instance.calls.emplace_back(rank.rank, &call);
+      instance.time_ns = std::min(instance.time_ns, call.time_ns);
+    }
+  }
+
+  // Whether member `r` joined (group, seq): it enqueued that far, or recorded the call.
+  const auto joined = [&](uint32_t r, const std::string& group, int64_t seq, const Instance& instance) {
+    if (r >= rec.ranks.size() || !rec.ranks[r].present) return false;
+    const auto& progress = rec.ranks[r].progress;
+    const auto it = progress.find(group);
+    if (it != progress.end() && it->second.last_enqueued >= seq) return true;
+    for (const auto& [rank, call] : instance.calls) {
+      if (rank == r) return true;
+    }
+    return false;
+  };
+
+  // Per group: the first instance some member never joined.
+  std::vector<size_t> candidates;
+  std::vector<std::vector<uint32_t>> missing_of;  // per candidate
+  std::map<std::string, std::vector<size_t>> by_group;
+  for (size_t i = 0; i < instances.size(); ++i) by_group[instances[i].group].push_back(i);
+  for (auto& [group, list] : by_group) {
+    std::sort(list.begin(), list.end(), [&](size_t a, size_t b) { return instances[a].seq < instances[b].seq; });
+    const auto info = rec.groups.find(group);
+    if (info == rec.groups.end()) continue;
+    for (const size_t i : list) {
+      std::vector<uint32_t> missing;
+      for (const uint32_t r : info->second.members) {
+        if (!joined(r, group, instances[i].seq, instances[i])) missing.push_back(r);
+      }
+      if (!missing.empty()) {
+        candidates.push_back(i);
+        missing_of.push_back(std::move(missing));
+        break;
+      }
+    }
+  }
+
+  // Happens-before graph over the instances: program order of each rank's pending calls.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph hb(instances.size());
+  std::set<std::pair<size_t, size_t>> edges;
+  for (const RankRecording& rank : rec.ranks) {
+    size_t previous = SIZE_MAX;
+    for (const CallRecord& call : rank.calls) {
+      if (call.completed) continue;
+      const size_t current = index_of.at({call.group, call.seq});
+      if (previous != SIZE_MAX && previous != current && edges.emplace(previous, current).second) {
+        boost::add_edge(previous, current, hb);
+      }
+      previous = current;
+    }
+  }
+  out.graph_vertices = instances.size();
+  out.graph_edges = edges.size();
+  // reach[c][v]: instance v is reachable from candidate c.
+  std::vector<std::vector<bool>> reach(candidates.size());
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    std::vector<boost::default_color_type> colors(instances.size(), boost::white_color);
+    boost::breadth_first_visit(hb, candidates[c],
+                               boost::color_map(boost::make_iterator_property_map(
+                                   colors.begin(), boost::get(boost::vertex_index, hb))));
+    reach[c].resize(instances.size());
+    for (size_t v = 0; v < instances.size(); ++v) reach[c][v] = colors[v] != boost::white_color;
+  }
+  // A candidate is a consequence when, for each of its missing ranks, another candidate the
+  // same rank is missing from happens before it.
+  const auto precedes = [&](size_t a, size_t b) {  // candidate a before candidate b
+    const size_t va = candidates[a], vb = candidates[b];
+    if (!reach[a][vb]) return false;
+    if (reach[b][va]) return instances[va].time_ns < instances[vb].time_ns;  // a cycle: by time
+    return true;
+  };
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const Instance& instance = instances[candidates[c]];
+    StuckCollective stuck;
+    stuck.group = instance.group;
+    const auto info = rec.groups.find(instance.group);
+    stuck.desc = info != rec.groups.end() ? info->second.desc : "";
+    stuck.seq = instance.seq;
+    const CallRecord& first = *instance.calls.front().second;
+    stuck.op = first.op;
+    stuck.sizes = first.input_sizes;
+    stuck.dtype = first.dtype;
+    stuck.missing_ranks = missing_of[c];
+    for (const auto& [rank, call] : instance.calls) stuck.waiting_ranks.push_back(rank);
+    stuck.time_ns = instance.time_ns;
+    stuck.iteration = first.iteration;
+    stuck.step = first.step;
+    bool all_explained = true;
+    for (const uint32_t m : missing_of[c]) {
+      bool explained = false;
+      for (size_t other = 0; other < candidates.size() && !explained; ++other) {
+        if (other == c) continue;
+        const auto& other_missing = missing_of[other];
+        if (std::find(other_missing.begin(), other_missing.end(), m) == other_missing.end()) continue;
+        explained = precedes(other, c);
+      }
+      all_explained &= explained;
+    }
+    stuck.root = !all_explained;
+    out.stuck.push_back(std::move(stuck));
+  }
+  std::stable_sort(out.stuck.begin(), out.stuck.end(), [](const StuckCollective& a, const StuckCollective& b) {
+    if (a.root != b.root) return a.root;
+    return a.time_ns < b.time_ns;
+  });
+
+  // Desync: calls at one (group, seq) that differ in op, dtype or (where they must agree) size.
+  for (const Instance& instance : instances) {
+    if (instance.calls.size() < 2) continue;
+    const auto check = [&](const std::string& field, auto value_of) {
+      std::map<std::string, std::vector<uint32_t>> by_value;
+      for (const auto& [rank, call] : instance.calls) by_value[value_of(*call)].push_back(rank);
+      if (by_value.size() < 2) return false;
+      auto majority = by_value.begin();
+      for (auto it = by_value.begin(); it != by_value.end(); ++it) {
+        if (it->second.size() > majority->second.size() ||
+            (it->second.size() == majority->second.size() && it->second.front() < majority->second.front())) {
+          majority = it;
+        }
+      }
+      for (const auto& [value, ranks] : by_value) {
+        if (value == majority->first) continue;
+        out.desyncs.push_back(DesyncFinding{instance.group, instance.seq, field, majority->first, value, ranks});
+      }
+      return true;
+    };
+    if (check("op", [](const CallRecord& c) { return c.op; })) continue;
+    if (check("dtype", [](const CallRecord& c) { return c.dtype; })) continue;
+    if (SizesMustMatch(instance.calls.front().second->op, petrsim)) {
+      check("sizes", [](const CallRecord& c) { return Shape(c.input_sizes); });
+    }
+  }
+
+  // Wait-for cycles: r -> m when r pends in an instance m never joined.
+  const uint32_t world = static_cast<uint32_t>(rec.ranks.size());
+  Graph waits(world);
+  std::set<std::pair<uint32_t, uint32_t>> wait_edges;
+  for (const Instance& instance : instances) {
+    const auto info = rec.groups.find(instance.group);
+    if (info == rec.groups.end()) continue;
+    for (const uint32_t m : info->second.members) {
+      if (m >= world || joined(m, instance.group, instance.seq, instance)) continue;
+      for (const auto& [r, call] : instance.calls) {
+        if (wait_edges.emplace(r, m).second) boost::add_edge(r, m, waits);
+      }
+    }
+  }
+  if (world > 0) {
+    std::vector<int> component(world);
+    const int components = boost::strong_components(
+        waits, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, waits)));
+    std::vector<std::vector<uint32_t>> members(static_cast<size_t>(components));
+    for (uint32_t r = 0; r < world; ++r) members[static_cast<size_t>(component[r])].push_back(r);
+    for (auto& ranks : members) {
+      if (ranks.size() > 1) out.cycles.push_back(std::move(ranks));
+    }
+  }
+
+  // The user-level cause on the first missing rank of the first root that recorded one.
+  for (const StuckCollective& stuck : out.stuck) {
+    if (!stuck.root || out.cause) continue;
+    for (const uint32_t m : stuck.missing_ranks) {
+      if (m >= rec.ranks.size()) continue;
+      const RankRecording& rank = rec.ranks[m];
+      if (!rank.present) continue;
+      if (!rank.spins.empty()) {
+        const SpinRecord& spin = *std::min_element(rank.spins.begin(), rank.spins.end(),
+            [](const SpinRecord& a, const SpinRecord& b) { return a.batch < b.batch; });
+        out.cause = fmt::format(
+            "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
+            "index {}): {} (since {:.3f} s)",
+            m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m,
+            spin.batch, spin.slot, spin.index, spin.text.empty() ? "the resample loop never ends" : spin.text,
+            static_cast<double>(spin.start_ns) / 1e9);
+        break;
+      }
+      if (rank.died) {
+        out.cause = fmt::format("rank {} never reached it: it died: {}", m, *rank.died);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string FormatDiagnosis(const Diagnosis& d) {
+  std::string out = fmt::format("petrsim diagnose: {} ranks, {} ({} collective calls; happens-before graph of {} "
+                                "pending collectives, {} edges)\n",
+                                d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps",
+                                d.calls, d.graph_vertices, d.graph_edges);
+  if (!d.ranks_without_file.empty()) {
+    out += fmt::format("  no file for rank(s) {}: counted as missing from every collective of their groups\n",
+                       RankList(d.ranks_without_file));
+  }
+  for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
+  const auto table = [&](bool root) {
+    std::string rows;
+    for (const StuckCollective& s : d.stuck) {
+      if (s.root != root) continue;
+      std::string where;
+      if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
+      rows += fmt::format("  {:<8} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq,
+                          s.op, Shape(s.sizes), DtypeName(s.dtype), RankList(s.missing_ranks),
+                          RankList(s.waiting_ranks), where);
+    }
+    return rows;
+  };
+  const std::string header = fmt::format("  {:<8} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID",
+                                         "Process Group Desc", "Seq", "Op Type", "Size", "Dtype", "Missing Ranks",
+                                         "Waiting Ranks");
+  const std::string roots = table(true);
+  if (roots.empty()) {
+    out += "\nno stuck collective: every collective recorded was joined by every member of its group\n";
+  } else {
+    out += "\nstuck: the first collective of each process group that not every member joined\n" + header + roots;
+  }
+  const std::string consequences = table(false);
+  if (!consequences.empty()) {
+    out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" +
+           header + consequences;
+  }
+  if (!d.desyncs.empty()) {
+    out += "\ndesync: calls at one sequence number that differ\n";
+    for (const DesyncFinding& f : d.desyncs) {
+      out += fmt::format("  {} seq {}: rank(s) {} called with {} {}, the others with {}\n", f.group, f.seq,
+                         RankList(f.culprit_ranks), f.field, f.found, f.expected);
+    }
+  }
+  if (!d.cycles.empty()) {
+    out += "\nwait-for cycles (each rank waits in a collective the next never joined):\n";
+    for (const auto& cycle : d.cycles) out += fmt::format("  ranks {}\n", RankList(cycle));
+  }
+  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause
+                                               : d.stuck.empty() && d.desyncs.empty()
+                                                     ? std::string("none found")
+                                                     : std::string("not in the recordings (they hold no sampler or worker "
+                                                                   "events); run with --scenario to check the data"));
+  return out;
+}
+
+nlohmann::json DiagnosisJson(const Diagnosis& d) {
+  const auto stuck_json = [](const StuckCollective& s) {
+    nlohmann::json j = {{"pg_id", s.group},  {"desc", s.desc},   {"op", s.op},
+                        {"seq", s.seq},      {"sizes", s.sizes}, {"dtype", s.dtype},
+                        {"missing_ranks", s.missing_ranks}, {"waiting_ranks", s.waiting_ranks},
+                        {"root", s.root}};
+    if (s.iteration) {
+      j["iteration"] = *s.iteration;
+      j["step"] = s.step;
+    }
+    return j;
+  };
+  nlohmann::json groups = nlohmann::json::array(), consequences = nlohmann::json::array();
+  for (const StuckCollective& s : d.stuck) (s.root ? groups : consequences).push_back(stuck_json(s));
+  nlohmann::json desyncs = nlohmann::json::array();
+  for (const DesyncFinding& f : d.desyncs) {
+    desyncs.push_back({{"pg_id", f.group}, {"seq", f.seq}, {"field", f.field}, {"expected", f.expected},
+                       {"found", f.found}, {"culprit_ranks", f.culprit_ranks}});
+  }
+  return {{"format", d.format},
+          {"world_size", d.world_size},
+          {"groups", groups},
+          {"consequences", consequences},
+          {"desyncs", desyncs},
+          {"cycles", d.cycles},
+          {"ranks_without_file", d.ranks_without_file},
+          {"partial", d.partial},
+          {"calls", d.calls},
+          {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace petrsim

@@ -1,0 +1,138 @@
+// `petrsim diagnose`: a post-mortem of a hung or failed job from its per-rank recordings,
+// petrsim traces (sim or real backend) or PyTorch Flight Recorder dumps, read into one model.
+//
+// Data flow: LoadRecordings (files → Recordings: per rank, its collective calls in program
+// order, how far it got on each process group, and, from petrsim traces, its DataLoader spins
+// and death) → Diagnose (Recordings → Diagnosis) → FormatDiagnosis / DiagnosisJson.
+//
+// The analysis, per process group: the first collective (lowest sequence number) that some
+// member rank recorded but not every member joined, with the missing ranks; op, dtype and size
+// mismatches at one sequence number (desync, with the culprit ranks: those that differ from
+// the majority). A happens-before graph (Boost.Graph; vertices: the collective instances not
+// complete everywhere; edges: program order on each rank) decides which of those first
+// collectives are root causes: for a missing rank, a stuck collective that another stuck
+// collective the same rank is missing from happens before is a consequence, not a root
+// (Megatron's tensor-parallel all_reduce waits because the expert-parallel all_to_all before it
+// never completed). A wait-for graph over ranks (r waits for m when r pends in a collective m
+// never joined) gives wait-for cycles (strong components). Where the recordings hold sampler
+// and worker events, the cause on a missing rank is said in user terms.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/scenario.pb.h"
+
+namespace petrsim {
+
+// One collective call of one rank.
+struct CallRecord {
+  std::string group;  // process group name (Flight Recorder: its global id, e.g. "74")
+  int64_t seq = 0;    // per-group collective sequence number, from 1
+  std::string op;     // "nccl:all_to_all" (Flight Recorder) or "ALLREDUCE" (petrsim)
+  std::vector<std::vector<int64_t>> input_sizes, output_sizes;
+  std::string dtype;
+  int64_t time_ns = 0;    // when it was issued (created)
+  bool completed = false;
+  // petrsim traces: the training iteration and plan step.
+  std::optional<uint64_t> iteration;
+  std::string step;
+};
+
+// How far a rank got on one process group.
+struct GroupProgress {
+  int64_t last_enqueued = -1;   // -1: unknown
+  int64_t last_completed = -1;
+};
+
+// A DataLoader worker that never returned (petrsim traces).
+struct SpinRecord {
+  int32_t worker = 0;
+  uint64_t batch = 0;
+  uint32_t slot = 0;
+  int64_t index = -1;
+  int64_t start_ns = 0;
+  uint64_t attempts = 0;
+  std::string text;
+};
+
+struct RankRecording {
+  uint32_t rank = 0;
+  bool present = false;  // a file of this rank was read
+  std::string source;    // its path
+  std::vector<CallRecord> calls;  // in program order
+  std::map<std::string, GroupProgress> progress;  // by group name
+  std::vector<SpinRecord> spins;
+  std::optional<std::string> died;     // why, if it died
+  std::optional<std::string> partial;  // the file was cut short: what went wrong
+};
+
+struct GroupInfo {
+  std::string desc;
+  std::vector<uint32_t> members;  // ranks, ascending
+};
+
+struct Recordings {
+  std::string format;  // "flight_recorder" or "petrsim"
+  uint32_t world_size = 0;
+  std::map<std::string, GroupInfo> groups;
+  std::vector<RankRecording> ranks;  // index = rank
+  std::optional<Scenario> scenario;  // petrsim traces carry the scenario they ran
+  std::string backend;               // petrsim traces: sim, gloo or nccl
+};
+
+// Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight
+// Recorder dumps) or a file. Throws ScenarioError naming the file on bad input that leaves
+// nothing to analyse; a file cut short is read up to the cut and noted as partial.
+Recordings LoadRecordings(const std::vector<std::string>& paths);
+
+struct StuckCollective {
+  std::string group, desc;
+  int64_t seq = 0;
+  std::string op;
+  std::vector<std::vector<int64_t>> sizes;  // input sizes of the lowest rank that recorded it
+  std::string dtype;
+  std::vector<uint32_t> missing_ranks;  // members that never joined it (or left no file)
+  std::vector<uint32_t> waiting_ranks;  // members that recorded it and pend in it
+  int64_t time_ns = 0;                  // earliest issue among the waiting ranks
+  std::optional<uint64_t> iteration;
+  std::string step;
+  bool root = true;  // false: a consequence of another stuck collective of a missing rank
+};
+
+struct DesyncFinding {
+  std::string group;
+  int64_t seq = 0;
+  std::string field;  // "op", "dtype" or "sizes"
+  std::string expected, found;
+  std::vector<uint32_t> culprit_ranks;
+};
+
+struct Diagnosis {
+  std::string format;
+  uint32_t world_size = 0;
+  std::vector<StuckCollective> stuck;  // root ones first, then consequences; by time
+  std::vector<DesyncFinding> desyncs;
+  std::vector<std::vector<uint32_t>> cycles;  // wait-for cycles among ranks
+  std::vector<uint32_t> ranks_without_file;
+  std::vector<std::string> partial;  // notes on files cut short
+  std::optional<std::string> cause;  // the user-level cause on a missing rank, if known
+  uint64_t calls = 0;                // collective calls read
+  uint64_t graph_vertices = 0, graph_edges = 0;
+};
+
+Diagnosis Diagnose(const Recordings& recordings);
+
+std::string FormatDiagnosis(const Diagnosis& diagnosis);
+// {"format", "world_size", "groups": [{pg_id, desc, op, seq, sizes, dtype, missing_ranks,
+// waiting_ranks, root, iteration?, step?}], "desyncs", "cycles", "ranks_without_file",
+// "partial", "cause": string or null}. "groups" lists the root stuck collectives;
+// "consequences" the others.
+nlohmann::json DiagnosisJson(const Diagnosis& diagnosis);
+
+}  // namespace petrsim

@@ -1,0 +1,307 @@
+// Flight Recorder dumps; see flight_recorder.h.
+#include "replay/flight_recorder.h"
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "replay/pickle.h"
+
+namespace petrsim {
+namespace {
+
+using Type = PickleNode::Type;
+
+// JSON values as pickle nodes, so one converter reads both formats.
+const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int depth,
+                           const std::string& path) {
+  if (depth > kPickleDepthMax) throw ScenarioError(path + ": JSON nested deeper than " + std::to_string(kPickleDepthMax));
+  doc.arena.push_back(std::make_unique<PickleNode>());
+  PickleNode* node = doc.arena.back().get();
+  switch (json.type()) {
+    case nlohmann::json::value_t::null: node->type = Type::kNone; break;
+    case nlohmann::json::value_t::boolean: node->type = Type::kBool; node->boolean = json.get<bool>(); break;
+    case nlohmann::json::value_t::number_integer: node->type = Type::kInt; node->integer = json.get<int64_t>(); break;
+    case nlohmann::json::value_t::number_unsigned: {
+      const uint64_t value = json.get<uint64_t>();
+      if (value > static_cast<uint64_t>(INT64_MAX)) throw ScenarioError(path + ": an integer wider than 64 bits");
+      node->type = Type::kInt;
+      node->integer = static_cast<int64_t>(value);
+      break;
+    }
+    case nlohmann::json::value_t::number_float: node->type = Type::kFloat; node->real = json.get<double>(); break;
+    case nlohmann::json::value_t::string: node->type = Type::kString; node->text = json.get<std::string>(); break;
+    case nlohmann::json::value_t::array:
+      node->type = Type::kList;
+      for (const auto& item : json) node->items.push_back(const_cast<PickleNode*>(FromJson(item, doc, depth + 1, path)));
+      break;
+    case nlohmann::json::value_t::object:
+      node->type = Type::kDict;
+      for (const auto& [key, value] : json.items()) {
+        doc.arena.push_back(std::make_unique<PickleNode>());
+        PickleNode* k = doc.arena.back().get();
+        k->type = Type::kString;
+        k->text = key;
+        node->entries.emplace_back(k, const_cast<PickleNode*>(FromJson(value, doc, depth + 1, path)));
+      }
+      break;
+    default: throw ScenarioError(path + ": unsupported JSON value");
+  }
+  return node;
+}
+
+class Converter {
+ public:
+  explicit Converter(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void Fail(const std::string& where, const std::string& what) const {
+    throw ScenarioError(fmt::format("{}: {}: {}", path_, where, what));
+  }
+  const PickleNode& Need(const PickleNode& dict, const char* key, const std::string& where) const {
+    const PickleNode* value = dict.Get(key);
+    if (value == nullptr) Fail(where, fmt::format("missing key '{}'", key));
+    return *value;
+  }
+  std::string Str(const PickleNode& node, const std::string& where) const {
+    if (node.type != Type::kString) Fail(where, "expected a str, found a " + node.TypeName());
+    return node.text;
+  }
+  int64_t Int(const PickleNode& node, const std::string& where) const {
+    if (node.type == Type::kInt) return node.integer;
+    if (node.type == Type::kBool) return node.boolean ? 1 : 0;
+    Fail(where, "expected an int, found a " + node.TypeName());
+  }
+  int64_t OptInt(const PickleNode& dict, const char* key, const std::string& where, int64_t fallback) const {
+    const PickleNode* value = dict.Get(key);
+    if (value == nullptr || value->type == Type::kNone) return fallback;
+    return Int(*value, where + "." + key);
+  }
+  std::string OptStr(const PickleNode& dict, const char* key, const std::string& where) const {
+    const PickleNode* value = dict.Get(key);
+    if (value == nullptr || value->type == Type::kNone) return {};
+    return Str(*value, where + "." + key);
+  }
+  std::vector<std::vector<int64_t>> Sizes(const PickleNode* node, const std::string& where) const {
+    std::vector<std::vector<int64_t>> sizes;
+    if (node == nullptr || node->type == Type::kNone) return sizes;
+    if (!node->is_sequence()) Fail(where, "expected a list of shapes, found a " + node->TypeName());
+    for (const PickleNode* shape : node->items) {
+      if (!shape->is_sequence()) Fail(where, "expected a shape (list of ints), found a " + shape->TypeName());
+      auto& out = sizes.emplace_back();
+      for (const PickleNode* dim : shape->items) out.push_back(Int(*dim, where));
+    }
+    return sizes;
+  }
+  std::vector<std::string> Strings(const PickleNode* node, const std::string& where) const {
+    std::vector<std::string> out;
+    if (node == nullptr || node->type == Type::kNone) return out;
+    if (!node->is_sequence()) Fail(where, "expected a list of str, found a " + node->TypeName());
+    for (const PickleNode* item : node->items) out.push_back(Str(*item, where));
+    return out;
+  }
+  // "[0, 1, 2]" (what the pickle holds) or a list of ints (JSON).
+  std::vector<uint32_t> Ranks(const PickleNode& node, const std::string& where) const {
+    std::vector<uint32_t> ranks;
+    const auto add = [&](int64_t rank) {
+      if (rank < 0 || rank >= (int64_t{1} << 20)) Fail(where, fmt::format("rank {} out of range", rank));
+      ranks.push_back(static_cast<uint32_t>(rank));
+    };
+    if (node.is_sequence()) {
+      for (const PickleNode* item : node.items) add(Int(*item, where));
+      return ranks;
+    }
+    const std::string text = Str(node, where);
+    size_t i = 0;
+    while (i < text.size() && (text[i] == '[' || text[i] == ' ')) ++i;
+    while (i < text.size() && text[i] != ']') {
+      if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+        Fail(where, fmt::format("expected a list of ranks like '[0, 1]', found '{}'", text));
+      }
+      int64_t rank = 0;
+      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+        rank = rank * 10 + (text[i] - '0');
+        if (rank >= (int64_t{1} << 20)) Fail(where, fmt::format("rank out of range in '{}'", text));
+        ++i;
+      }
+      add(rank);
+      while (i < text.size() && (text[i] == ',' || text[i] == ' ')) ++i;
+    }
+    return ranks;
+  }
+
+  // Returns whether the dump named its rank.
+  bool Convert(const PickleNode& root, FrDump& dump) const {
+    bool has_rank = false;
+    if (root.type != Type::kDict) Fail("top level", "expected a dict, found a " + root.TypeName());
+    const PickleNode* version = root.Get("version");
+    if (version == nullptr) {
+      if (dump.partial) Fail("top level", "missing key 'version' (the file is cut short: " + *dump.partial + ")");
+      Fail("top level", "missing key 'version': not a Flight Recorder dump");
+    }
+    dump.version = Str(*version, "version");
+    if (dump.version.rfind("2.", 0) != 0) {
+      Fail("version", fmt::format("Flight Recorder dump version '{}' is not supported (petrsim reads 2.x)",
+                                  dump.version));
+    }
+    dump.comm_lib_version = OptStr(root, "comm_lib_version", "top level");
+    if (dump.comm_lib_version.empty()) dump.comm_lib_version = OptStr(root, "nccl_version", "top level");
+    if (const PickleNode* rank = root.Get("rank"); rank != nullptr && rank->type != Type::kNone) {
+      const int64_t value = Int(*rank, "rank");
+      if (value < 0 || value >= (int64_t{1} << 20)) Fail("rank", fmt::format("rank {} out of range", value));
+      dump.rank = static_cast<uint32_t>(value);
+      has_rank = true;
+    }
+    if (const PickleNode* config = root.Get("pg_config"); config != nullptr) {
+      if (config->type != Type::kDict) Fail("pg_config", "expected a dict, found a " + config->TypeName());
+      for (const auto& [key, value] : config->entries) {
+        const std::string name = Str(*key, "pg_config key");
+        const std::string where = "pg_config['" + name + "']";
+        if (value->type != Type::kDict) Fail(where, "expected a dict, found a " + value->TypeName());
+        FrGroupConfig group;
+        group.name = name;
+        group.desc = OptStr(*value, "desc", where);
+        group.ranks = Ranks(Need(*value, "ranks", where), where + ".ranks");
+        dump.pg_config[name] = std::move(group);
+      }
+    }
+    if (const PickleNode* status = root.Get("pg_status"); status != nullptr) {
+      if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found a " + status->TypeName());
+      dump.has_pg_status = true;
+      for (const auto& [key, value] : status->entries) {
+        const std::string where = "pg_status[" + (key->type == Type::kString ? key->text : std::string("?")) + "]";
+        int64_t pg_id = 0;
+        if (key->type == Type::kString) {
+          const std::string& text = key->text;
+          if (text.empty() || text.size() > 18 ||
+              text.find_first_not_of("0123456789") != std::string::npos) {
+            Fail(where, "expected a process group index");
+          }
+          pg_id = std::stoll(text);
+        } else {
+          pg_id = Int(*key, "pg_status key");
+        }
+        if (value->type != Type::kDict) Fail(where, "expected a dict, found a " + value->TypeName());
+        FrGroupStatus group;
+        group.last_enqueued = OptInt(*value, "last_enqueued_collective", where, -1);
+        group.last_started = OptInt(*value, "last_started_collective", where, -1);
+        group.last_completed = OptInt(*value, "last_completed_collective", where, -1);
+        dump.pg_status[pg_id] = group;
+      }
+    }
+    const PickleNode* entries = root.Get("entries");
+    if (entries == nullptr) {
+      if (!dump.partial) Fail("top level", "missing key 'entries'");
+      return has_rank;
+    }
+    if (!entries->is_sequence()) Fail("entries", "expected a list, found a " + entries->TypeName());
+    dump.entries.reserve(entries->items.size());
+    for (size_t i = 0; i < entries->items.size(); ++i) {
+      const PickleNode& e = *entries->items[i];
+      const std::string where = fmt::format("entries[{}]", i);
+      if (e.type != Type::kDict) {
+        if (dump.partial && i + 1 == entries->items.size()) break;  // the cut one
+        Fail(where, "expected a dict, found a " + e.TypeName());
+      }
+      FrEntry entry;
+      entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
+      entry.pg_id = OptInt(e, "pg_id", where, -1);
+      const PickleNode* group = e.Get("process_group");
+      if (group == nullptr) {
+        if (dump.partial && i + 1 == entries->items.size()) break;
+        Fail(where, "missing key 'process_group'");
+      }
+      if (!group->is_sequence() || group->items.size() != 2) {
+        Fail(where + ".process_group", "expected (name, desc), found a " + group->TypeName());
+      }
+      entry.pg_name = Str(*group->items[0], where + ".process_group[0]");
+      entry.pg_desc = Str(*group->items[1], where + ".process_group[1]");
+      entry.collective_seq_id = OptInt(e, "collective_seq_id", where, 0);
+      entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
+      entry.op_id = OptInt(e, "op_id", where, 0);
+      entry.profiling_name = OptStr(e, "profiling_name", where);
+      entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
+      entry.input_sizes = Sizes(e.Get("input_sizes"), where + ".input_sizes");
+      entry.output_sizes = Sizes(e.Get("output_sizes"), where + ".output_sizes");
+      entry.input_dtypes = Strings(e.Get("input_dtypes"), where + ".input_dtypes");
+      entry.output_dtypes = Strings(e.Get("output_dtypes"), where + ".output_dtypes");
+      entry.state = OptStr(e, "state", where);
+      entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
+      entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
+      dump.entries.push_back(std::move(entry));
+    }
+    return has_rank;
+  }
+
+ private:
+  const std::string& path_;
+};
+
+bool RankFromFileName(const std::string& path, uint32_t& rank) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  size_t end = name.size();
+  if (end >= 5 && name.compare(end - 5, 5, ".json") == 0) end -= 5;
+  size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
+  if (begin == end || end - begin > 7) return false;
+  rank = static_cast<uint32_t>(std::stoul(name.substr(begin, end - begin)));
+  return true;
+}
+
+char FirstByte(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c)) {
+    if (c != ' ' && c != '\n' && c != '\t' && c != '\r') return c;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool LooksLikeFlightRecorderDump(const std::string& path) {
+  const char c = FirstByte(path);
+  return static_cast<uint8_t>(c) == 0x80 || c == '{';
+}
+
+FrDump ReadFlightRecorderDump(const std::string& path) {
+  FrDump dump;
+  dump.path = path;
+  const bool named = RankFromFileName(path, dump.rank);
+  const Converter converter(path);
+  const char first = FirstByte(path);
+  bool has_rank = false;
+  if (static_cast<uint8_t>(first) == 0x80) {
+    const PickleDocument doc = ReadPickleFile(path);
+    dump.partial = doc.partial;
+    has_rank = converter.Convert(*doc.root, dump);
+  } else if (first == '{') {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::parse_error& error) {
+      throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", path, error.byte, error.what()));
+    }
+    PickleDocument doc;
+    const PickleNode* root = FromJson(json, doc, 0, path);
+    has_rank = converter.Convert(*root, dump);
+  } else {
+    throw ScenarioError(fmt::format(
+        "{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "
+        "with '{{'){}", path, first == 0 ? ": the file is empty" : ""));
+  }
+  if (!named && !has_rank) {
+    throw ScenarioError(fmt::format("{}: cannot tell the rank: the file name does not end in a "
+                                    "number and the dump has no 'rank' key", path));
+  }
+  return dump;
+}
+
+}  // namespace petrsim

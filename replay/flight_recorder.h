@@ -1,0 +1,71 @@
+// PyTorch Flight Recorder dumps (ProcessGroupNCCL's TORCH_NCCL_TRACE_BUFFER_SIZE /
+// TORCH_FR_BUFFER_SIZE debug info): the pickle (protocol 2) and the JSON dump formats, read
+// into one model. Top-level keys: version ("2.x"), pg_config ({name: {name, desc, ranks}}),
+// pg_status ({pg_id: {last_enqueued_collective, last_started_collective,
+// last_completed_collective}}), entries (list of {record_id, pg_id, process_group: (name,
+// desc), collective_seq_id, p2p_seq_id, op_id, profiling_name, time_created_ns, input_sizes,
+// input_dtypes, output_sizes, output_dtypes, state, timeout_ms, is_p2p, ...}), and
+// nccl_version or comm_lib_version. Versions other than 2.x are refused; keys a 2.x version
+// may lack are optional, keys present with the wrong type are errors naming the key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace petrsim {
+
+struct FrEntry {
+  int64_t record_id = 0;
+  int64_t pg_id = -1;          // the dumping process's local process group index
+  std::string pg_name;         // process_group[0]: the group's name (its global id)
+  std::string pg_desc;         // process_group[1]
+  int64_t collective_seq_id = 0;
+  int64_t p2p_seq_id = 0;
+  int64_t op_id = 0;
+  std::string profiling_name;  // e.g. "nccl:all_reduce"
+  int64_t time_created_ns = 0;
+  std::vector<std::vector<int64_t>> input_sizes, output_sizes;
+  std::vector<std::string> input_dtypes, output_dtypes;
+  std::string state;           // scheduled, started, completed
+  int64_t timeout_ms = 0;
+  bool is_p2p = false;
+};
+
+struct FrGroupConfig {
+  std::string name, desc;
+  std::vector<uint32_t> ranks;
+};
+
+struct FrGroupStatus {
+  int64_t last_enqueued = -1;
+  int64_t last_started = -1;
+  int64_t last_completed = -1;
+};
+
+struct FrDump {
+  std::string path;
+  uint32_t rank = 0;
+  std::string version;
+  std::string comm_lib_version;
+  std::map<std::string, FrGroupConfig> pg_config;  // by group name
+  std::map<int64_t, FrGroupStatus> pg_status;      // by local pg_id
+  bool has_pg_status = false;
+  std::vector<FrEntry> entries;
+  // The file was cut short or corrupt after its start: what went wrong (file, byte offset);
+  // the fields above hold what could be read.
+  std::optional<std::string> partial;
+};
+
+// Reads one dump (pickle if it starts with byte 0x80, JSON if with '{' after blanks). The
+// rank is the trailing number of the file name (PyTorch names dumps <prefix><rank>), or the
+// dump's own "rank" key when it has one. Throws ScenarioError naming the file and the byte
+// offset (pickle) or key (both) on bad input.
+FrDump ReadFlightRecorderDump(const std::string& path);
+
+// True when the file looks like a Flight Recorder dump rather than a petrsim trace.
+bool LooksLikeFlightRecorderDump(const std::string& path);
+
+}  // namespace petrsim
