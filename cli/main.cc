@@ -248,6 +248,10 @@ int main(int argc, char** argv) {
   diagnose->add_option("paths", diagnose_flags.paths, "a directory of per-rank files, or the files")
       ->required();
   diagnose->add_flag("--json", diagnose_flags.json, "print a JSON object");
+  diagnose->add_option("--scenario", diagnose_flags.scenario_path,
+                       "the job's scenario: place the stuck collective in its plan and check it "
+                       "against the scenario's predicted livelock");
+  diagnose->add_option("--set", diagnose_flags.sets, set_help);
 
   std::string bare_scenario;
   RunFlags run_flags;

@@ -118,4 +118,37 @@ int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& proc
   return -1;
 }
 
+std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group,
+                                             uint64_t seq, uint64_t job_iterations) {
+  if (seq == 0) return std::nullopt;
+  std::vector<const Collective*> startup;
+  for (const auto& c : plan.startup) {
+    if (c.process_group() == process_group) startup.push_back(&c);
+  }
+  if (seq <= startup.size()) return PlanPosition{true, 0, startup[seq - 1]->name()};
+  // The iteration i with CollectivesBefore(i) < seq <= CollectivesBefore(i + 1).
+  uint64_t low = 0, high = job_iterations;  // invariant: the answer is in [low, high)
+  if (high == 0 || CollectivesBefore(plan, process_group, high) < seq) return std::nullopt;
+  while (high - low > 1) {
+    const uint64_t mid = low + (high - low) / 2;
+    if (CollectivesBefore(plan, process_group, mid) < seq) {
+      low = mid;
+    } else {
+      high = mid;
+    }
+  }
+  uint64_t k = seq - CollectivesBefore(plan, process_group, low) - 1;
+  for (const auto& c : plan.per_iteration) {
+    if (c.process_group() != process_group) continue;
+    if (k == 0) return PlanPosition{false, low, c.name()};
+    --k;
+  }
+  for (const auto& p : plan.periodic) {
+    if (p.collective().process_group() != process_group || (low + 1) % p.every_iterations() != 0) continue;
+    if (k == 0) return PlanPosition{false, low, p.collective().name()};
+    --k;
+  }
+  return std::nullopt;
+}
+
 }  // namespace petrsim

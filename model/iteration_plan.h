@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "model/scenario.pb.h"
@@ -25,6 +27,19 @@ ExpandedPlan ExpandPlan(const IterationPlan& plan);
 // that group has c10d sequence number CollectivesBefore(...) + 1 (when it is unconditional).
 uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group,
                            uint64_t iteration);
+
+// Where the collective with c10d sequence number `seq` (from 1) on `process_group` sits in the
+// plan: a startup collective, or iteration `iteration`'s step (per-iteration ones in order, then
+// the periodic ones due after it). Unconditional plans only: a rank that skipped conditional
+// collectives numbers the rest differently. Nothing when the job of `job_iterations` never
+// issues it.
+struct PlanPosition {
+  bool startup = false;
+  uint64_t iteration = 0;
+  std::string step;
+};
+std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group,
+                                             uint64_t seq, uint64_t job_iterations);
 
 // The first collective of an iteration on `process_group` (index into per_iteration), or -1.
 int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& process_group);

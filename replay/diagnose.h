@@ -84,6 +84,7 @@ struct Recordings {
   std::vector<RankRecording> ranks;  // index = rank
   std::optional<Scenario> scenario;  // petrsim traces carry the scenario they ran
   std::string backend;               // petrsim traces: sim, gloo or nccl
+  int64_t end_ns = 0;                // the latest time any event ends
 };
 
 // Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight
@@ -127,6 +128,39 @@ struct Diagnosis {
 };
 
 Diagnosis Diagnose(const Recordings& recordings);
+
+// `diagnose --scenario S`: the recordings come from a job that S describes. Each root stuck
+// collective is placed in S's plan (iteration and step), and compared with what S predicts:
+// `check`'s first hit of a livelock pool and the simulator's hang.
+struct ScenarioCrossCheck {
+  std::string scenario_name;
+  struct Placed {
+    std::string group;       // as recorded
+    std::string plan_group;  // S's process group it was matched to
+    int64_t seq = 0;
+    bool found = false;      // S's plan issues that sequence number within the job
+    bool startup = false;
+    uint64_t iteration = 0;
+    std::string step;
+  };
+  std::vector<Placed> placed;
+  bool check_hit = false;    // check predicts a livelock hit within the job
+  uint32_t hit_rank = 0, hit_worker = 0, hit_slot = 0;
+  uint64_t hit_iteration = 0;
+  std::string pool;          // the pool, in user terms
+  std::string sim_outcome, sim_cause;
+  std::vector<uint32_t> sim_stuck_ranks;
+  std::string sim_group;
+  uint64_t sim_seq = 0, sim_iteration = 0;
+  bool consistent = false;   // the recordings show the predicted livelock
+  std::string verdict;
+};
+
+// Throws ScenarioError when S cannot be used (its dataset or sampler fails).
+ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario,
+                              const std::string& scenario_name);
+std::string FormatCrossCheck(const ScenarioCrossCheck& cross);
+nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross);
 
 std::string FormatDiagnosis(const Diagnosis& diagnosis);
 // {"format", "world_size", "groups": [{pg_id, desc, op, seq, sizes, dtype, missing_ranks,
