@@ -18,7 +18,10 @@ set(cases
   "sweep --vary job.world_size|good.pbtxt|--vary job.world_size: expected field.path=value1,value2,..., got no '='"
   "sweep --shard 0/2|good.pbtxt|--shard: expected K/N with 1 <= K <= N"
   "sweep --vary job.world_size=2,0|good.pbtxt|with --vary job.world_size=0: job.world_size: must be in [1, 65536], got 0"
-  "merge|missing.json|missing.json: cannot open shard file")
+  "merge|missing.json|missing.json: cannot open shard file"
+  "diagnose|missing-dir|missing-dir: no such file or directory"
+  "diagnose|syntax.pbtxt|syntax.pbtxt: byte 0: neither a petrsim trace"
+  "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)

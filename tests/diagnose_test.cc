@@ -1,0 +1,401 @@
+// `petrsim diagnose` (replay/diagnose.h) on real Flight Recorder dumps (tests/data/flight_recorder/
+// nvrx: four 16-rank Megatron jobs with injected faults and NVIDIA's own analyzer output), on
+// damaged copies of them, on the JSON dump format, and on petrsim's own traces of a simulated
+// hang; and the pickle reader (replay/pickle.h) on hand-written pickles.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/dataset.h"
+#include "model/error.h"
+#include "model/iteration_plan.h"
+#include "model/scenario_loader.h"
+#include "replay/diagnose.h"
+#include "replay/flight_recorder.h"
+#include "replay/pickle.h"
+#include "replay/trace_io.h"
+#include "sim/simulator.h"
+
+namespace petrsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = PETRSIM_SOURCE_DIR "/tests/data";
+const std::string kNvrx = kData + "/flight_recorder/nvrx";
+
+// A fresh directory under the test's temporary folder.
+fs::path TempDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("petrsim_diagnose_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// One row of NVIDIA's reference output: PGID | desc | op | size | dtype | missing ranks.
+struct ReferenceRow {
+  std::string pg, op, size, dtype;
+  std::vector<uint32_t> missing;
+};
+
+std::string Trim(const std::string& text) {
+  const size_t begin = text.find_first_not_of(' ');
+  const size_t end = text.find_last_not_of(' ');
+  return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+}
+
+std::vector<ReferenceRow> ReadReference(const std::string& name) {
+  std::ifstream in(kNvrx + "/reference_outputs/" + name + "_reference.txt");
+  EXPECT_TRUE(in.good()) << name;
+  std::vector<ReferenceRow> rows;
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream stream(line);
+    std::string cell;
+    while (std::getline(stream, cell, '|')) cells.push_back(Trim(cell));
+    if (cells.size() != 6) continue;
+    ReferenceRow row{cells[0], cells[2], cells[3], cells[4], {}};
+    std::stringstream ranks(cells[5]);
+    while (std::getline(ranks, cell, ',')) row.missing.push_back(static_cast<uint32_t>(std::stoul(cell)));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string Shape(const std::vector<std::vector<int64_t>>& sizes) {
+  std::string out;
+  for (const int64_t d : sizes.at(0)) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+std::vector<const StuckCollective*> Roots(const Diagnosis& diagnosis) {
+  std::vector<const StuckCollective*> roots;
+  for (const auto& stuck : diagnosis.stuck) {
+    if (stuck.root) roots.push_back(&stuck);
+  }
+  return roots;
+}
+
+// The acceptance test: the root stuck collectives equal NVIDIA's analyzer's rows exactly.
+class NvrxCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NvrxCase, RootsEqualTheReferenceOutput) {
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({kNvrx + "/" + GetParam()}));
+  const auto reference = ReadReference(GetParam());
+  ASSERT_FALSE(reference.empty());
+  const auto roots = Roots(diagnosis);
+  ASSERT_EQ(roots.size(), reference.size());
+  std::set<std::string> expected, found;
+  for (const auto& row : reference) {
+    expected.insert(row.pg + "|" + row.op + "|" + row.size + "|" + row.dtype + "|" +
+                    ::testing::PrintToString(row.missing));
+  }
+  for (const auto* stuck : roots) {
+    found.insert(stuck->group + "|" + stuck->op + "|" + Shape(stuck->sizes) + "|" + stuck->dtype + "|" +
+                 ::testing::PrintToString(stuck->missing_ranks));
+  }
+  EXPECT_EQ(found, expected);
+  EXPECT_EQ(diagnosis.world_size, 16u);
+  EXPECT_TRUE(diagnosis.ranks_without_file.empty());
+  EXPECT_TRUE(diagnosis.partial.empty());
+  EXPECT_TRUE(diagnosis.desyncs.empty());
+  EXPECT_FALSE(diagnosis.cause.has_value());  // dumps hold no sampler events
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NvrxCase,
+                         ::testing::Values("gpu_error_1st", "gpu_error_2nd", "lock_gil_1st", "lock_gil_2nd"));
+
+TEST(Diagnose, IssueTableOfMissingRanks) {
+  const auto missing = [](const std::string& name) {
+    std::set<uint32_t> ranks;
+    const Diagnosis diagnosis = Diagnose(LoadRecordings({kNvrx + "/" + name}));
+    for (const auto* stuck : Roots(diagnosis)) {
+      ranks.insert(stuck->missing_ranks.begin(), stuck->missing_ranks.end());
+    }
+    return ranks;
+  };
+  EXPECT_EQ(missing("gpu_error_1st"), (std::set<uint32_t>{12}));
+  EXPECT_EQ(missing("gpu_error_2nd"), (std::set<uint32_t>{9, 14}));
+  EXPECT_EQ(missing("lock_gil_1st"), (std::set<uint32_t>{9, 14}));
+  EXPECT_EQ(missing("lock_gil_2nd"), (std::set<uint32_t>{10, 15}));
+}
+
+TEST(Diagnose, TheFilesCanBeListedOneByOne) {
+  std::vector<std::string> files;
+  for (int r = 0; r < 16; ++r) files.push_back(kNvrx + "/gpu_error_1st/_dump_" + std::to_string(r));
+  const Diagnosis diagnosis = Diagnose(LoadRecordings(files));
+  const auto roots = Roots(diagnosis);
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0]->group, "74");
+}
+
+TEST(Diagnose, ARankWithoutADumpIsMissingAndSaidSo) {
+  const fs::path dir = TempDir("no_rank_12");
+  for (const auto& entry : fs::directory_iterator(kNvrx + "/gpu_error_1st")) {
+    if (entry.path().filename() != "_dump_12") fs::copy(entry.path(), dir / entry.path().filename());
+  }
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  EXPECT_EQ(diagnosis.ranks_without_file, std::vector<uint32_t>{12});
+  bool found = false;
+  for (const auto* stuck : Roots(diagnosis)) {
+    if (stuck->group == "74") {
+      EXPECT_EQ(stuck->missing_ranks, std::vector<uint32_t>{12});
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << FormatDiagnosis(diagnosis);
+  EXPECT_NE(FormatDiagnosis(diagnosis).find("no file for rank(s) 12"), std::string::npos);
+}
+
+TEST(Diagnose, ATruncatedPickleIsReadUpToTheCutAndReportedAsPartial) {
+  const fs::path dir = TempDir("truncated");
+  for (const auto& entry : fs::directory_iterator(kNvrx + "/lock_gil_2nd")) {
+    fs::copy(entry.path(), dir / entry.path().filename());
+  }
+  const fs::path cut = dir / "_dump_9";
+  const auto size = fs::file_size(cut);
+  fs::resize_file(cut, size * 3 / 4);
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  ASSERT_EQ(diagnosis.partial.size(), 1u);
+  EXPECT_NE(diagnosis.partial[0].find("_dump_9: byte "), std::string::npos) << diagnosis.partial[0];
+  EXPECT_NE(diagnosis.partial[0].find("truncated"), std::string::npos) << diagnosis.partial[0];
+  std::set<uint32_t> missing;
+  for (const auto* stuck : Roots(diagnosis)) missing.insert(stuck->missing_ranks.begin(), stuck->missing_ranks.end());
+  EXPECT_EQ(missing, (std::set<uint32_t>{10, 15})) << FormatDiagnosis(diagnosis);
+}
+
+TEST(Diagnose, TheJsonDumpFormatGivesTheSameDiagnosis) {
+  const Diagnosis from_pickle = Diagnose(LoadRecordings({kNvrx + "/lock_gil_2nd"}));
+  const Diagnosis from_json = Diagnose(LoadRecordings({kData + "/flight_recorder_json/lock_gil_2nd"}));
+  EXPECT_EQ(DiagnosisJson(from_json).dump(), DiagnosisJson(from_pickle).dump());
+  EXPECT_EQ(Roots(from_json).size(), 2u);
+}
+
+TEST(Diagnose, ADumpOfAnotherVersionIsRefused) {
+  const fs::path dir = TempDir("version");
+  std::ifstream in(kData + "/flight_recorder_json/lock_gil_2nd/_dump_0.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  const size_t at = json.find("\"2.9\"");
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, 5, "\"3.0\"");
+  std::ofstream(dir / "_dump_0.json") << json;
+  try {
+    LoadRecordings({dir.string()});
+    FAIL() << "expected an error";
+  } catch (const ScenarioError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("_dump_0.json: version: Flight Recorder dump version '3.0' is not supported"),
+              std::string::npos) << message;
+  }
+}
+
+TEST(Diagnose, NotADumpIsRefusedWithTheFileAndByte) {
+  const fs::path dir = TempDir("not_a_dump");
+  std::ofstream(dir / "notes_0") << "hello";
+  try {
+    LoadRecordings({dir.string()});
+    FAIL() << "expected an error";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(std::string(error.what()).find("notes_0: byte 0: neither a petrsim trace"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(LoadRecordings({(dir / "absent").string()}), ScenarioError);
+}
+
+// A simulated hang written as petrsim traces, then diagnosed: the stuck collective is the one
+// the simulator reports, the missing rank its stuck rank, the cause its spinning worker; the
+// scenario cross-check places it in the plan and calls it a livelock.
+TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
+  const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/streampetr_trainval_hang.pbtxt";
+  const Scenario scenario = LoadScenarioFile(scenario_path);
+  const Dataset dataset = BuildDataset(scenario, scenario_path);
+  const fs::path dir = TempDir("sim_trace");
+  sim::SimResult result;
+  {
+    TraceDirectoryWriter writer(dir.string(), scenario, scenario_path, scenario.job().world_size(), "sim", "test");
+    sim::SimOptions options;
+    options.trace = &writer;
+    result = sim::Simulate(scenario, dataset, options);
+    writer.Finish();
+  }
+  ASSERT_EQ(result.outcome, sim::Outcome::kHang);
+  ASSERT_TRUE(result.collective.has_value());
+  const Recordings recordings = LoadRecordings({dir.string()});
+  EXPECT_EQ(recordings.format, "petrsim");
+  const Diagnosis diagnosis = Diagnose(recordings);
+  const auto roots = Roots(diagnosis);
+  ASSERT_EQ(roots.size(), 1u) << FormatDiagnosis(diagnosis);
+  EXPECT_EQ(roots[0]->group, result.collective->process_group);
+  EXPECT_EQ(static_cast<uint64_t>(roots[0]->seq), result.collective->seq);
+  EXPECT_EQ(roots[0]->missing_ranks, result.stuck_ranks);
+  EXPECT_EQ(roots[0]->waiting_ranks, result.waiting_ranks);
+  ASSERT_TRUE(roots[0]->iteration.has_value());
+  EXPECT_EQ(*roots[0]->iteration, result.collective->iteration);
+  ASSERT_TRUE(diagnosis.cause.has_value());
+  ASSERT_TRUE(result.stuck.has_value());
+  EXPECT_NE(diagnosis.cause->find("worker " + std::to_string(result.stuck->worker) + " of rank " +
+                                  std::to_string(result.stuck->rank)),
+            std::string::npos) << *diagnosis.cause;
+  EXPECT_NE(diagnosis.cause->find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << *diagnosis.cause;
+
+  const ScenarioCrossCheck cross = CrossCheck(diagnosis, scenario, scenario_path);
+  ASSERT_EQ(cross.placed.size(), 1u);
+  EXPECT_TRUE(cross.placed[0].found);
+  EXPECT_EQ(cross.placed[0].iteration, result.collective->iteration);
+  EXPECT_EQ(cross.placed[0].step, result.collective->step);
+  EXPECT_TRUE(cross.consistent) << cross.verdict;
+  EXPECT_EQ(cross.hit_rank, result.stuck->rank);
+
+  // The what-if: with the global policy there is no livelock to find.
+  Scenario fixed = scenario;
+  fixed.mutable_resample()->set_policy(Resample::global);
+  const ScenarioCrossCheck other = CrossCheck(diagnosis, fixed, "fixed");
+  EXPECT_FALSE(other.consistent);
+  EXPECT_FALSE(other.check_hit);
+}
+
+TEST(Diagnose, ACutTraceIsReadUpToTheCut) {
+  const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt";
+  const Scenario scenario = LoadScenarioFile(scenario_path);
+  const Dataset dataset = BuildDataset(scenario, scenario_path);
+  const fs::path dir = TempDir("cut_trace");
+  {
+    TraceDirectoryWriter writer(dir.string(), scenario, scenario_path, scenario.job().world_size(), "sim", "test");
+    sim::SimOptions options;
+    options.trace = &writer;
+    sim::Simulate(scenario, dataset, options);
+    writer.Finish();
+  }
+  const fs::path file = dir / "rank_0.pbtrace";
+  fs::resize_file(file, fs::file_size(file) - 3);
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  ASSERT_EQ(diagnosis.partial.size(), 1u);
+  EXPECT_NE(diagnosis.partial[0].find("rank_0.pbtrace: message "), std::string::npos) << diagnosis.partial[0];
+}
+
+TEST(LocateCollective, StartupThenIterationsThenPeriodic) {
+  IterationPlan plan;
+  auto* custom = plan.mutable_custom();
+  custom->add_startup()->set_name("broadcast params");
+  custom->add_per_iteration()->set_name("a");
+  custom->add_per_iteration()->set_name("b");
+  auto* periodic = custom->add_periodic();
+  periodic->mutable_collective()->set_name("log");
+  periodic->set_every_iterations(2);
+  const ExpandedPlan expanded = ExpandPlan(plan);
+  const auto at = [&](uint64_t seq) {
+    const auto position = LocateCollective(expanded, "default_pg", seq, 10);
+    if (!position) return std::string("none");
+    return position->startup ? "startup " + position->step
+                             : std::to_string(position->iteration) + " " + position->step;
+  };
+  EXPECT_EQ(at(0), "none");
+  EXPECT_EQ(at(1), "startup broadcast params");
+  EXPECT_EQ(at(2), "0 a");
+  EXPECT_EQ(at(3), "0 b");
+  EXPECT_EQ(at(4), "1 a");
+  EXPECT_EQ(at(5), "1 b");
+  EXPECT_EQ(at(6), "1 log");  // after iteration 1, (1 + 1) % 2 == 0
+  EXPECT_EQ(at(7), "2 a");
+  EXPECT_EQ(at(1 + 10 * 2 + 5), "9 log");
+  EXPECT_EQ(at(1 + 10 * 2 + 5 + 1), "none");
+  EXPECT_EQ(LocateCollective(expanded, "other_pg", 2, 10).has_value(), false);
+}
+
+// Pickles written by hand, opcode by opcode.
+std::string Bytes(std::initializer_list<int> values) {
+  std::string out;
+  for (const int v : values) out.push_back(static_cast<char>(v));
+  return out;
+}
+
+TEST(Pickle, ReadsPlainDataAndSharesMemoizedObjects) {
+  // {'a': [1, -2, 300, 70000], 'b': ('x', None, True, 1.5)} with the list memoized and reused.
+  std::string p = Bytes({0x80, 2, '}', 'q', 0, '(', 'X', 1, 0, 0, 0, 'a', ']', 'q', 1, '(', 'K', 1, 'J', 0xfe, 0xff,
+                         0xff, 0xff, 'M', 0x2c, 0x01, 0x8a, 3, 0x70, 0x11, 0x01, 'e'});
+  p += Bytes({'X', 1, 0, 0, 0, 'b', '(', 'X', 1, 0, 0, 0, 'x', 'N', 0x88, 'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 't'});
+  p += Bytes({'X', 1, 0, 0, 0, 'c', 'h', 1, 'u', '.'});
+  const PickleDocument doc = ParsePickle(p, "test.pkl");
+  ASSERT_NE(doc.root, nullptr);
+  EXPECT_FALSE(doc.partial.has_value());
+  const PickleNode* a = doc.root->Get("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->items.size(), 4u);
+  EXPECT_EQ(a->items[0]->integer, 1);
+  EXPECT_EQ(a->items[1]->integer, -2);
+  EXPECT_EQ(a->items[2]->integer, 300);
+  EXPECT_EQ(a->items[3]->integer, 70000);
+  const PickleNode* b = doc.root->Get("b");
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(b->type, PickleNode::Type::kTuple);
+  EXPECT_EQ(b->items[0]->text, "x");
+  EXPECT_EQ(b->items[1]->type, PickleNode::Type::kNone);
+  EXPECT_TRUE(b->items[2]->boolean);
+  EXPECT_EQ(b->items[3]->real, 1.5);
+  EXPECT_EQ(doc.root->Get("c"), a);  // the memo shares the object, as Python does
+}
+
+TEST(Pickle, RefusesCodeWithTheOpcodeAndOffset) {
+  const std::string p = Bytes({0x80, 2, 'c', 'o', 's', '\n', 's', 'y', 's', 't', 'e', 'm', '\n', '.'});
+  try {
+    ParsePickle(p, "evil.pkl");
+    FAIL() << "expected an error";
+  } catch (const PickleError& error) {
+    EXPECT_EQ(error.offset(), 2u);
+    EXPECT_NE(std::string(error.what()).find("evil.pkl: byte 2: unsupported pickle opcode GLOBAL"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Pickle, RefusesHugeLengthsAndUnknownOpcodes) {
+  // BINUNICODE claiming 4 GiB in a 10-byte file.
+  EXPECT_THROW(ParsePickle(Bytes({0x80, 2, 'X', 0xff, 0xff, 0xff, 0xff, 'a', '.'}), "big.pkl", false), PickleError);
+  try {
+    ParsePickle(Bytes({0x80, 2, 0xff}), "odd.pkl");
+    FAIL();
+  } catch (const PickleError& error) {
+    EXPECT_NE(std::string(error.what()).find("odd.pkl: byte 2: unknown pickle opcode 0xff"), std::string::npos);
+  }
+  EXPECT_THROW(ParsePickle("hello", "text.pkl"), PickleError);
+  EXPECT_THROW(ParsePickle(Bytes({0x80, 2, 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, '.'}), "long.pkl"), PickleError);
+}
+
+TEST(Pickle, SalvagesWhatWasBuiltBeforeACut) {
+  // [1, 2, 3, <cut>: the open MARK's items are added to the list below it.
+  const std::string p = Bytes({0x80, 2, ']', '(', 'K', 1, 'K', 2, 'K', 3});
+  const PickleDocument doc = ParsePickle(p, "cut.pkl");
+  ASSERT_NE(doc.root, nullptr);
+  ASSERT_TRUE(doc.partial.has_value());
+  EXPECT_NE(doc.partial->find("cut.pkl: byte 10: truncated"), std::string::npos) << *doc.partial;
+  EXPECT_EQ(doc.root->items.size(), 3u);
+  EXPECT_THROW(ParsePickle(p, "cut.pkl", /*salvage=*/false), PickleError);
+}
+
+TEST(Pickle, DeepAndSelfReferencingStructuresDoNotCrash) {
+  // 100,000 nested lists: the machine does not recurse.
+  std::string deep = Bytes({0x80, 2});
+  for (int i = 0; i < 100000; ++i) deep += Bytes({']'});
+  for (int i = 0; i < 99999; ++i) deep += Bytes({'a'});
+  deep += ".";
+  const PickleDocument doc = ParsePickle(deep, "deep.pkl");
+  ASSERT_NE(doc.root, nullptr);
+  // A list that contains itself, as a Flight Recorder dump's entries: an error, not a hang.
+  std::string self = Bytes({0x80, 2, '}', 'X', 7, 0, 0, 0, 'v', 'e', 'r', 's', 'i', 'o', 'n', 'X', 3, 0, 0, 0, '2',
+                            '.', '9', 's', 'X', 7, 0, 0, 0, 'e', 'n', 't', 'r', 'i', 'e', 's', ']', 'q', 0, 'h', 0,
+                            'a', 's', '.'});
+  const fs::path dir = TempDir("self");
+  std::ofstream(dir / "_dump_0", std::ios::binary) << self;
+  EXPECT_THROW(ReadFlightRecorderDump((dir / "_dump_0").string()), ScenarioError);
+}
+
+}  // namespace
+}  // namespace petrsim
