@@ -13,6 +13,7 @@
 namespace petrsim {
 
 int RunDiagnose(const DiagnoseFlags& flags) {
+  if (!flags.sets.empty() && flags.scenario_path.empty()) throw ScenarioError("diagnose: --set needs --scenario");
   const Recordings recordings = LoadRecordings(flags.paths);
   const Diagnosis diagnosis = Diagnose(recordings);
   std::optional<ScenarioCrossCheck> cross;
@@ -23,8 +24,6 @@ int RunDiagnose(const DiagnoseFlags& flags) {
       ValidateScenario(scenario, flags.scenario_path + " (after --set)");
     }
     cross = CrossCheck(diagnosis, scenario, flags.scenario_path);
-  } else if (!flags.sets.empty()) {
-    throw ScenarioError("diagnose: --set needs --scenario");
   }
   if (flags.json) {
     nlohmann::json json = DiagnosisJson(diagnosis);
