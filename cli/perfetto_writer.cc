@@ -131,6 +131,9 @@ void PerfettoWriter::EnsureThread(uint32_t rank, int64_t tid, int32_t worker) {
 
 void PerfettoWriter::Record(const TraceRecord& record) {
   PETRSIM_ASSERT(!finished_);
+  // Sampler draws and single getitem attempts are in the trace files; on the timeline the load
+  // slices already show them (index -> final index, attempts).
+  if (record.kind == TraceKind::kSamplerDraw || record.kind == TraceKind::kGetItemAttempt) return;
   if (records_written_ >= records_max_) {
     ++records_truncated_;
     return;
@@ -140,7 +143,8 @@ void PerfettoWriter::Record(const TraceRecord& record) {
 
   const bool instant = record.kind == TraceKind::kLivelock ||
                        record.kind == TraceKind::kWatchdog ||
-                       record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync;
+                       record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync ||
+                       record.kind == TraceKind::kBatchReady || record.kind == TraceKind::kProcessExit;
   int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
   // Non-blocking collectives overlap one another (a bucket is still reducing when the next is
   // issued): spread them over lanes by sequence number, so slices on one track never overlap
@@ -203,9 +207,10 @@ void PerfettoWriter::Record(const TraceRecord& record) {
       AppendJsonString(out, record.process_group);
       fmt::format_to(to,
                      ",\"seq\":{},\"op\":\"{}\",\"plan_op\":\"{}\",\"numel\":{},"
-                     "\"iteration\":{},\"completed\":{}}}",
+                     "\"dtype\":\"{}\",\"iteration\":{},\"completed\":{},\"started_ns\":{}}}",
                      record.seq, sim::OpTypeName(record.op), plan_op, record.numel,
-                     record.iteration, record.completed);
+                     Collective::Dtype_Name(record.dtype), record.iteration, record.completed,
+                     record.started_ns);
       break;
     }
     case TraceKind::kCheckpoint:
@@ -220,6 +225,17 @@ void PerfettoWriter::Record(const TraceRecord& record) {
                      "\"index\":{},\"final_index\":{},\"text\":",
                      record.worker, record.iteration, record.slot, record.index,
                      record.final_index);
+      AppendJsonString(out, record.text);
+      out += "}";
+      break;
+    case TraceKind::kBatchReady:
+      fmt::format_to(to, "\"batch {0} ready\",\"args\":{{\"batch\":{0}}}", record.iteration);
+      break;
+    case TraceKind::kSamplerDraw:
+    case TraceKind::kGetItemAttempt:
+      break;  // not drawn (above)
+    case TraceKind::kProcessExit:
+      out += "\"exit\",\"args\":{\"text\":";
       AppendJsonString(out, record.text);
       out += "}";
       break;

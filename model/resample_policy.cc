@@ -156,7 +156,8 @@ std::string OutcomeName(GetItemOutcome outcome) {
 }
 
 GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
-                      NumpyRandomState& rng, uint32_t pipeline_draws, uint64_t attempts_limit) {
+                      NumpyRandomState& rng, uint32_t pipeline_draws, uint64_t attempts_limit,
+                      GetItemObserver* observer) {
   GetItemResult result;
   result.index = index;
   while (true) {
@@ -164,10 +165,12 @@ GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int6
     rng.Discard(pipeline_draws);
     if (dataset.frame(result.index).accepted) {
       result.outcome = GetItemOutcome::kAccepted;
+      if (observer != nullptr) observer->Attempt(result.index, true, -1);
       return result;
     }
     if (policy.attempts_max() != 0 && result.attempts >= policy.attempts_max()) {
       result.outcome = GetItemOutcome::kAttemptsExhausted;
+      if (observer != nullptr) observer->Attempt(result.index, false, -1);
       return result;
     }
     const IndexRange candidates = policy.Candidates(result.index);
@@ -177,13 +180,17 @@ GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int6
       // Every candidate is rejected too, and (for every policy here) their candidates are the
       // same range: the Python loop would never end.
       result.outcome = GetItemOutcome::kLivelock;
+      if (observer != nullptr) observer->Attempt(result.index, false, -1);
       return result;
     }
     if (result.attempts >= attempts_limit) {
       result.outcome = GetItemOutcome::kAttemptsLimit;
+      if (observer != nullptr) observer->Attempt(result.index, false, -1);
       return result;
     }
-    result.index = policy.Next(result.index, rng);
+    const int64_t next = policy.Next(result.index, rng);
+    if (observer != nullptr) observer->Attempt(result.index, false, next);
+    result.index = next;
   }
 }
 

@@ -57,10 +57,19 @@ struct GetItemResult {
 // about that many on average).
 inline constexpr uint64_t kGetItemAttemptsLimit = 1ULL << 26;
 
+// Sees every load of a GetItem: the index loaded, whether it was accepted, and the index the
+// loop resamples to next (-1 when it stops there).
+class GetItemObserver {
+ public:
+  virtual ~GetItemObserver() = default;
+  virtual void Attempt(int64_t index, bool accepted, int64_t next_index) = 0;
+};
+
 // Runs __getitem__(index): load (the pipeline takes `pipeline_draws` 32-bit draws), accept or
 // resample, until accepted, provably livelocked, or out of attempts.
 GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
                       NumpyRandomState& rng, uint32_t pipeline_draws,
-                      uint64_t attempts_limit = kGetItemAttemptsLimit);
+                      uint64_t attempts_limit = kGetItemAttemptsLimit,
+                      GetItemObserver* observer = nullptr);
 
 }  // namespace petrsim

@@ -22,6 +22,12 @@ enum class TraceKind : uint8_t {
   kWatchdog,    // a watchdog fires (text: the line the backend prints); instant
   kRankDied,    // the rank's process exits (text: why); instant
   kDesync,      // collectives mismatched at one sequence number (text: how); instant
+  // (10 is TraceEventKind::truncated, the trace writer's own.)
+  kSamplerDraw = 11,    // the main process draws a batch slot's index (index, group); instant
+  kGetItemAttempt = 12, // one load of a getitem that resampled (index, gt_count; accepted, or
+                        // final_index: the index it resamples to); instant
+  kBatchReady = 13,     // a worker hands a whole batch to the main process; instant
+  kProcessExit = 14,    // the rank's process ends (text: how); instant
 };
 
 // TraceRecord::worker values that are not DataLoader workers.
@@ -48,6 +54,13 @@ struct TraceRecord {
   uint64_t numel = 0;
   Collective::Dtype dtype = Collective::float32;
   bool completed = true;  // false: still pending when the run ended
+  // kCollective: when every member had joined and the transfer began (-1: it never did).
+  int64_t started_ns = -1;
+  // kSamplerDraw: the index's sampler group. kGetItemAttempt: the frame's GT count after the
+  // filters, and whether it was accepted.
+  int64_t group = -1;
+  uint32_t gt_count = 0;
+  bool accepted = false;
   // Plan step name (kCollective), or the message of an instant.
   std::string_view text;
 };

@@ -34,7 +34,10 @@ std::string Shape(const std::vector<std::vector<int64_t>>& sizes) {
   std::string out;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (i > 0) out += ", ";
-    for (size_t d = 0; d < sizes[i].size(); ++d) out += (d > 0 ? "x" : "") + std::to_string(sizes[i][d]);
+    for (size_t d = 0; d < sizes[i].size(); ++d) {
+      if (d > 0) out += 'x';  // (not ("x" + to_string): GCC 12 warns falsely, -Wrestrict)
+      out += std::to_string(sizes[i][d]);
+    }
     if (sizes[i].empty()) out += "scalar";
   }
   return out;

@@ -53,6 +53,10 @@ void FillTraceEvent(const TraceRecord& record, TraceEvent& event) {
   if (record.op != Collective::allreduce) event.set_op(record.op);
   if (record.numel != 0) event.set_numel(record.numel);
   if (record.dtype != Collective::float32) event.set_dtype(record.dtype);
+  if (record.started_ns != -1) event.set_started_ns(record.started_ns);
+  if (record.group != -1) event.set_group(record.group);
+  if (record.gt_count != 0) event.set_gt_count(record.gt_count);
+  if (record.accepted) event.set_accepted(true);
   if (!record.completed) event.set_completed(false);
   if (!record.text.empty()) event.set_text(record.text.data(), record.text.size());
 }
@@ -68,6 +72,10 @@ static_assert(static_cast<int>(TraceKind::kCheckpoint) == TraceEventKind::checkp
 static_assert(static_cast<int>(TraceKind::kIteration) == TraceEventKind::iteration);
 static_assert(static_cast<int>(TraceKind::kLivelock) == TraceEventKind::livelock);
 static_assert(static_cast<int>(TraceKind::kWatchdog) == TraceEventKind::watchdog);
+static_assert(static_cast<int>(TraceKind::kSamplerDraw) == TraceEventKind::sampler_draw);
+static_assert(static_cast<int>(TraceKind::kGetItemAttempt) == TraceEventKind::getitem_attempt);
+static_assert(static_cast<int>(TraceKind::kBatchReady) == TraceEventKind::batch_ready);
+static_assert(static_cast<int>(TraceKind::kProcessExit) == TraceEventKind::process_exit);
 static_assert(static_cast<int>(TraceKind::kRankDied) == TraceEventKind::rank_died);
 static_assert(static_cast<int>(TraceKind::kDesync) == TraceEventKind::desync);
 
@@ -99,6 +107,10 @@ TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank) {
   record.op = event.op();
   record.numel = event.numel();
   record.dtype = event.dtype();
+  record.started_ns = event.started_ns();
+  record.group = event.group();
+  record.gt_count = event.gt_count();
+  record.accepted = event.accepted();
   record.completed = event.completed();
   record.text = event.text();
   return record;

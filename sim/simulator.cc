@@ -150,6 +150,7 @@ struct OutstandingWork {
   uint64_t seq = 0;
   int64_t issue_ns = 0;
   int64_t complete_ns = -1;  // -1: not yet
+  int64_t started_ns = -1;   // every member had joined (the transfer began); -1: not yet
   const PlanStep* step = nullptr;
   uint64_t iteration = 0;
 };
@@ -287,6 +288,44 @@ class JobSim {
   std::string WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }
+  // The loads of one getitem, kept while it runs so that only getitems that resampled are
+  // traced load by load (at most kAttemptsTraced of them; the load slice counts them all).
+  struct AttemptLog final : GetItemObserver {
+    std::vector<std::pair<int64_t, int64_t>>* seen = nullptr;  // (index, next or -1), accepted last
+    bool accepted = false;
+    void Attempt(int64_t index, bool ok, int64_t next) override {
+      accepted = ok;
+      if (seen->size() < kAttemptsTraced) seen->emplace_back(index, next);
+    }
+  };
+  static constexpr size_t kAttemptsTraced = 4096;
+  std::vector<std::pair<int64_t, int64_t>> attempts_seen_;
+  AttemptLog attempt_log_ = [this] {
+    AttemptLog log;
+    log.seen = &attempts_seen_;
+    return log;
+  }();
+  // Spreads the getitem's loads evenly over [t, t + spent).
+  void TraceAttempts(uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot, int64_t t, int64_t spent,
+                     uint64_t attempts) {
+    for (size_t i = 0; i < attempts_seen_.size(); ++i) {
+      const auto [index, next] = attempts_seen_[i];
+      TraceRecord record;
+      record.kind = TraceKind::kGetItemAttempt;
+      record.rank = rank;
+      record.worker = worker;
+      record.start_ns = record.end_ns = t + static_cast<int64_t>(static_cast<double>(spent) * static_cast<double>(i) /
+                                                                 static_cast<double>(attempts));
+      record.iteration = batch;
+      record.slot = slot;
+      record.index = index;
+      record.final_index = next;
+      record.attempts = i + 1;
+      record.gt_count = dataset_.frame(index).gt_count;
+      record.accepted = i + 1 == attempts && attempt_log_.accepted;
+      Trace(record);
+    }
+  }
   // A collective's slice from its issue to end_ns; non-blocking ones on the async track.
   void TraceCollective(uint32_t rank, const OutstandingWork& work, int64_t end_ns, bool completed) {
     const Collective& collective = *work.step->collective;
@@ -303,6 +342,7 @@ class JobSim {
     record.numel = work.step->numel_in;
     record.dtype = collective.dtype();
     record.completed = completed;
+    record.started_ns = work.started_ns;
     record.text = collective.name();
     Trace(record);
   }
@@ -542,6 +582,20 @@ void JobSim::Dispatch(RankState& rank, uint64_t next_to_consume) {
                        : static_cast<uint32_t>((batch - rank.epoch_start) % loader_.workers);
     // The main process draws the batch's indices from the sampler when it dispatches it.
     rank.sampler->NextBatches(rank.draws);
+    if (tracing_) {
+      for (uint32_t b = 0; b < batch_size_; ++b) {
+        if (rank.draws[b].index < 0) continue;
+        TraceRecord record;
+        record.kind = TraceKind::kSamplerDraw;
+        record.rank = rank.rank;
+        record.start_ns = record.end_ns = engine_.now_ns();
+        record.iteration = batch;
+        record.slot = b;
+        record.index = rank.draws[b].index;
+        record.group = rank.draws[b].group;
+        Trace(record);
+      }
+    }
     std::copy(rank.draws.begin(), rank.draws.end(),
               rank.batch_draws.begin() + static_cast<int64_t>((batch % rank.batches.size()) *
                                                               batch_size_));
@@ -567,7 +621,9 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     const SlotDraw& draw = rank.batch_draws[base + b];
     rank.batch_final[base + b] = -1;
     if (draw.index < 0) continue;  // padding of a short last batch
-    const GetItemResult result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_draws_);
+    attempts_seen_.clear();
+    const GetItemResult result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_draws_,
+                                         kGetItemAttemptsLimit, tracing_ ? &attempt_log_ : nullptr);
     const int64_t load_ns = ScalePpm(sample_load_ns_, load_ppm);
     if (result.outcome == GetItemOutcome::kLivelock ||
         result.outcome == GetItemOutcome::kAttemptsLimit) {
@@ -626,6 +682,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     }
     rank.stats.loads += result.attempts;
     const bool raised = result.outcome == GetItemOutcome::kAttemptsExhausted;
+    if (tracing_ && result.attempts > 1) TraceAttempts(rank.rank, trace_worker, batch, b, t, spent, result.attempts);
     if (tracing_) {
       TraceRecord record;
       record.kind = TraceKind::kLoad;
@@ -660,6 +717,16 @@ void JobSim::OnBatchLoaded(RankState& rank, uint64_t batch) {
   if (worker.dead) return;  // the worker died before returning it
   if (entry.state == BatchState::kLoading) entry.state = BatchState::kReady;
   entry.ready_ns = engine_.now_ns();
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kBatchReady;
+    record.rank = rank.rank;
+    record.worker = loader_.workers == 0 ? kMainProcess : static_cast<int32_t>(entry.worker);
+    record.start_ns = record.end_ns = entry.ready_ns;
+    record.iteration = batch;
+    if (entry.state == BatchState::kError) record.text = "the worker sends the exception";
+    Trace(record);
+  }
   worker.busy = false;
   worker.next_batch += std::max<uint32_t>(1, loader_.workers);
   if (worker.next_batch < rank.dispatched_end) StartBatch(rank, entry.worker, worker.next_batch);
@@ -810,9 +877,9 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   if (blocking) {
     rank.phase = Phase::kBlocked;
     rank.phase_since_ns = now;
-    rank.blocked = OutstandingWork{step.group, seq, now, -1, &step, iteration};
+    rank.blocked = OutstandingWork{step.group, seq, now, -1, -1, &step, iteration};
   } else {
-    rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, &step, iteration});
+    rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, -1, &step, iteration});
     ++rank.outstanding_open;
   }
   if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kCompleted) {
@@ -839,6 +906,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
     if (rank.phase == Phase::kBlocked && rank.blocked.group == group &&
         rank.blocked.seq == instance.seq) {
       rank.blocked.complete_ns = done;
+      rank.blocked.started_ns = instance.last_arrival_ns;
       blocked = true;
       if (options_.wake_each_rank) engine_.Schedule(done, kRankWake, r, 0);
       continue;
@@ -846,6 +914,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
     for (auto& work : rank.outstanding) {
       if (work.group == group && work.seq == instance.seq && work.complete_ns < 0) {
         work.complete_ns = done;
+        work.started_ns = instance.last_arrival_ns;
         --rank.outstanding_open;
         if (rank.phase == Phase::kWaitOutstanding && rank.outstanding_open == 0) {
           int64_t last = done;
@@ -937,6 +1006,15 @@ void JobSim::Advance(RankState& rank) {
         if (rank.iteration >= rank.iterations_total) {
           rank.phase = Phase::kDone;
           rank.phase_since_ns = engine_.now_ns();
+          if (tracing_) {
+            TraceRecord record;
+            record.kind = TraceKind::kProcessExit;
+            record.rank = rank.rank;
+            record.start_ns = record.end_ns = rank.phase_since_ns;
+            record.iteration = rank.iteration;
+            record.text = "finished its iterations (exit 0)";
+            Trace(record);
+          }
           ++ranks_done_;
           if (ranks_done_ == world_) stop_ = true;
           return;

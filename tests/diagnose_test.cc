@@ -71,7 +71,10 @@ std::vector<ReferenceRow> ReadReference(const std::string& name) {
 
 std::string Shape(const std::vector<std::vector<int64_t>>& sizes) {
   std::string out;
-  for (const int64_t d : sizes.at(0)) out += (out.empty() ? "" : "x") + std::to_string(d);
+  for (const int64_t d : sizes.at(0)) {
+    if (!out.empty()) out += 'x';
+    out += std::to_string(d);
+  }
   return out;
 }
 
