@@ -118,6 +118,7 @@ struct RunFlags {
   bool no_wall_time = false;
   std::string perfetto;
   std::string trace_dir;
+  uint64_t trace_ring = 0;  // keep only the last N events per rank
 };
 
 // Hands every record to each of several sinks (--perfetto and --trace together).
@@ -150,7 +151,8 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   }
   if (!flags.trace_dir.empty()) {
     trace = std::make_unique<petrsim::TraceDirectoryWriter>(
-        flags.trace_dir, scenario, path, scenario.job().world_size(), "sim", kBuildId);
+        flags.trace_dir, scenario, path, scenario.job().world_size(), "sim", kBuildId,
+        petrsim::TraceDirectoryWriter::kRecordsMaxDefault, flags.trace_ring);
     sinks.Add(trace.get());
   }
   if (!sinks.empty()) options.trace = &sinks;
@@ -262,6 +264,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", run_flags.sets, set_help);
   app.add_option("--perfetto", run_flags.perfetto,
                  "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  app.add_option("--trace-ring", run_flags.trace_ring,
+                 "with --trace: keep only the last N events of each rank, like PyTorch's Flight "
+                 "Recorder (0: all)");
   app.add_option("--trace", run_flags.trace_dir,
                  "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
   app.add_flag("--no-wall-time", run_flags.no_wall_time,

@@ -163,6 +163,9 @@ void AddPetrsimTrace(Recordings& rec, const std::string& path) {
       case TraceEventKind::rank_died:
         if (!rank.died) rank.died = event.text();
         break;
+      case TraceEventKind::truncated:
+        rank.records_dropped += event.records_dropped();
+        break;
       default:
         break;
     }
@@ -498,8 +501,17 @@ Diagnosis Diagnose(const Recordings& rec) {
       const RankRecording& rank = rec.ranks[m];
       if (!rank.present) continue;
       if (!rank.spins.empty()) {
-        const SpinRecord& spin = *std::min_element(rank.spins.begin(), rank.spins.end(),
-            [](const SpinRecord& a, const SpinRecord& b) { return a.batch < b.batch; });
+        // The spin on the batch the rank waits for (the stuck collective's iteration), else the
+        // earliest one recorded.
+        const SpinRecord* chosen = nullptr;
+        for (const SpinRecord& spin : rank.spins) {
+          if (stuck.iteration && spin.batch == *stuck.iteration) chosen = &spin;
+        }
+        if (chosen == nullptr) {
+          chosen = &*std::min_element(rank.spins.begin(), rank.spins.end(),
+                                      [](const SpinRecord& a, const SpinRecord& b) { return a.batch < b.batch; });
+        }
+        const SpinRecord& spin = *chosen;
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
             "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s",
@@ -507,6 +519,11 @@ Diagnosis Diagnose(const Recordings& rec) {
             spin.batch, spin.slot, spin.index, spin.text.empty() ? "the resample loop never ends" : spin.text,
             static_cast<double>(spin.start_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9);
         if (rec.scenario) *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
+        if (stuck.iteration && spin.batch != *stuck.iteration && rank.records_dropped > 0) {
+          *out.cause += fmt::format(" (the recording of rank {} left out {} older records, so the spin on batch {}, "
+                                    "the one it waits for, may be among them)", m, rank.records_dropped,
+                                    *stuck.iteration);
+        }
         break;
       }
       if (rank.died) {

@@ -70,6 +70,7 @@ struct RankRecording {
   std::vector<SpinRecord> spins;
   std::optional<std::string> died;     // why, if it died
   std::optional<std::string> partial;  // the file was cut short: what went wrong
+  uint64_t records_dropped = 0;        // the writer left out this many (record limit, ring)
 };
 
 struct GroupInfo {

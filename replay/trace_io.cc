@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -122,13 +123,19 @@ TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank) {
 TraceDirectoryWriter::TraceDirectoryWriter(std::string directory, const Scenario& scenario,
                                            const std::string& scenario_path, uint32_t world_size,
                                            const std::string& backend,
-                                           const std::string& build_id, uint64_t records_max)
+                                           const std::string& build_id, uint64_t records_max,
+                                           uint64_t ring_events)
     : directory_(std::move(directory)),
       world_size_(world_size),
       records_max_(records_max),
       buffers_(world_size),
       created_(world_size, false),
-      dropped_(world_size, 0) {
+      dropped_(world_size, 0),
+      ring_events_(ring_events) {
+  if (ring_events_ > 0) {
+    rings_.resize(world_size);
+    ring_next_.assign(world_size, 0);
+  }
   PETRSIM_ASSERT(world_size >= 1);
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
@@ -233,6 +240,17 @@ void TraceDirectoryWriter::Record(const TraceRecord& record) {
   ++records_written_;
   if (!write_error_.empty()) return;
   FillTraceEvent(record, event_);
+  if (ring_events_ > 0) {
+    auto& ring = rings_[record.rank];
+    uint64_t& next = ring_next_[record.rank];
+    if (ring.size() < ring_events_) ring.emplace_back();
+    std::string& slot = ring[next % ring_events_];
+    buffered_bytes_ -= std::min<uint64_t>(buffered_bytes_, slot.size());
+    slot.clear();
+    Encode(event_, slot);
+    ++next;
+    return;
+  }
   std::string& buffer = buffers_[record.rank];
   Encode(event_, buffer);
   if (buffer.size() >= kRankBufferBytes) {
@@ -244,6 +262,22 @@ void TraceDirectoryWriter::Record(const TraceRecord& record) {
 
 void TraceDirectoryWriter::Finish() {
   PETRSIM_ASSERT(!finished_);
+  for (uint32_t r = 0; r < world_size_ && ring_events_ > 0; ++r) {
+    const uint64_t next = ring_next_[r];
+    if (next > ring_events_) {
+      TraceEvent marker;
+      marker.set_kind(TraceEventKind::truncated);
+      marker.set_start_ns(0);
+      marker.set_end_ns(0);
+      marker.set_records_dropped(next - ring_events_);
+      marker.set_text(fmt::format("ring buffer: the last {} records of this rank are kept, {} older ones "
+                                  "were dropped", ring_events_, next - ring_events_));
+      Encode(marker, buffers_[r]);
+    }
+    const uint64_t count = std::min<uint64_t>(next, ring_events_);
+    for (uint64_t i = next - count; i < next; ++i) buffers_[r] += rings_[r][i % ring_events_];
+    std::vector<std::string>().swap(rings_[r]);
+  }
   for (uint32_t r = 0; r < world_size_; ++r) {
     if (dropped_[r] != 0) {
       TraceEvent marker;
@@ -282,6 +316,161 @@ void TraceDirectoryWriter::Finish() {
 
 // ---------------------------------------------------------------------------------------------
 // Reading
+
+RankTraceWriter::RankTraceWriter(std::string path, const Scenario& scenario,
+                                 const std::string& scenario_path, uint32_t rank, uint32_t world_size,
+                                 const std::string& backend, const std::string& build_id, Mode mode,
+                                 uint64_t ring_events)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), mode_(mode) {
+  PETRSIM_ASSERT(rank < world_size);
+  PETRSIM_ASSERT(mode != Mode::kRing || ring_events >= 1);
+  TraceHeader header;
+  header.set_format_version(kTraceFormatVersion);
+  *header.mutable_scenario() = scenario;
+  header.set_scenario_path(scenario_path);
+  header.set_seed(scenario.seed());
+  header.set_rank(rank);
+  header.set_world_size(world_size);
+  header.set_backend(backend);
+  header.set_build_id(build_id);
+  header.set_clock(backend == "sim" ? "virtual" : "steady");
+  const std::string body = header.SerializeAsString();
+  AppendVarint(header_, body.size());
+  header_ += body;
+  if (mode_ == Mode::kStream) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", path_, std::strerror(errno)));
+    if (!WriteAll(fd_, header_.data(), header_.size())) {
+      const int saved = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw ScenarioError(fmt::format("{}: write error: {}", path_, std::strerror(saved)));
+    }
+  } else {
+    ring_.resize(ring_events);
+    // Check now that the file can be made, so a bad path fails at the start, not at the dump.
+    const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
+    ::close(fd);
+    ::unlink(tmp_path_.c_str());
+  }
+}
+
+RankTraceWriter::~RankTraceWriter() {
+  if (finished_) return;
+  try {
+    Finish();
+  } catch (const ScenarioError&) {
+  }
+}
+
+bool RankTraceWriter::WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void RankTraceWriter::EncodeTo(const TraceRecord& record, std::string& out) {
+  event_.Clear();
+  FillTraceEvent(record, event_);
+  const size_t size = event_.ByteSizeLong();
+  AppendVarint(out, size);
+  const size_t at = out.size();
+  out.resize(at + size);
+  event_.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + at));
+}
+
+void RankTraceWriter::Record(const TraceRecord& record) {
+  PETRSIM_ASSERT(!finished_);
+  if (mode_ == Mode::kRing) {
+    recording_ = 1;
+    std::string& slot = ring_[next_ % ring_.size()];
+    slot.clear();
+    EncodeTo(record, slot);
+    ++next_;
+    recording_ = 0;
+    return;
+  }
+  EncodeTo(record, buffer_);
+  ++next_;
+  const bool matters = record.kind == TraceKind::kCollective || record.kind == TraceKind::kLivelock ||
+                       record.kind == TraceKind::kWatchdog || record.kind == TraceKind::kRankDied ||
+                       record.kind == TraceKind::kDesync || record.kind == TraceKind::kProcessExit;
+  if (matters || buffer_.size() >= 4096) Flush();
+}
+
+void RankTraceWriter::Flush() {
+  if (mode_ == Mode::kRing) {
+    Dump();
+    return;
+  }
+  if (fd_ < 0 || buffer_.empty()) return;
+  if (!WriteAll(fd_, buffer_.data(), buffer_.size())) failed_ = true;
+  buffer_.clear();
+}
+
+bool RankTraceWriter::Dump() {
+  if (mode_ != Mode::kRing) return true;
+  // Only async-signal-safe calls from here on (a signal handler runs this).
+  const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  bool ok = WriteAll(fd, header_.data(), header_.size());
+  const uint64_t size = ring_.size();
+  const uint64_t count = next_ < size ? next_ : size;
+  const uint64_t busy = recording_ != 0 ? (next_ % size) : UINT64_MAX;
+  for (uint64_t i = next_ - count; ok && i < next_; ++i) {
+    if (i % size == busy) continue;  // interrupted while being written
+    const std::string& slot = ring_[i % size];
+    ok = WriteAll(fd, slot.data(), slot.size());
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (ok) ok = ::rename(tmp_path_.c_str(), path_.c_str()) == 0;
+  if (!ok) ::unlink(tmp_path_.c_str());
+  return ok;
+}
+
+void RankTraceWriter::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (mode_ == Mode::kRing) {
+    if (!Dump()) throw ScenarioError(fmt::format("{}: cannot write the trace: {}", path_, std::strerror(errno)));
+    return;
+  }
+  Flush();
+  const bool closed = ::close(fd_) == 0;
+  fd_ = -1;
+  if (failed_ || !closed) throw ScenarioError(fmt::format("{}: write error: {}", path_, std::strerror(errno)));
+}
+
+namespace {
+
+RankTraceWriter* volatile g_signal_writer = nullptr;
+
+extern "C" void DumpOnSignal(int signal) {
+  if (RankTraceWriter* writer = g_signal_writer) writer->Dump();
+  // Die of the signal as the process would have.
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(signal, &action, nullptr);
+  ::raise(signal);
+}
+
+}  // namespace
+
+void RankTraceWriter::InstallSignalDump(RankTraceWriter* writer) {
+  g_signal_writer = writer;
+  struct sigaction action {};
+  action.sa_handler = writer != nullptr ? DumpOnSignal : SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGABRT, &action, nullptr);
+}
 
 RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nullptr); }
 

@@ -49,12 +49,14 @@ class TraceDirectoryWriter : public TraceSink {
 
   // Creates `directory` (and its parents) if needed. `backend` is "sim", "gloo" or "nccl";
   // the header's clock is "virtual" for "sim" and "steady" otherwise. Records past the first
-  // `records_max` (all ranks together) are counted, not written. Throws ScenarioError naming
-  // the directory if it cannot be created.
+  // `records_max` (all ranks together) are counted, not written. With `ring_events` > 0 only
+  // the last ring_events events of each rank are kept (like PyTorch's Flight Recorder) and
+  // written at Finish(), after a `truncated` event that counts the older ones. Throws
+  // ScenarioError naming the directory if it cannot be created.
   TraceDirectoryWriter(std::string directory, const Scenario& scenario,
                        const std::string& scenario_path, uint32_t world_size,
                        const std::string& backend, const std::string& build_id,
-                       uint64_t records_max = kRecordsMaxDefault);
+                       uint64_t records_max = kRecordsMaxDefault, uint64_t ring_events = 0);
   ~TraceDirectoryWriter() override;
   TraceDirectoryWriter(const TraceDirectoryWriter&) = delete;
   TraceDirectoryWriter& operator=(const TraceDirectoryWriter&) = delete;
@@ -92,6 +94,66 @@ class TraceDirectoryWriter : public TraceSink {
   bool finished_ = false;
   std::string write_error_;  // the first write error, for Finish(); empty: none
   TraceEvent event_;         // reused for every record
+  const uint64_t ring_events_;
+  std::vector<std::vector<std::string>> rings_;  // per rank, when ring_events_ > 0
+  std::vector<uint64_t> ring_next_;              // per rank: events recorded
+};
+
+// One rank's trace file written by that rank's own process (the real backend: one process per
+// rank), in one of two modes:
+// - kStream: the header is written at once, events are encoded into a buffer that goes to the
+//   file (write(2), so the kernel has it) whenever it passes 4 KiB and after every event that
+//   matters for a post-mortem (a collective, a livelock, a watchdog, a death, an exit). A process
+//   killed at any moment (even by SIGKILL) leaves a readable file: every event up to the last
+//   such flush, then at most one cut message that ReadRankTrace(path, &partial) reports.
+// - kRing: like PyTorch's Flight Recorder, only the last `ring_events` events are kept, in
+//   memory; Dump() writes them (header first) to "<path>.tmp" and renames it onto `path`. Call
+//   it when the watchdog fires; Finish() and the destructor call it at exit, and
+//   InstallSignalDump() makes SIGTERM and SIGABRT call it (async-signal-safe: the events are
+//   kept encoded, and the dump only uses open, write, close and rename).
+// Not thread-safe: callers serialize Record().
+class RankTraceWriter : public TraceSink {
+ public:
+  enum class Mode { kStream, kRing };
+  // Throws ScenarioError naming the path if the file cannot be created.
+  RankTraceWriter(std::string path, const Scenario& scenario, const std::string& scenario_path,
+                  uint32_t rank, uint32_t world_size, const std::string& backend,
+                  const std::string& build_id, Mode mode, uint64_t ring_events = 0);
+  ~RankTraceWriter() override;
+  RankTraceWriter(const RankTraceWriter&) = delete;
+  RankTraceWriter& operator=(const RankTraceWriter&) = delete;
+
+  void Record(const TraceRecord& record) override;
+  // kStream: writes the buffer. kRing: Dump().
+  void Flush();
+  // kRing: writes the ring to the file now. Returns false on a write error.
+  bool Dump();
+  // Flushes (dumps) and closes. Throws ScenarioError naming the path on a write error.
+  void Finish();
+
+  // Makes SIGTERM and SIGABRT dump `writer` (one per process; null uninstalls), then die of
+  // the signal as they would have.
+  static void InstallSignalDump(RankTraceWriter* writer);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  bool WriteAll(int fd, const char* data, size_t size);
+  void EncodeTo(const TraceRecord& record, std::string& out);
+
+  const std::string path_;
+  const std::string tmp_path_;
+  const Mode mode_;
+  std::string header_;  // length-prefixed
+  int fd_ = -1;         // kStream
+  std::string buffer_;  // kStream: encoded events not yet written
+  // kRing: encoded events, slot (next_ + i) % size for i = 0.. oldest first once full.
+  std::vector<std::string> ring_;
+  uint64_t next_ = 0;     // events recorded so far
+  volatile int recording_ = 0;  // inside Record(): the slot being written is skipped by a dump
+  bool finished_ = false;
+  bool failed_ = false;
+  TraceEvent event_;
 };
 
 // One rank's trace file, read whole.

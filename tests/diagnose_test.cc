@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -232,6 +233,21 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   }
   ASSERT_EQ(result.outcome, sim::Outcome::kHang);
   ASSERT_TRUE(result.collective.has_value());
+  // The trace holds the kinds a post-mortem reads: sampler draws, getitem attempts of the
+  // getitems that resampled, batches ready, collectives with their start, exits.
+  std::map<int, uint64_t> kinds;
+  bool started_recorded = false;
+  for (uint32_t r = 0; r < scenario.job().world_size(); ++r) {
+    for (const TraceEvent& event : ReadRankTrace(RankTracePath(dir.string(), r)).events) {
+      ++kinds[event.kind()];
+      started_recorded |= event.kind() == TraceEventKind::collective && event.started_ns() >= event.start_ns();
+    }
+  }
+  EXPECT_GT(kinds[TraceEventKind::sampler_draw], 0u);
+  EXPECT_GT(kinds[TraceEventKind::getitem_attempt], 0u);
+  EXPECT_GT(kinds[TraceEventKind::batch_ready], 0u);
+  EXPECT_GE(kinds[TraceEventKind::livelock], 1u);
+  EXPECT_TRUE(started_recorded);
   const Recordings recordings = LoadRecordings({dir.string()});
   EXPECT_EQ(recordings.format, "petrsim");
   const Diagnosis diagnosis = Diagnose(recordings);

@@ -5,7 +5,10 @@
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -115,6 +118,64 @@ std::vector<TraceRecord> SampleRecords(std::vector<std::string>& strings) {
   return records;
 }
 
+// Records of the kinds the post-mortem issue added, each field away from its default.
+std::vector<TraceRecord> MoreRecords(std::vector<std::string>& strings) {
+  strings = {"default_pg", "finished its iterations (exit 0)"};
+  std::vector<TraceRecord> records;
+  TraceRecord collective;
+  collective.kind = TraceKind::kCollective;
+  collective.rank = 1;
+  collective.start_ns = 300;
+  collective.end_ns = 400;
+  collective.process_group = strings[0];
+  collective.seq = 12;
+  TraceRecord draw;
+  draw.kind = TraceKind::kSamplerDraw;
+  draw.rank = 1;
+  draw.start_ns = draw.end_ns = 20;
+  draw.iteration = 6;
+  draw.slot = 1;
+  draw.index = 77;
+  draw.group = 13;
+  records.push_back(draw);
+  TraceRecord attempt;
+  attempt.kind = TraceKind::kGetItemAttempt;
+  attempt.rank = 1;
+  attempt.worker = 2;
+  attempt.start_ns = attempt.end_ns = 30;
+  attempt.index = 77;
+  attempt.final_index = 75;
+  attempt.gt_count = 0;
+  attempt.attempts = 1;
+  records.push_back(attempt);
+  TraceRecord accepted = attempt;
+  accepted.index = 75;
+  accepted.final_index = -1;
+  accepted.gt_count = 4;
+  accepted.accepted = true;
+  accepted.attempts = 2;
+  records.push_back(accepted);
+  TraceRecord ready;
+  ready.kind = TraceKind::kBatchReady;
+  ready.rank = 0;
+  ready.worker = 1;
+  ready.start_ns = ready.end_ns = 40;
+  ready.iteration = 6;
+  records.push_back(ready);
+  TraceRecord started = collective;
+  started.completed = true;
+  started.started_ns = 310;
+  started.dtype = Collective::int64;
+  records.push_back(started);
+  TraceRecord exit;
+  exit.kind = TraceKind::kProcessExit;
+  exit.rank = 0;
+  exit.start_ns = exit.end_ns = 2000;
+  exit.text = strings[1];
+  records.push_back(exit);
+  return records;
+}
+
 void ExpectSameRecord(const TraceRecord& a, const TraceRecord& b) {
   EXPECT_EQ(a.kind, b.kind);
   EXPECT_EQ(a.rank, b.rank);
@@ -132,6 +193,11 @@ void ExpectSameRecord(const TraceRecord& a, const TraceRecord& b) {
   EXPECT_EQ(a.numel, b.numel);
   EXPECT_EQ(a.completed, b.completed);
   EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.started_ns, b.started_ns);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.gt_count, b.gt_count);
+  EXPECT_EQ(a.accepted, b.accepted);
 }
 
 TEST_F(TraceWriterTest, RecordsRoundTripWithTheHeaderInOrder) {
@@ -174,6 +240,26 @@ TEST_F(TraceWriterTest, RecordsRoundTripWithTheHeaderInOrder) {
   EXPECT_FALSE(rank0.events[0].has_worker());
   EXPECT_TRUE(rank0.events[0].has_kind());
   EXPECT_TRUE(rank0.events[0].has_start_ns());
+}
+
+TEST_F(TraceWriterTest, NewKindsAndFieldsRoundTrip) {
+  std::vector<std::string> strings;
+  const std::vector<TraceRecord> records = MoreRecords(strings);
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "b");
+    for (const auto& record : records) writer.Record(record);
+    writer.Finish();
+  }
+  std::vector<RankTrace> traces = {ReadRankTrace(RankTracePath(directory_, 0)),
+                                   ReadRankTrace(RankTracePath(directory_, 1))};
+  size_t next[2] = {0, 0};
+  for (const auto& record : records) {
+    const auto& events = traces[record.rank].events;
+    ASSERT_LT(next[record.rank], events.size());
+    ExpectSameRecord(ToTraceRecord(events[next[record.rank]++], record.rank), record);
+  }
+  EXPECT_EQ(next[0], traces[0].events.size());
+  EXPECT_EQ(next[1], traces[1].events.size());
 }
 
 TEST_F(TraceWriterTest, ManyRecordsOverManyRanksKeepTheirOrder) {
@@ -315,6 +401,116 @@ TEST_F(TraceWriterTest, ADirectoryThatCannotBeCreatedIsNamed) {
   } catch (const ScenarioError& error) {
     EXPECT_NE(std::string(error.what()).find(bad), std::string::npos) << error.what();
   }
+}
+
+TEST_F(TraceWriterTest, RingModeKeepsTheLastEventsOfEachRankAndCountsTheRest) {
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "test",
+                                TraceDirectoryWriter::kRecordsMaxDefault, /*ring_events=*/10);
+    for (uint64_t i = 0; i < 25; ++i) {
+      TraceRecord record;
+      record.kind = TraceKind::kIteration;
+      record.rank = 0;
+      record.start_ns = static_cast<int64_t>(i);
+      record.end_ns = static_cast<int64_t>(i + 1);
+      record.iteration = i;
+      writer.Record(record);
+    }
+    TraceRecord one;
+    one.kind = TraceKind::kIteration;
+    one.rank = 1;
+    writer.Record(one);
+    writer.Finish();
+  }
+  const RankTrace rank0 = ReadRankTrace(RankTracePath(directory_, 0));
+  ASSERT_EQ(rank0.events.size(), 11u);
+  EXPECT_EQ(rank0.events[0].kind(), TraceEventKind::truncated);
+  EXPECT_EQ(rank0.events[0].records_dropped(), 15u);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(rank0.events[i + 1].iteration(), 15 + i);
+  EXPECT_EQ(ReadRankTrace(RankTracePath(directory_, 1)).events.size(), 1u);
+}
+
+// The process writer, in a child process that dies: what a killed or aborted rank leaves.
+TraceRecord Iteration(uint64_t i, TraceKind kind = TraceKind::kIteration) {
+  TraceRecord record;
+  record.kind = kind;
+  record.start_ns = static_cast<int64_t>(i);
+  record.end_ns = static_cast<int64_t>(i);
+  record.iteration = i;
+  return record;
+}
+
+// Runs `body` in a child process and returns how it ended (the wait status).
+template <class Body>
+int InChild(Body body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST_F(TraceWriterTest, AStreamingRankKilledWithSigkillLeavesAReadablePrefix) {
+  fs::create_directories(root_);
+  const std::string path = (root_ / "rank_0.pbtrace").string();
+  const int status = InChild([&] {
+    RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 0, 2, "gloo", "test", RankTraceWriter::Mode::kStream);
+    for (uint64_t i = 0; i < 1000; ++i) writer.Record(Iteration(i));
+    writer.Record(Iteration(1000, TraceKind::kCollective));  // flushed at once
+    for (uint64_t i = 1001; i < 1010; ++i) writer.Record(Iteration(i));  // still buffered
+    ::kill(::getpid(), SIGKILL);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  std::string partial;
+  const RankTrace trace = ReadRankTrace(path, &partial);
+  EXPECT_EQ(partial, "");
+  EXPECT_EQ(trace.header.rank(), 0u);
+  EXPECT_EQ(trace.header.backend(), "gloo");
+  ASSERT_EQ(trace.events.size(), 1001u);  // every event up to the collective
+  for (uint64_t i = 0; i <= 1000; ++i) EXPECT_EQ(trace.events[i].iteration(), i);
+}
+
+TEST_F(TraceWriterTest, ARingRankDumpsItsLastEventsOnSigabrtAndSigterm) {
+  fs::create_directories(root_);
+  for (const int signal : {SIGABRT, SIGTERM}) {
+    const std::string path = (root_ / ("rank_1_" + std::to_string(signal) + ".pbtrace")).string();
+    const int status = InChild([&] {
+      RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 1, 2, "nccl", "test", RankTraceWriter::Mode::kRing, 100);
+      RankTraceWriter::InstallSignalDump(&writer);
+      for (uint64_t i = 0; i < 10000; ++i) writer.Record(Iteration(i));
+      ::raise(signal);
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << signal;
+    EXPECT_EQ(WTERMSIG(status), signal);
+    const RankTrace trace = ReadRankTrace(path);
+    EXPECT_EQ(trace.header.rank(), 1u);
+    ASSERT_EQ(trace.events.size(), 100u) << signal;
+    for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(trace.events[i].iteration(), 9900 + i);
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+  }
+}
+
+TEST_F(TraceWriterTest, ARingRankDumpsAtExitAndOnDemand) {
+  fs::create_directories(root_);
+  const std::string path = (root_ / "rank_0.pbtrace").string();
+  {
+    RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 0, 1, "gloo", "test", RankTraceWriter::Mode::kRing, 3);
+    for (uint64_t i = 0; i < 5; ++i) writer.Record(Iteration(i));
+    ASSERT_TRUE(writer.Dump());  // the watchdog fired
+    EXPECT_EQ(ReadRankTrace(path).events.size(), 3u);
+    writer.Record(Iteration(5));
+  }  // exit
+  const RankTrace trace = ReadRankTrace(path);
+  ASSERT_EQ(trace.events.size(), 3u);
+  EXPECT_EQ(trace.events[0].iteration(), 3u);
+  EXPECT_EQ(trace.events[2].iteration(), 5u);
+  EXPECT_THROW(RankTraceWriter("/nonexistent-dir/rank_0.pbtrace", scenario_, "tiny.pbtxt", 0, 1, "gloo", "test",
+                               RankTraceWriter::Mode::kStream),
+               ScenarioError);
 }
 
 }  // namespace
