@@ -10,6 +10,7 @@
 
 #include "cli/check_command.h"
 #include "cli/diagnose_command.h"
+#include "cli/export_command.h"
 #include "cli/perfetto_writer.h"
 #include "replay/trace_io.h"
 #include "cli/run_command.h"
@@ -255,6 +256,14 @@ int main(int argc, char** argv) {
                        "against the scenario's predicted livelock");
   diagnose->add_option("--set", diagnose_flags.sets, set_help);
 
+  std::string export_dir, export_perfetto;
+  auto* export_command = app.add_subcommand(
+      "export", "Write the timeline of recorded per-rank traces (rank_<r>.pbtrace) for "
+                "ui.perfetto.dev or chrome://tracing.");
+  export_command->add_option("trace_dir", export_dir, "directory of rank_<r>.pbtrace files")->required();
+  export_command->add_option("--perfetto", export_perfetto, "the Chrome/Perfetto trace-event JSON to write")
+      ->required();
+
   std::string bare_scenario;
   RunFlags run_flags;
   app.add_option("scenario", bare_scenario,
@@ -294,6 +303,7 @@ int main(int argc, char** argv) {
       return petrsim::RunMerge(merge_paths, Format(merge_json, merge_csv), merge_runs, stdout);
     }
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
+    if (export_command->parsed()) return petrsim::RunExport(export_dir, export_perfetto);
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||
         !run_flags.perfetto.empty() || !run_flags.trace_dir.empty()) {

@@ -1,0 +1,59 @@
+// `petrsim export`; see export_command.h.
+#include "cli/export_command.h"
+
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/perfetto_writer.h"
+#include "model/error.h"
+#include "replay/trace_io.h"
+
+namespace petrsim {
+
+int RunExport(const std::string& trace_dir, const std::string& perfetto) {
+  if (perfetto.empty()) throw ScenarioError("export: nothing to write: give --perfetto FILE");
+  std::error_code error;
+  if (!std::filesystem::is_directory(trace_dir, error)) {
+    throw ScenarioError(fmt::format("{}: not a directory of rank_<r>.pbtrace files", trace_dir));
+  }
+  // Read every rank first, so a bad file leaves no timeline behind.
+  const RankTrace first = ReadRankTrace(RankTracePath(trace_dir, 0));
+  const uint32_t world = first.header.world_size();
+  std::vector<RankTrace> traces;
+  std::vector<std::string> partial;
+  traces.push_back(first);
+  for (uint32_t r = 1; r < world; ++r) {
+    const std::string path = RankTracePath(trace_dir, r);
+    if (!std::filesystem::exists(path, error)) {
+      partial.push_back(fmt::format("{}: missing", path));
+      continue;
+    }
+    std::string cut;
+    traces.push_back(ReadRankTrace(path, &cut));
+    if (!cut.empty()) partial.push_back(cut);
+  }
+  PerfettoWriter writer(perfetto);
+  for (const RankTrace& trace : traces) {
+    for (const TraceEvent& event : trace.events) {
+      if (event.kind() == TraceEventKind::truncated) continue;
+      writer.Record(ToTraceRecord(event, trace.header.rank()));
+    }
+  }
+  const uint64_t events = writer.records_written();
+  writer.Finish({{"source", trace_dir},
+                 {"backend", first.header.backend()},
+                 {"clock", first.header.clock()},
+                 {"world_size", world},
+                 {"scenario", first.header.scenario_path()},
+                 {"partial", partial}});
+  std::cout << fmt::format("petrsim export: {} events of {} ranks from {} written to {}\n", events, traces.size(),
+                           trace_dir, perfetto);
+  for (const std::string& note : partial) std::cout << "  partial: " << note << "\n";
+  return 0;
+}
+
+}  // namespace petrsim
