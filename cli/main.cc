@@ -11,6 +11,7 @@
 #include "cli/check_command.h"
 #include "cli/diagnose_command.h"
 #include "cli/export_command.h"
+#include "replay/replay.h"
 #include "cli/perfetto_writer.h"
 #include "replay/trace_io.h"
 #include "cli/run_command.h"
@@ -264,6 +265,20 @@ int main(int argc, char** argv) {
   export_command->add_option("--perfetto", export_perfetto, "the Chrome/Perfetto trace-event JSON to write")
       ->required();
 
+  std::string replay_dir, replay_against = "sim";
+  std::vector<std::string> replay_sets;
+  bool replay_json = false;
+  auto* replay = app.add_subcommand(
+      "replay",
+      "Re-run a recorded job (rank_<r>.pbtrace files) driven by its recorded sample order, "
+      "getitem results and times, and say whether it ends as recorded; with --set, what-if on "
+      "the recorded job. Exit 0 reproduced (or what-if answered), 1 not reproduced, 2 bad input.");
+  replay->add_option("trace_dir", replay_dir, "directory of rank_<r>.pbtrace files")->required();
+  replay->add_option("--against", replay_against, "the backend to replay on: sim (real comes with the real backend)")
+      ->check(CLI::IsMember({"sim", "real"}));
+  replay->add_option("--set", replay_sets, set_help);
+  replay->add_flag("--json", replay_json, "print a JSON object");
+
   std::string bare_scenario;
   RunFlags run_flags;
   app.add_option("scenario", bare_scenario,
@@ -304,6 +319,21 @@ int main(int argc, char** argv) {
     }
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
     if (export_command->parsed()) return petrsim::RunExport(export_dir, export_perfetto);
+    if (replay->parsed()) {
+      if (replay_against != "sim") {
+        throw petrsim::ScenarioError("replay --against real: the real LibTorch backend cannot replay yet (it "
+                                     "comes with the real-backend issue); use --against sim");
+      }
+      const petrsim::RecordedJob job = petrsim::LoadRecordedJob(replay_dir);
+      petrsim::SimReplayBackend backend;
+      const petrsim::ReplayReport report = petrsim::Replay(job, backend, replay_sets);
+      if (replay_json) {
+        std::cout << petrsim::ReplayJson(report).dump(2) << "\n";
+      } else {
+        std::cout << petrsim::FormatReplay(job, report);
+      }
+      return report.reproduced || !replay_sets.empty() ? 0 : 1;
+    }
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||
         !run_flags.perfetto.empty() || !run_flags.trace_dir.empty()) {

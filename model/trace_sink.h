@@ -53,7 +53,7 @@ struct TraceRecord {
   Collective::Op op = Collective::allreduce;
   uint64_t numel = 0;
   Collective::Dtype dtype = Collective::float32;
-  bool completed = true;  // false: still pending when the run ended
+  bool completed = true;  // false: still pending when the run ended (kCollective, kLoad)
   // kCollective: when every member had joined and the transfer began (-1: it never did).
   int64_t started_ns = -1;
   // kSamplerDraw: the index's sampler group. kGetItemAttempt: the frame's GT count after the

@@ -160,6 +160,27 @@ void AddPetrsimTrace(Recordings& rec, const std::string& path) {
         rank.spins.push_back(spin);
         break;
       }
+      case TraceEventKind::load:
+        if (!event.completed()) {
+          // A getitem the worker was still in at the end: its attempts so far.
+          SpinRecord* found = nullptr;
+          for (SpinRecord& spin : rank.spins) {
+            if (spin.batch == event.iteration() && spin.slot == event.slot()) found = &spin;
+          }
+          if (found == nullptr) {  // its livelock instant was not kept (a ring)
+            SpinRecord spin;
+            spin.worker = event.worker();
+            spin.batch = event.iteration();
+            spin.slot = event.slot();
+            spin.index = event.index();
+            spin.start_ns = event.start_ns();
+            spin.text = "the resample loop never ends";
+            rank.spins.push_back(spin);
+            found = &rank.spins.back();
+          }
+          found->attempts = std::max(found->attempts, event.attempts());
+        }
+        break;
       case TraceEventKind::rank_died:
         if (!rank.died) rank.died = event.text();
         break;
@@ -215,9 +236,11 @@ std::string DescribePool(const Scenario& scenario, const SpinRecord& spin, int64
       return fmt::format(
           ".\n  The loop resamples within sampler group {} of sub-dataset '{}', scene '{}': its pool is "
           "frames {}..{} of the scene (dataset indices {}..{}, {} frames), none with GT after the "
-          "filters, so no attempt can succeed; about {:.0f} loads by the end at {:.0f} ms each",
+          "filters, so no attempt can succeed{}",
           dataset.group_of(spin.index), pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene,
-          pool.last_frame_in_scene, pool.first_frame, pool.last_frame, pool.frames, attempts, load_s * 1e3);
+          pool.last_frame_in_scene, pool.first_frame, pool.last_frame, pool.frames,
+          spin.attempts > 0 ? std::string()
+                            : fmt::format("; about {:.0f} loads by the end at {:.0f} ms each", attempts, load_s * 1e3));
     }
   } catch (const ScenarioError&) {
   }
@@ -514,10 +537,11 @@ Diagnosis Diagnose(const Recordings& rec) {
         const SpinRecord& spin = *chosen;
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
-            "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s",
+            "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}",
             m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m,
             spin.batch, spin.slot, spin.index, spin.text.empty() ? "the resample loop never ends" : spin.text,
-            static_cast<double>(spin.start_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9);
+            static_cast<double>(spin.start_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
+            spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
         if (rec.scenario) *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
         if (stuck.iteration && spin.batch != *stuck.iteration && rank.records_dropped > 0) {
           *out.cause += fmt::format(" (the recording of rank {} left out {} older records, so the spin on batch {}, "

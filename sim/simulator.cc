@@ -582,6 +582,14 @@ void JobSim::Dispatch(RankState& rank, uint64_t next_to_consume) {
                        : static_cast<uint32_t>((batch - rank.epoch_start) % loader_.workers);
     // The main process draws the batch's indices from the sampler when it dispatches it.
     rank.sampler->NextBatches(rank.draws);
+    if (options_.replay != nullptr) {
+      for (uint32_t b = 0; b < batch_size_; ++b) {
+        const auto index = options_.replay->SampleIndex(rank.rank, batch, b);
+        if (index && *index >= 0 && *index < dataset_.size()) {
+          rank.draws[b] = SlotDraw{*index, dataset_.group_of(*index)};
+        }
+      }
+    }
     if (tracing_) {
       for (uint32_t b = 0; b < batch_size_; ++b) {
         if (rank.draws[b].index < 0) continue;
@@ -622,8 +630,22 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     rank.batch_final[base + b] = -1;
     if (draw.index < 0) continue;  // padding of a short last batch
     attempts_seen_.clear();
-    const GetItemResult result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_draws_,
-                                         kGetItemAttemptsLimit, tracing_ ? &attempt_log_ : nullptr);
+    const RecordedLoad* recorded =
+        options_.replay != nullptr ? options_.replay->Load(rank.rank, batch, b) : nullptr;
+    if (recorded != nullptr && (recorded->final_index >= dataset_.size() || recorded->final_index < -1)) {
+      recorded = nullptr;  // not an index of this dataset: run the policy
+    }
+    GetItemResult result;
+    if (recorded != nullptr) {
+      result.index = recorded->final_index >= 0 ? recorded->final_index : draw.index;
+      result.attempts = std::max<uint64_t>(1, recorded->attempts);
+      result.outcome = recorded->livelock ? GetItemOutcome::kLivelock
+                       : recorded->error  ? GetItemOutcome::kAttemptsExhausted
+                                          : GetItemOutcome::kAccepted;
+    } else {
+      result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_draws_, kGetItemAttemptsLimit,
+                       tracing_ ? &attempt_log_ : nullptr);
+    }
     const int64_t load_ns = ScalePpm(sample_load_ns_, load_ppm);
     if (result.outcome == GetItemOutcome::kLivelock ||
         result.outcome == GetItemOutcome::kAttemptsLimit) {
@@ -672,7 +694,9 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     }
     // Every attempt reloads the sample; jitter per attempt (one draw for the mean past 64).
     int64_t spent = 0;
-    if (result.attempts <= 64) {
+    if (recorded != nullptr && recorded->duration_ns >= 0) {
+      spent = recorded->duration_ns;  // the recorded job's own time
+    } else if (result.attempts <= 64) {
       for (uint64_t a = 0; a < result.attempts; ++a) {
         spent = SaturatingAdd(spent, Jitter(worker.jitter, load_ns));
       }
@@ -1433,6 +1457,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       spin.index = stuck.index;
       spin.final_index = stuck.last_index;
       spin.attempts = stuck.attempts_so_far;
+      spin.completed = false;  // the worker never returned it
       spin.text = "resample loop never ends (still spinning when the run ended)";
       Trace(spin);
     }

@@ -131,6 +131,27 @@ struct SimResult {
   uint64_t trace_hash = 0;
 };
 
+// What a recorded job's worker did with one batch slot (replay/: read from its trace).
+struct RecordedLoad {
+  int64_t final_index = -1;  // the index getitem returned (or was stuck on)
+  uint64_t attempts = 1;     // loads, the first included
+  int64_t duration_ns = -1;  // how long the loads took; -1: not recorded (the cost model's)
+  bool livelock = false;     // the worker never returned (recorded spinning)
+  bool error = false;        // the bounded policy gave up
+};
+
+// The seam a replay drives the simulator through (replay/replay.h): the recorded job's sample
+// order and getitem results, where recorded. Where it says nothing, the simulator runs its own
+// sampler and resample policy (with its own random draws from then on).
+class ReplaySource {
+ public:
+  virtual ~ReplaySource() = default;
+  // The index the recorded sampler gave batch `batch`'s slot `slot` of `rank`.
+  virtual std::optional<int64_t> SampleIndex(uint32_t rank, uint64_t batch, uint32_t slot) const = 0;
+  // What the recorded worker did with it; null: run the resample policy.
+  virtual const RecordedLoad* Load(uint32_t rank, uint64_t batch, uint32_t slot) const = 0;
+};
+
 struct SimOptions {
   // Mixed into the roots of petrsim's cost-jitter streams: runs of one scenario that differ only
   // in run_seed see other load and compute times (sweeps vary it). 0: the scenario seed alone,
@@ -148,6 +169,8 @@ struct SimOptions {
   // dataset). A seam for the property suite's mutants (a policy that forgets its bound must be
   // caught); null: the scenario's policy.
   const ResamplePolicy* resample_policy = nullptr;
+  // Drives the run by a recorded job (not owned); null: the scenario alone.
+  const ReplaySource* replay = nullptr;
   // Called now and then (about every million events) with the virtual time and the iterations
   // every rank has completed; for a progress bar. May be empty.
   std::function<void(int64_t now_ns, uint64_t iterations_completed)> progress;

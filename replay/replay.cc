@@ -1,0 +1,279 @@
+// `petrsim replay`; see replay.h.
+#include "replay/replay.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "model/dataset.h"
+#include "model/error.h"
+#include "model/scenario_override.h"
+#include "model/scenario_validation.h"
+#include "replay/diagnose.h"
+#include "replay/trace_io.h"
+
+namespace petrsim {
+namespace {
+
+std::string RankList(const std::vector<uint32_t>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string out;
+  for (const uint32_t r : ranks) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r);
+  }
+  return out;
+}
+
+// The recording as the backend saw it: sample order and worker results by (rank, batch, slot).
+class RecordedSource final : public sim::ReplaySource {
+ public:
+  RecordedSource(const RecordedJob& job, bool use_samples, bool use_loads)
+      : job_(job), use_samples_(use_samples), use_loads_(use_loads) {}
+  std::optional<int64_t> SampleIndex(uint32_t rank, uint64_t batch, uint32_t slot) const override {
+    if (!use_samples_) return std::nullopt;
+    const auto it = job_.sample_index.find({rank, batch, slot});
+    if (it == job_.sample_index.end()) return std::nullopt;
+    return it->second;
+  }
+  const sim::RecordedLoad* Load(uint32_t rank, uint64_t batch, uint32_t slot) const override {
+    if (!use_loads_) return nullptr;
+    const auto it = job_.loads.find({rank, batch, slot});
+    return it == job_.loads.end() ? nullptr : &it->second;
+  }
+
+ private:
+  const RecordedJob& job_;
+  bool use_samples_, use_loads_;
+};
+
+std::string Describe(const ReplayOutcome& o) {
+  std::string out = o.outcome;
+  if (!o.cause.empty() && o.cause != "none") out += " (" + o.cause + ")";
+  if (o.outcome == "completed") return out + fmt::format(", {} iterations", o.iterations_completed);
+  if (!o.stuck_ranks.empty()) out += fmt::format("; stuck rank(s) {}", RankList(o.stuck_ranks));
+  if (o.has_collective) {
+    out += fmt::format("; the others wait in seq {} on {} (iteration {})", o.seq, o.group, o.iteration);
+  }
+  return out;
+}
+
+}  // namespace
+
+RecordedJob LoadRecordedJob(const std::string& directory) {
+  RecordedJob job;
+  job.directory = directory;
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) {
+    throw ScenarioError(fmt::format("{}: not a directory of rank_<r>.pbtrace files", directory));
+  }
+  const std::string first_path = RankTracePath(directory, 0);
+  if (!std::filesystem::exists(first_path, error)) {
+    throw ScenarioError(fmt::format("{}: no rank_0.pbtrace: replay needs petrsim traces (Flight Recorder "
+                                    "dumps hold no sample order to replay; use `petrsim diagnose`)", directory));
+  }
+  std::vector<uint64_t> iterations_done;
+  bool died = false;
+  for (uint32_t r = 0;; ++r) {
+    const std::string path = RankTracePath(directory, r);
+    if (r > 0 && r >= job.world_size) break;
+    if (!std::filesystem::exists(path, error)) {
+      job.partial.push_back(path + ": missing");
+      continue;
+    }
+    std::string cut;
+    const RankTrace trace = ReadRankTrace(path, &cut);
+    if (!cut.empty()) job.partial.push_back(cut);
+    if (r == 0) {
+      if (!trace.header.has_scenario()) {
+        throw ScenarioError(fmt::format("{}: the header holds no scenario to replay", path));
+      }
+      job.scenario = trace.header.scenario();
+      job.scenario_path = trace.header.scenario_path();
+      job.backend = trace.header.backend();
+      job.world_size = trace.header.world_size();
+      iterations_done.assign(job.world_size, 0);
+    }
+    for (const TraceEvent& event : trace.events) {
+      const RecordedJob::Key key{r, event.iteration(), event.slot()};
+      switch (event.kind()) {
+        case TraceEventKind::sampler_draw:
+          job.sample_index[key] = event.index();
+          break;
+        case TraceEventKind::load: {
+          job.sample_index.try_emplace(key, event.index());
+          sim::RecordedLoad load;
+          load.final_index = event.final_index();
+          load.attempts = event.attempts();
+          if (!event.completed()) {
+            load.livelock = true;  // still in the getitem when the recording ended
+          } else {
+            load.duration_ns = event.end_ns() - event.start_ns();
+            load.error = !event.text().empty();  // a finished load with a message failed
+          }
+          job.loads[key] = load;
+          break;
+        }
+        case TraceEventKind::livelock: {
+          job.sample_index.try_emplace(key, event.index());
+          sim::RecordedLoad load;
+          load.final_index = event.final_index();
+          load.livelock = true;
+          job.loads.try_emplace(key, load);  // the pending load slice, recorded at the end, says more
+          break;
+        }
+        case TraceEventKind::iteration:
+          iterations_done[r] = std::max(iterations_done[r], event.iteration() + 1);
+          break;
+        case TraceEventKind::rank_died:
+          died = true;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  // The recorded outcome, from the post-mortem of the same files.
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({directory}));
+  ReplayOutcome& recorded = job.recorded;
+  recorded.iterations_completed = iterations_done.empty() ? 0 : *std::min_element(iterations_done.begin(), iterations_done.end());
+  const StuckCollective* root = nullptr;
+  for (const StuckCollective& stuck : diagnosis.stuck) {
+    if (stuck.root && root == nullptr) root = &stuck;
+  }
+  if (!diagnosis.desyncs.empty()) {
+    recorded.outcome = "desync";
+  } else if (root != nullptr) {
+    recorded.outcome = died ? "rank_died" : "hang";
+  } else {
+    recorded.outcome = died ? "rank_died" : "completed";
+  }
+  if (root != nullptr) {
+    recorded.stuck_ranks = root->missing_ranks;
+    recorded.has_collective = true;
+    recorded.group = root->group;
+    recorded.seq = static_cast<uint64_t>(root->seq);
+    recorded.iteration = root->iteration.value_or(0);
+  }
+  return job;
+}
+
+ReplayOutcome SimReplayBackend::Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
+                                    bool use_loads) {
+  const Dataset dataset = BuildDataset(scenario, job.scenario_path.empty() ? "the recorded scenario" : job.scenario_path);
+  const RecordedSource source(job, use_samples, use_loads);
+  sim::SimOptions options;
+  options.replay = &source;
+  const sim::SimResult result = sim::Simulate(scenario, dataset, options);
+  ReplayOutcome out;
+  out.outcome = sim::OutcomeName(result.outcome);
+  out.cause = sim::CauseName(result.cause);
+  out.stuck_ranks = result.stuck_ranks;
+  out.iterations_completed = result.iterations_completed;
+  if (result.collective && result.outcome != sim::Outcome::kCompleted) {
+    out.has_collective = true;
+    out.group = result.collective->process_group;
+    out.seq = result.collective->seq;
+    out.iteration = result.collective->iteration;
+  }
+  return out;
+}
+
+ReplayReport Replay(const RecordedJob& job, ReplayBackend& backend, const std::vector<std::string>& sets) {
+  ReplayReport report;
+  report.backend = backend.name();
+  report.sets = sets;
+  report.recorded = job.recorded;
+  Scenario scenario = job.scenario;
+  if (!sets.empty()) {
+    ApplyOverrides(scenario, sets);
+    ValidateScenario(scenario, job.directory + " (the recorded scenario, after --set)");
+  }
+  report.used_loads = sets.empty();
+  report.used_samples = true;
+  if (!sets.empty()) {
+    // The recorded indices mean the same frames only if the dataset is the same.
+    const Dataset before = BuildDataset(job.scenario, "the recorded scenario");
+    const Dataset after = BuildDataset(scenario, "the recorded scenario after --set");
+    bool same = before.size() == after.size() && before.groups_num() == after.groups_num();
+    for (int64_t i = 0; same && i < before.size(); ++i) same = before.group_of(i) == after.group_of(i);
+    if (!same) {
+      report.used_samples = false;
+      report.samples_note = fmt::format(
+          "the changed scenario builds another dataset ({} frames, {} groups instead of {} and {}), so the "
+          "recorded indices do not apply: its own sampler runs", after.size(), after.groups_num(), before.size(),
+          before.groups_num());
+    }
+  }
+  report.replayed = backend.Run(job, scenario, report.used_samples, report.used_loads);
+
+  const ReplayOutcome& a = report.recorded;
+  const ReplayOutcome& b = report.replayed;
+  if (a.outcome != b.outcome) report.differences.push_back(fmt::format("outcome: recorded {}, replayed {}", a.outcome, b.outcome));
+  if (a.stuck_ranks != b.stuck_ranks) {
+    report.differences.push_back(fmt::format("stuck ranks: recorded {}, replayed {}", RankList(a.stuck_ranks),
+                                             RankList(b.stuck_ranks)));
+  }
+  if (a.has_collective != b.has_collective || a.seq != b.seq || a.group != b.group) {
+    report.differences.push_back(fmt::format("stuck collective: recorded {}, replayed {}",
+                                             a.has_collective ? fmt::format("seq {} on {}", a.seq, a.group) : "none",
+                                             b.has_collective ? fmt::format("seq {} on {}", b.seq, b.group) : "none"));
+  }
+  if (a.has_collective && b.has_collective && a.iteration != b.iteration) {
+    report.differences.push_back(fmt::format("iteration: recorded {}, replayed {}", a.iteration, b.iteration));
+  }
+  if (a.iterations_completed != b.iterations_completed) {
+    report.differences.push_back(fmt::format("iterations completed by every rank: recorded {}, replayed {}",
+                                             a.iterations_completed, b.iterations_completed));
+  }
+  report.reproduced = report.differences.empty();
+  return report;
+}
+
+std::string FormatReplay(const RecordedJob& job, const ReplayReport& report) {
+  std::string out = fmt::format("petrsim replay: {} ({} ranks, recorded by {}, scenario {}) against {}\n",
+                                job.directory, job.world_size, job.backend, job.scenario_path, report.backend);
+  for (const std::string& note : job.partial) out += fmt::format("  partial: {}\n", note);
+  if (!report.sets.empty()) {
+    std::string sets;
+    for (const auto& set : report.sets) {
+      if (!sets.empty()) sets += ' ';
+      sets += set;
+    }
+    out += fmt::format("  what-if: {}\n", sets);
+  }
+  out += fmt::format("  driven by: {}{}\n", report.used_samples ? "the recorded sample order" : "the scenario's sampler",
+                     report.used_loads ? ", getitem results and load times" : "; resampling and times from the scenario");
+  if (!report.samples_note.empty()) out += fmt::format("  ({})\n", report.samples_note);
+  out += fmt::format("\nrecorded: {}\nreplayed: {}\n", Describe(report.recorded), Describe(report.replayed));
+  if (report.sets.empty()) {
+    out += report.reproduced ? "\nreproduced: the replay ends as the recording does\n"
+                             : "\nNOT reproduced:\n";
+  } else {
+    out += report.reproduced ? "\nwhat-if: the outcome does not change\n" : "\nwhat-if: the outcome changes:\n";
+  }
+  for (const std::string& d : report.differences) out += "  " + d + "\n";
+  return out;
+}
+
+nlohmann::json ReplayJson(const ReplayReport& report) {
+  const auto outcome = [](const ReplayOutcome& o) {
+    nlohmann::json j = {{"outcome", o.outcome}, {"stuck_ranks", o.stuck_ranks},
+                        {"iterations_completed", o.iterations_completed}};
+    if (!o.cause.empty()) j["cause"] = o.cause;
+    if (o.has_collective) j["collective"] = {{"pg", o.group}, {"seq", o.seq}, {"iteration", o.iteration}};
+    return j;
+  };
+  return {{"backend", report.backend},
+          {"sets", report.sets},
+          {"used_recorded_samples", report.used_samples},
+          {"used_recorded_loads", report.used_loads},
+          {"recorded", outcome(report.recorded)},
+          {"replayed", outcome(report.replayed)},
+          {"reproduced", report.reproduced},
+          {"differences", report.differences}};
+}
+
+}  // namespace petrsim

@@ -1,0 +1,94 @@
+// `petrsim replay TRACE_DIR --against sim|real`: re-run a recorded job, driven by what its
+// traces recorded, and say whether the replay reproduces the recorded outcome; with --set,
+// what-if on the recorded job.
+//
+// Data flow: LoadRecordedJob (trace directory → RecordedJob: the scenario from the headers,
+// per (rank, batch, slot) the sampler's index and what the worker did with it (final index,
+// loads, duration, livelock or error), and the recorded outcome from Diagnose) → a
+// ReplayBackend runs it (SimReplayBackend: the simulator through its ReplaySource seam; the
+// real LibTorch backend plugs in the same way) → CompareOutcomes.
+//
+// What drives the replay:
+// - exact replay (no --set): the recorded sample order, getitem results and load durations;
+//   where nothing was recorded (batches prefetched but never loaded), the scenario's own
+//   sampler and policy.
+// - what-if (--set): the recorded sample order when the changed scenario builds a dataset of
+//   the same frames and groups (so the indices mean the same frames); the resampling and
+//   timings are then the changed scenario's own, since they are what --set asks about.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/scenario.pb.h"
+#include "sim/simulator.h"
+
+namespace petrsim {
+
+struct ReplayOutcome {
+  std::string outcome;  // completed, hang, desync, rank_died, limit_reached
+  std::string cause;    // the backend's cause, where it has one ("" for a recording)
+  std::vector<uint32_t> stuck_ranks;
+  bool has_collective = false;  // the collective the others wait in
+  std::string group;
+  uint64_t seq = 0;
+  uint64_t iteration = 0;
+  uint64_t iterations_completed = 0;  // by every rank
+};
+
+struct RecordedJob {
+  std::string directory;
+  Scenario scenario;
+  std::string scenario_path;
+  std::string backend;  // who recorded it
+  uint32_t world_size = 0;
+  using Key = std::tuple<uint32_t, uint64_t, uint32_t>;  // rank, batch, slot
+  std::map<Key, int64_t> sample_index;
+  std::map<Key, sim::RecordedLoad> loads;
+  ReplayOutcome recorded;
+  std::vector<std::string> partial;  // files cut short
+};
+
+// Throws ScenarioError naming the file on bad input (no trace, a trace without its scenario).
+RecordedJob LoadRecordedJob(const std::string& directory);
+
+// The seam: a backend that can re-run a recorded job.
+class ReplayBackend {
+ public:
+  virtual ~ReplayBackend() = default;
+  virtual std::string name() const = 0;
+  // Runs `scenario` (the recorded one, or it with what-if changes) driven by `job`: its sample
+  // order when `use_samples`, its getitem results and timings when `use_loads`.
+  virtual ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
+                            bool use_loads) = 0;
+};
+
+class SimReplayBackend final : public ReplayBackend {
+ public:
+  std::string name() const override { return "sim"; }
+  ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples, bool use_loads) override;
+};
+
+struct ReplayReport {
+  std::string backend;
+  std::vector<std::string> sets;
+  bool used_samples = false, used_loads = false;
+  std::string samples_note;  // why the recorded sample order was not used, if it was not
+  ReplayOutcome recorded, replayed;
+  bool reproduced = false;   // same outcome, stuck ranks, collective and iteration
+  std::vector<std::string> differences;
+};
+
+// Replays `job` on `backend`, with `sets` (field=value overrides) applied to its scenario.
+ReplayReport Replay(const RecordedJob& job, ReplayBackend& backend, const std::vector<std::string>& sets);
+
+std::string FormatReplay(const RecordedJob& job, const ReplayReport& report);
+nlohmann::json ReplayJson(const ReplayReport& report);
+
+}  // namespace petrsim
