@@ -121,6 +121,7 @@ struct RunFlags {
   std::string perfetto;
   std::string trace_dir;
   uint64_t trace_ring = 0;  // keep only the last N events per rank
+  uint64_t trace_records_max = petrsim::TraceDirectoryWriter::kRecordsMaxDefault;
 };
 
 // Hands every record to each of several sinks (--perfetto and --trace together).
@@ -154,7 +155,7 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   if (!flags.trace_dir.empty()) {
     trace = std::make_unique<petrsim::TraceDirectoryWriter>(
         flags.trace_dir, scenario, path, scenario.job().world_size(), "sim", kBuildId,
-        petrsim::TraceDirectoryWriter::kRecordsMaxDefault, flags.trace_ring);
+        flags.trace_records_max, flags.trace_ring);
     sinks.Add(trace.get());
   }
   if (!sinks.empty()) options.trace = &sinks;
@@ -288,6 +289,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", run_flags.sets, set_help);
   app.add_option("--perfetto", run_flags.perfetto,
                  "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  app.add_option("--trace-records-max", run_flags.trace_records_max,
+                 "with --trace: write at most this many events in all (default 100,000,000); each "
+                 "rank's file then ends with a `truncated` event counting the rest");
   app.add_option("--trace-ring", run_flags.trace_ring,
                  "with --trace: keep only the last N events of each rank, like PyTorch's Flight "
                  "Recorder (0: all)");

@@ -2,6 +2,9 @@
 #include "replay/diagnose.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -107,99 +110,157 @@ void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, s
   }
 }
 
-void AddPetrsimTrace(Recordings& rec, const std::string& path) {
+// One petrsim trace file, read by itself (files are read in parallel).
+struct LoadedTrace {
+  TraceHeader header;  // without its scenario, which is kept once
+  std::optional<Scenario> scenario;
+  RankRecording rank;
+  int64_t end_ns = 0;
+};
+
+LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
+  LoadedTrace out;
+  RankRecording& rank = out.rank;
   std::string partial;
-  RankTrace trace = ReadRankTrace(path, &partial);
-  const TraceHeader& header = trace.header;
-  if (rec.world_size == 0) {
-    rec.world_size = header.world_size();
-    rec.backend = header.backend();
-    if (header.has_scenario()) rec.scenario = header.scenario();
-  } else if (header.world_size() != rec.world_size) {
-    throw ScenarioError(fmt::format("{}: world_size {} differs from the other files' {}", path,
-                                    header.world_size(), rec.world_size));
-  }
-  if (header.rank() >= header.world_size()) {
-    throw ScenarioError(fmt::format("{}: rank {} is not below world_size {}", path, header.rank(), header.world_size()));
-  }
-  if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
-  RankRecording& rank = rec.ranks[header.rank()];
-  if (rank.present) {
-    throw ScenarioError(fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
-  }
-  rank.rank = header.rank();
-  rank.present = true;
-  rank.source = path;
-  if (!partial.empty()) rank.partial = partial;
-  for (const TraceEvent& event : trace.events) {
-    rec.end_ns = std::max(rec.end_ns, event.end_ns());
-    switch (event.kind()) {
+  std::string last_group;
+  GroupProgress* last_progress = nullptr;  // std::map nodes stay put
+  out.header = ScanTraceEvents(path, [&](const TraceEventView& event) {
+    out.end_ns = std::max(out.end_ns, event.end_ns);
+    ++rank.events_read;
+    switch (event.kind) {
       case TraceEventKind::collective: {
+        ++rank.calls_read;
+        // The group of the previous collective, usually the same: no map lookup then.
+        const std::string_view group_name = event.process_group.empty() ? std::string_view("default_pg")
+                                                                        : event.process_group;
+        if (last_progress == nullptr || group_name != last_group) {
+          last_group.assign(group_name);
+          last_progress = &rank.progress[last_group];
+        }
+        const std::string& group = last_group;
+        GroupProgress& progress = *last_progress;
+        const auto seq = static_cast<int64_t>(event.seq);
+        progress.last_enqueued = std::max(progress.last_enqueued, seq);
+        if (event.completed) {
+          progress.last_completed = std::max(progress.last_completed, seq);
+          break;
+        }
         CallRecord call;
-        call.group = event.process_group().empty() ? "default_pg" : event.process_group();
-        call.seq = static_cast<int64_t>(event.seq());
-        call.op = sim::OpTypeName(event.op());
-        call.input_sizes = {{static_cast<int64_t>(event.numel())}};
-        call.dtype = Collective::Dtype_Name(event.dtype());
-        call.time_ns = event.start_ns();
-        call.completed = event.completed();
-        call.iteration = event.iteration();
-        call.step = event.text();
+        call.group = group;
+        call.seq = seq;
+        call.op = sim::OpTypeName(event.op);
+        call.input_sizes = {{static_cast<int64_t>(event.numel)}};
+        call.dtype = Collective::Dtype_Name(event.dtype);
+        call.time_ns = event.start_ns;
+        call.completed = false;
+        call.iteration = event.iteration;
+        call.step = std::string(event.text);
         rank.calls.push_back(std::move(call));
         break;
       }
       case TraceEventKind::livelock: {
         SpinRecord spin;
-        spin.worker = event.worker();
-        spin.batch = event.iteration();
-        spin.slot = event.slot();
-        spin.index = event.index();
-        spin.start_ns = event.start_ns();
-        spin.attempts = event.attempts();
-        spin.text = event.text();
+        spin.worker = event.worker;
+        spin.batch = event.iteration;
+        spin.slot = event.slot;
+        spin.index = event.index;
+        spin.start_ns = event.start_ns;
+        spin.attempts = event.attempts;
+        spin.text = std::string(event.text);
         rank.spins.push_back(spin);
         break;
       }
       case TraceEventKind::load:
-        if (!event.completed()) {
+        if (!event.completed) {
           // A getitem the worker was still in at the end: its attempts so far.
           SpinRecord* found = nullptr;
           for (SpinRecord& spin : rank.spins) {
-            if (spin.batch == event.iteration() && spin.slot == event.slot()) found = &spin;
+            if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
           }
           if (found == nullptr) {  // its livelock instant was not kept (a ring)
             SpinRecord spin;
-            spin.worker = event.worker();
-            spin.batch = event.iteration();
-            spin.slot = event.slot();
-            spin.index = event.index();
-            spin.start_ns = event.start_ns();
+            spin.worker = event.worker;
+            spin.batch = event.iteration;
+            spin.slot = event.slot;
+            spin.index = event.index;
+            spin.start_ns = event.start_ns;
             spin.text = "the resample loop never ends";
             rank.spins.push_back(spin);
             found = &rank.spins.back();
           }
-          found->attempts = std::max(found->attempts, event.attempts());
+          found->attempts = std::max(found->attempts, event.attempts);
         }
         break;
       case TraceEventKind::rank_died:
-        if (!rank.died) rank.died = event.text();
+        if (!rank.died) rank.died = std::string(event.text);
         break;
       case TraceEventKind::truncated:
-        rank.records_dropped += event.records_dropped();
+        rank.records_dropped += event.records_dropped;
         break;
       default:
         break;
     }
+  }, &partial);
+  if (!partial.empty()) rank.partial = partial;
+  if (out.header.rank() >= out.header.world_size()) {
+    throw ScenarioError(fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(),
+                                    out.header.world_size()));
   }
+  if (keep_scenario && out.header.has_scenario()) out.scenario = out.header.scenario();
+  out.header.clear_scenario();
+  rank.rank = out.header.rank();
+  rank.present = true;
+  rank.source = path;
   // Recorded when slices end; program order is issue order.
   std::stable_sort(rank.calls.begin(), rank.calls.end(), [](const CallRecord& a, const CallRecord& b) {
     return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.group == b.group && a.seq < b.seq;
   });
-  for (const CallRecord& call : rank.calls) {
-    GroupProgress& progress = rank.progress[call.group];
-    progress.last_enqueued = std::max(progress.last_enqueued, call.seq);
-    if (call.completed) progress.last_completed = std::max(progress.last_completed, call.seq);
+  return out;
+}
+
+// Reads every file with up to `threads` threads; the first error (in file order) is thrown.
+std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files) {
+  std::vector<LoadedTrace> loaded(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      try {
+        loaded[i] = ReadPetrsimRank(files[i], i == 0);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(files.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& thread : pool) thread.join();
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
   }
+  return loaded;
+}
+
+void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
+  const TraceHeader& header = trace.header;
+  const std::string& path = trace.rank.source;
+  if (rec.world_size == 0) {
+    rec.world_size = header.world_size();
+    rec.backend = header.backend();
+  } else if (header.world_size() != rec.world_size) {
+    throw ScenarioError(fmt::format("{}: world_size {} differs from the other files' {}", path,
+                                    header.world_size(), rec.world_size));
+  }
+  if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
+  rec.end_ns = std::max(rec.end_ns, trace.end_ns);
+  if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
+  RankRecording& rank = rec.ranks[header.rank()];
+  if (rank.present) {
+    throw ScenarioError(fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
+  }
+  rank = std::move(trace.rank);
 }
 
 std::string ToLower(std::string text) {
@@ -283,9 +344,9 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
   }
   if (petrsim > 0) {
     rec.format = "petrsim";
-    for (const std::string& file : files) AddPetrsimTrace(rec, file);
+    for (LoadedTrace& trace : ReadPetrsimRanks(files)) AddPetrsimTrace(rec, std::move(trace));
     for (const auto& rank : rec.ranks) {
-      for (const CallRecord& call : rank.calls) rec.groups[call.group].desc = call.group;
+      for (const auto& [group, progress] : rank.progress) rec.groups[group].desc = group;
     }
     for (auto& [name, group] : rec.groups) {
       group.members.clear();
@@ -337,7 +398,8 @@ Diagnosis Diagnose(const Recordings& rec) {
   for (const RankRecording& rank : rec.ranks) {
     if (!rank.present) out.ranks_without_file.push_back(rank.rank);
     if (rank.partial) out.partial.push_back(*rank.partial);
-    out.calls += rank.calls.size();
+    out.calls += rec.format == "petrsim" ? rank.calls_read : rank.calls.size();
+    out.events += rec.format == "petrsim" ? rank.events_read : rank.calls.size();
   }
 
   // The collective instances not complete everywhere: (group, seq) -> the calls pending in it.
@@ -560,10 +622,10 @@ Diagnosis Diagnose(const Recordings& rec) {
 }
 
 std::string FormatDiagnosis(const Diagnosis& d) {
-  std::string out = fmt::format("petrsim diagnose: {} ranks, {} ({} collective calls; happens-before graph of {} "
-                                "pending collectives, {} edges)\n",
+  std::string out = fmt::format("petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
+                                "graph of {} pending collectives, {} edges)\n",
                                 d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps",
-                                d.calls, d.graph_vertices, d.graph_edges);
+                                d.events, d.calls, d.graph_vertices, d.graph_edges);
   if (!d.ranks_without_file.empty()) {
     out += fmt::format("  no file for rank(s) {}: counted as missing from every collective of their groups\n",
                        RankList(d.ranks_without_file));
@@ -642,6 +704,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
           {"ranks_without_file", d.ranks_without_file},
           {"partial", d.partial},
           {"calls", d.calls},
+          {"events", d.events},
           {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
 }
 

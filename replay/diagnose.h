@@ -65,7 +65,12 @@ struct RankRecording {
   uint32_t rank = 0;
   bool present = false;  // a file of this rank was read
   std::string source;    // its path
-  std::vector<CallRecord> calls;  // in program order
+  // In program order. Flight Recorder dumps: every entry; petrsim traces: the calls not
+  // complete on this rank (the completed ones only move `progress`), so that a long trace costs
+  // memory for what is still pending, not for its length.
+  std::vector<CallRecord> calls;
+  uint64_t calls_read = 0;   // collective calls in the file
+  uint64_t events_read = 0;  // events of any kind (petrsim traces) or entries (dumps)
   std::map<std::string, GroupProgress> progress;  // by group name
   std::vector<SpinRecord> spins;
   std::optional<std::string> died;     // why, if it died
@@ -125,6 +130,7 @@ struct Diagnosis {
   std::vector<std::string> partial;  // notes on files cut short
   std::optional<std::string> cause;  // the user-level cause on a missing rank, if known
   uint64_t calls = 0;                // collective calls read
+  uint64_t events = 0;               // events (or dump entries) read
   uint64_t graph_vertices = 0, graph_edges = 0;
 };
 

@@ -268,40 +268,86 @@ bool LooksLikeFlightRecorderDump(const std::string& path) {
   return static_cast<uint8_t>(c) == 0x80 || c == '{';
 }
 
-FrDump ReadFlightRecorderDump(const std::string& path) {
+// The deepest nesting of JSON arrays and objects (outside strings), so that a hostile file is
+// refused before the parser builds it; and the byte where it passes `limit`.
+std::optional<size_t> JsonTooDeep(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
+                               std::optional<uint32_t> rank_from_name) {
   FrDump dump;
-  dump.path = path;
-  const bool named = RankFromFileName(path, dump.rank);
-  const Converter converter(path);
-  const char first = FirstByte(path);
+  dump.path = display_name;
+  if (rank_from_name) dump.rank = *rank_from_name;
+  const Converter converter(display_name);
+  size_t first = 0;
+  while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\t' ||
+                                  bytes[first] == '\r')) {
+    ++first;
+  }
   bool has_rank = false;
-  if (static_cast<uint8_t>(first) == 0x80) {
-    const PickleDocument doc = ReadPickleFile(path);
+  if (first < bytes.size() && static_cast<uint8_t>(bytes[first]) == 0x80) {
+    const PickleDocument doc = ParsePickle(bytes, display_name);
     dump.partial = doc.partial;
     has_rank = converter.Convert(*doc.root, dump);
-  } else if (first == '{') {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
+  } else if (first < bytes.size() && bytes[first] == '{') {
+    if (const auto at = JsonTooDeep(bytes, kPickleDepthMax)) {
+      throw ScenarioError(fmt::format("{}: byte {}: JSON nested deeper than {} levels", display_name, *at,
+                                      kPickleDepthMax));
+    }
     nlohmann::json json;
     try {
-      json = nlohmann::json::parse(text.str());
+      json = nlohmann::json::parse(bytes.begin(), bytes.end());
     } catch (const nlohmann::json::parse_error& error) {
-      throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", path, error.byte, error.what()));
+      throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", display_name, error.byte, error.what()));
     }
     PickleDocument doc;
-    const PickleNode* root = FromJson(json, doc, 0, path);
+    const PickleNode* root = FromJson(json, doc, 0, display_name);
     has_rank = converter.Convert(*root, dump);
   } else {
     throw ScenarioError(fmt::format(
         "{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "
-        "with '{{'){}", path, first == 0 ? ": the file is empty" : ""));
+        "with '{{'){}", display_name, first >= bytes.size() ? ": the file is empty" : ""));
   }
-  if (!named && !has_rank) {
+  if (!rank_from_name && !has_rank) {
     throw ScenarioError(fmt::format("{}: cannot tell the rank: the file name does not end in a "
-                                    "number and the dump has no 'rank' key", path));
+                                    "number and the dump has no 'rank' key", display_name));
   }
   return dump;
+}
+
+FrDump ReadFlightRecorderDump(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) throw ScenarioError(fmt::format("{}: cannot open: {}", path, error.message()));
+  if (size > (uint64_t{1} << 32)) {
+    throw ScenarioError(fmt::format("{}: {} bytes, more than petrsim reads (4 GiB)", path, size));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(fmt::format("{}: cannot open", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  uint32_t rank = 0;
+  const bool named = RankFromFileName(path, rank);
+  return ParseFlightRecorderDump(text.str(), path, named ? std::optional<uint32_t>(rank) : std::nullopt);
 }
 
 }  // namespace petrsim

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace petrsim {
@@ -64,6 +65,11 @@ struct FrDump {
 // dump's own "rank" key when it has one. Throws ScenarioError naming the file and the byte
 // offset (pickle) or key (both) on bad input.
 FrDump ReadFlightRecorderDump(const std::string& path);
+
+// The same over the file's bytes; `display_name` starts every error message, and the rank is
+// the dump's own "rank" key or `rank_from_name` (nothing: the dump must name it).
+FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
+                               std::optional<uint32_t> rank_from_name);
 
 // True when the file looks like a Flight Recorder dump rather than a petrsim trace.
 bool LooksLikeFlightRecorderDump(const std::string& path);

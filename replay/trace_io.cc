@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <system_error>
+#include <vector>
 
 #include "model/assert.h"
 #include "model/error.h"
@@ -474,7 +476,8 @@ void RankTraceWriter::InstallSignalDump(RankTraceWriter* writer) {
 
 RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nullptr); }
 
-RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
+TraceHeader ForEachTraceEvent(const std::string& path, const std::function<void(const TraceEvent&)>& on_event,
+                              std::string* partial_error) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct Closer {
@@ -487,71 +490,253 @@ RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
   }
   const int64_t file_bytes = info.st_size;
 
-  RankTrace trace;
-  google::protobuf::io::FileInputStream input(fd);
+  TraceHeader header;
+  TraceEvent event;
+  google::protobuf::io::FileInputStream input(fd, 1 << 16);
   uint64_t index = 0;
   for (;; ++index) {
-   try {
-    const int64_t offset = input.ByteCount();
-    const auto where = [&] {
-      return fmt::format("{}: message {} ({}) at byte {}", path, index,
-                         index == 0 ? "the TraceHeader" : "a TraceEvent", offset);
-    };
-    // A fresh CodedInputStream per message, as ParseDelimitedFromZeroCopyStream does: its
-    // destructor hands unread bytes back, so input.ByteCount() is the next message's offset.
-    google::protobuf::io::CodedInputStream coded(&input);
-    uint64_t size = 0;
-    if (!coded.ReadVarint64(&size)) {
-      if (offset == file_bytes && input.GetErrno() == 0) break;  // the end, between messages
-      if (input.GetErrno() != 0) {
-        throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+    try {
+      const int64_t offset = input.ByteCount();
+      const auto where = [&] {
+        return fmt::format("{}: message {} ({}) at byte {}", path, index,
+                           index == 0 ? "the TraceHeader" : "a TraceEvent", offset);
+      };
+      // A fresh CodedInputStream per message, as ParseDelimitedFromZeroCopyStream does: its
+      // destructor hands unread bytes back, so input.ByteCount() is the next message's offset.
+      google::protobuf::io::CodedInputStream coded(&input);
+      uint64_t size = 0;
+      if (!coded.ReadVarint64(&size)) {
+        if (offset == file_bytes && input.GetErrno() == 0) break;  // the end, between messages
+        if (input.GetErrno() != 0) {
+          throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+        }
+        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)",
+                                        where(), file_bytes));
       }
-      throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)",
-                                      where(), file_bytes));
-    }
-    const int64_t body = offset + coded.CurrentPosition();
-    if (size > kMessageBytesMax) {
-      throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})",
-                                      where(), size, kMessageBytesMax));
-    }
-    if (static_cast<uint64_t>(file_bytes - body) < size) {
-      throw ScenarioError(fmt::format(
-          "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
-          where(), size, file_bytes - body));
-    }
-    const auto limit = coded.PushLimit(static_cast<int>(size));
-    google::protobuf::MessageLite& message =
-        index == 0 ? static_cast<google::protobuf::MessageLite&>(trace.header)
-                   : trace.events.emplace_back();
-    if (!message.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage() ||
-        coded.BytesUntilLimit() != 0) {
-      if (input.GetErrno() != 0) {
-        throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+      const int64_t body = offset + coded.CurrentPosition();
+      if (size > kMessageBytesMax) {
+        throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})",
+                                        where(), size, kMessageBytesMax));
       }
-      throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
+      if (static_cast<uint64_t>(file_bytes - body) < size) {
+        throw ScenarioError(fmt::format(
+            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
+            where(), size, file_bytes - body));
+      }
+      const auto limit = coded.PushLimit(static_cast<int>(size));
+      google::protobuf::MessageLite& message =
+          index == 0 ? static_cast<google::protobuf::MessageLite&>(header) : event;
+      if (index > 0) event.Clear();
+      if (!message.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage() ||
+          coded.BytesUntilLimit() != 0) {
+        if (input.GetErrno() != 0) {
+          throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
+        }
+        throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
+      }
+      coded.PopLimit(limit);
+      if (index == 0) {
+        const uint32_t version = header.format_version();
+        if (version == 0) {
+          throw ScenarioError(
+              fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
+        }
+        if (version > kTraceFormatVersion) {
+          throw ScenarioError(fmt::format(
+              "{}: format_version {} is newer than this build reads ({}); use a newer petrsim", path,
+              version, kTraceFormatVersion));
+        }
+      } else {
+        on_event(event);
+      }
+    } catch (const ScenarioError& error) {
+      // After a good header, a cut or corrupt event ends the reading: keep what came before.
+      if (partial_error == nullptr || index == 0) throw;
+      *partial_error = error.what();
+      break;
     }
-    coded.PopLimit(limit);
-   } catch (const ScenarioError& error) {
-    // After a good header, a cut or corrupt event ends the reading: keep what came before.
-    if (partial_error == nullptr || index == 0) throw;
-    if (trace.events.size() >= index) trace.events.resize(index - 1);
-    *partial_error = error.what();
-    break;
-   }
   }
   if (index == 0) {
     throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
   }
-  const uint32_t version = trace.header.format_version();
-  if (version == 0) {
-    throw ScenarioError(
-        fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
+  return header;
+}
+
+namespace {
+
+// Protobuf wire decoding over [p, end): false on a malformed or cut value.
+bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return false;
+    const uint8_t byte = *p++;
+    value |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) return true;
   }
-  if (version > kTraceFormatVersion) {
-    throw ScenarioError(fmt::format(
-        "{}: format_version {} is newer than this build reads ({}); use a newer petrsim", path,
-        version, kTraceFormatVersion));
+  return false;
+}
+
+// Decodes one TraceEvent's bytes; false if they do not parse.
+bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
+  e = TraceEventView{};
+  while (p < end) {
+    uint64_t tag = 0;
+    // Tags are 32-bit varints, as protobuf reads them.
+    if (!ReadVarint(p, end, tag) || tag > UINT32_MAX) return false;
+    const uint64_t field = tag >> 3;
+    const unsigned wire = static_cast<unsigned>(tag & 7);
+    if (field == 0) return false;
+    if (wire == 0) {
+      uint64_t v = 0;
+      if (!ReadVarint(p, end, v)) return false;
+      switch (field) {
+        // Enum values this build does not know keep the default, as protobuf keeps them aside.
+        case 1: if (v <= INT32_MAX && TraceEventKind_IsValid(static_cast<int>(v))) e.kind = static_cast<TraceEventKind>(v); break;
+        case 2: e.worker = static_cast<int32_t>(v); break;
+        case 3: e.start_ns = static_cast<int64_t>(v); break;
+        case 4: e.end_ns = static_cast<int64_t>(v); break;
+        case 5: e.iteration = v; break;
+        case 6: e.slot = static_cast<uint32_t>(v); break;
+        case 7: e.index = static_cast<int64_t>(v); break;
+        case 8: e.final_index = static_cast<int64_t>(v); break;
+        case 9: e.attempts = v; break;
+        case 11: e.seq = v; break;
+        case 12: if (v <= INT32_MAX && Collective::Op_IsValid(static_cast<int>(v))) e.op = static_cast<Collective::Op>(v); break;
+        case 13: e.numel = v; break;
+        case 14: e.completed = v != 0; break;
+        case 16: e.records_dropped = v; break;
+        case 17: if (v <= INT32_MAX && Collective::Dtype_IsValid(static_cast<int>(v))) e.dtype = static_cast<Collective::Dtype>(v); break;
+        case 18: e.started_ns = static_cast<int64_t>(v); break;
+        case 19: e.group = static_cast<int64_t>(v); break;
+        case 20: e.gt_count = static_cast<uint32_t>(v); break;
+        case 21: e.accepted = v != 0; break;
+        default: break;  // a field of a later format: skipped
+      }
+    } else if (wire == 2) {
+      uint64_t n = 0;
+      if (!ReadVarint(p, end, n) || n > static_cast<uint64_t>(end - p)) return false;
+      const std::string_view bytes(reinterpret_cast<const char*>(p), n);
+      if (field == 10) e.process_group = bytes;
+      if (field == 15) e.text = bytes;
+      p += n;
+    } else if (wire == 1) {
+      if (end - p < 8) return false;
+      p += 8;
+    } else if (wire == 5) {
+      if (end - p < 4) return false;
+      p += 4;
+    } else {
+      return false;  // groups (3, 4) and 6, 7 do not occur in a TraceEvent
+    }
   }
+  return true;
+}
+
+}  // namespace
+
+TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(const TraceEventView&)>& on_event,
+                            std::string* partial_error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw ScenarioError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
+  // Read in chunks of 1 MiB (plus the tail of a message cut by the chunk's end).
+  std::vector<uint8_t> buffer;
+  size_t begin = 0;       // the next message in buffer
+  uint64_t consumed = 0;  // file bytes before buffer[0]
+  bool eof = false;
+  const auto fill = [&](size_t need) {  // makes at least `need` bytes available from begin
+    while (!eof && buffer.size() - begin < need) {
+      if (begin > 0) {
+        buffer.erase(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(begin));
+        consumed += begin;
+        begin = 0;
+      }
+      const size_t at = buffer.size();
+      const size_t chunk = std::max<size_t>(need, size_t{1} << 20);
+      buffer.resize(at + chunk);
+      ssize_t n;
+      do {
+        n = ::read(fd, buffer.data() + at, chunk);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) throw ScenarioError(fmt::format("{}: read error at byte {}: {}", path, consumed + at, std::strerror(errno)));
+      buffer.resize(at + static_cast<size_t>(n));
+      if (n == 0) eof = true;
+    }
+  };
+  TraceHeader header;
+  TraceEventView view;
+  uint64_t index = 0;
+  for (;; ++index) {
+    try {
+      fill(10);
+      const uint64_t offset = consumed + begin;
+      const auto where = [&] {
+        return fmt::format("{}: message {} ({}) at byte {}", path, index,
+                           index == 0 ? "the TraceHeader" : "a TraceEvent", offset);
+      };
+      if (begin == buffer.size()) break;  // the end, between messages
+      const uint8_t* p = buffer.data() + begin;
+      const uint8_t* const available_end = buffer.data() + buffer.size();
+      uint64_t size = 0;
+      if (!ReadVarint(p, available_end, size)) {
+        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix", where()));
+      }
+      const size_t prefix = static_cast<size_t>(p - (buffer.data() + begin));
+      if (size > kMessageBytesMax) {
+        throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})", where(), size,
+                                        kMessageBytesMax));
+      }
+      if (size > file_bytes - std::min(file_bytes, offset + prefix)) {
+        throw ScenarioError(fmt::format(
+            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)", where(), size,
+            file_bytes - std::min(file_bytes, offset + prefix)));
+      }
+      fill(prefix + size);
+      if (buffer.size() - begin < prefix + size) {
+        throw ScenarioError(fmt::format(
+            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)", where(), size,
+            buffer.size() - begin - prefix));
+      }
+      const uint8_t* body = buffer.data() + begin + prefix;
+      if (index == 0) {
+        if (!header.ParseFromArray(body, static_cast<int>(size))) {
+          throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
+        }
+        const uint32_t version = header.format_version();
+        if (version == 0) {
+          throw ScenarioError(fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
+        }
+        if (version > kTraceFormatVersion) {
+          throw ScenarioError(fmt::format("{}: format_version {} is newer than this build reads ({}); use a newer "
+                                          "petrsim", path, version, kTraceFormatVersion));
+        }
+      } else {
+        if (!DecodeEvent(body, body + size, view)) {
+          throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
+        }
+        on_event(view);
+      }
+      begin += prefix + size;
+    } catch (const ScenarioError& error) {
+      if (partial_error == nullptr || index == 0) throw;
+      *partial_error = error.what();
+      break;
+    }
+  }
+  if (index == 0) throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
+  return header;
+}
+
+RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
+  RankTrace trace;
+  trace.header = ForEachTraceEvent(path, [&](const TraceEvent& event) { trace.events.push_back(event); },
+                                   partial_error);
   return trace;
 }
 

@@ -403,6 +403,92 @@ TEST_F(TraceWriterTest, ADirectoryThatCannotBeCreatedIsNamed) {
   }
 }
 
+// The fast decoder (ScanTraceEvents) and protobuf's parser (ForEachTraceEvent) read every
+// event of every kind alike, including a field from a later format that both skip.
+TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
+  std::vector<std::string> strings_a, strings_b;
+  std::vector<TraceRecord> records = SampleRecords(strings_a);
+  for (const auto& record : MoreRecords(strings_b)) records.push_back(record);
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "b");
+    for (const auto& record : records) writer.Record(record);
+    writer.Finish();
+  }
+  // Append an event with a field number no reader knows (a later format's).
+  const std::string path = RankTracePath(directory_, 1);
+  {
+    TraceEvent later;
+    later.set_kind(TraceEventKind::iteration);
+    later.set_start_ns(5);
+    later.set_end_ns(6);
+    std::string body = later.SerializeAsString();
+    body += std::string("\xd0\x06\x2a", 3);  // field 106, varint 42
+    std::string bytes = ReadBytes(path);
+    bytes += static_cast<char>(body.size());
+    bytes += body;
+    WriteBytes(path, bytes);
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::vector<TraceEvent> slow;
+    ForEachTraceEvent(RankTracePath(directory_, r), [&](const TraceEvent& e) { slow.push_back(e); }, nullptr);
+    size_t i = 0;
+    ScanTraceEvents(RankTracePath(directory_, r), [&](const TraceEventView& v) {
+      ASSERT_LT(i, slow.size());
+      const TraceEvent& e = slow[i++];
+      EXPECT_EQ(v.kind, e.kind());
+      EXPECT_EQ(v.worker, e.worker());
+      EXPECT_EQ(v.start_ns, e.start_ns());
+      EXPECT_EQ(v.end_ns, e.end_ns());
+      EXPECT_EQ(v.iteration, e.iteration());
+      EXPECT_EQ(v.slot, e.slot());
+      EXPECT_EQ(v.index, e.index());
+      EXPECT_EQ(v.final_index, e.final_index());
+      EXPECT_EQ(v.attempts, e.attempts());
+      EXPECT_EQ(v.process_group, e.process_group());
+      EXPECT_EQ(v.seq, e.seq());
+      EXPECT_EQ(v.op, e.op());
+      EXPECT_EQ(v.numel, e.numel());
+      EXPECT_EQ(v.completed, e.completed());
+      EXPECT_EQ(v.text, e.text());
+      EXPECT_EQ(v.records_dropped, e.records_dropped());
+      EXPECT_EQ(v.dtype, e.dtype());
+      EXPECT_EQ(v.started_ns, e.started_ns());
+      EXPECT_EQ(v.group, e.group());
+      EXPECT_EQ(v.gt_count, e.gt_count());
+      EXPECT_EQ(v.accepted, e.accepted());
+    }, nullptr);
+    EXPECT_EQ(i, slow.size());
+  }
+  // A cut file: the same prefix and the same error.
+  const std::string cut = root_.string() + "/cut.pbtrace";
+  const std::string bytes = ReadBytes(path);
+  WriteBytes(cut, bytes.substr(0, bytes.size() - 2));
+  std::string slow_error, fast_error;
+  size_t slow_count = 0, fast_count = 0;
+  ForEachTraceEvent(cut, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
+  ScanTraceEvents(cut, [&](const TraceEventView&) { ++fast_count; }, &fast_error);
+  EXPECT_EQ(fast_count, slow_count);
+  EXPECT_NE(fast_error.find("truncated"), std::string::npos) << fast_error;
+  EXPECT_NE(fast_error.find(cut + ": message "), std::string::npos) << fast_error;
+}
+
+// Found by fuzz_trace: an event whose tag is wider than 32 bits. protobuf refuses it; the fast
+// scan accepted it, so the readers disagreed.
+TEST_F(TraceWriterTest, ATagWiderThan32BitsIsCorruptForBothReaders) {
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 1, "sim", "b");
+    writer.Finish();
+  }
+  const std::string path = RankTracePath(directory_, 0);
+  const std::string event("\x08\x00\x10\x01\x18\x90\x92\xd0\x69\xb1\xa8\x9b\x9a\xd2\x01\x28\x03\x38\x13\x40\x13\x48\x01", 23);
+  WriteBytes(path, ReadBytes(path) + std::string(1, static_cast<char>(event.size())) + event);
+  std::string slow_error, fast_error;
+  ForEachTraceEvent(path, [](const TraceEvent&) {}, &slow_error);
+  ScanTraceEvents(path, [](const TraceEventView&) {}, &fast_error);
+  EXPECT_NE(slow_error.find("message 1 (a TraceEvent)"), std::string::npos) << slow_error;
+  EXPECT_EQ(fast_error, slow_error);
+}
+
 TEST_F(TraceWriterTest, RingModeKeepsTheLastEventsOfEachRankAndCountsTheRest) {
   {
     TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 2, "sim", "test",

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang in build-fuzz/ (once; ccache and ninja make later runs
+# cheap) and runs each for SECONDS (default 20) from a seed corpus: the Flight Recorder fixtures,
+# their JSON form and petrsim traces. A crash, a leak, a timeout (10 s per input) or an
+# allocation over 2 GiB fails the run; the reproducer is left in build-fuzz/artifacts/.
+# Usage: fuzz/run_fuzz.sh [SECONDS]      (the ctest `fuzz_smoke` runs it for 20 s per target;
+#                                         $PETRSIM names the petrsim that makes seed traces)
+#        fuzz/run_fuzz.sh 3600           (a longer run on demand)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-20}"
+build="${PETRSIM_FUZZ_BUILD_DIR:-build-fuzz}"
+if ! command -v clang++ > /dev/null; then
+  echo "run_fuzz: clang++ is missing (scripts/setup.sh installs clang and libclang-rt-14-dev)" >&2
+  exit 1
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPETRSIM_FUZZ=ON -DPETRSIM_BUILD_TESTS=OFF -DPETRSIM_BUILD_BENCH=OFF -DPETRSIM_WITH_REAL=OFF > /dev/null
+cmake --build "$build" --target fuzz_pickle fuzz_trace -j "${PETRSIM_JOBS:-2}"
+
+corpus="$build/corpus"
+mkdir -p "$corpus/pickle" "$corpus/trace" "$build/artifacts"
+cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
+for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
+for f in tests/data/flight_recorder_json/lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
+# petrsim traces of two small simulated runs (a hang and a completed job), when petrsim is built.
+petrsim="${PETRSIM:-build/petrsim}"
+if [ -x "$petrsim" ] && [ -z "$(ls -A "$corpus/trace")" ]; then
+  "$petrsim" scenarios/tiny.pbtxt --trace "$build/seed_tiny" > /dev/null || true
+  "$petrsim" scenarios/regressions/conditional_skip_blames_the_skipping_rank.pbtxt --trace "$build/seed_skip" --trace-ring 50 > /dev/null || true
+  for f in "$build"/seed_tiny/*.pbtrace "$build"/seed_skip/*.pbtrace; do cp "$f" "$corpus/trace/$(basename "$(dirname "$f")")_$(basename "$f")"; done
+fi
+
+for target in fuzz_pickle fuzz_trace; do
+  dir="$corpus/${target#fuzz_}"
+  echo "run_fuzz: $target for $seconds s"
+  "$build/fuzz/$target" "$dir" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -malloc_limit_mb=2048 -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 2>&1 |
+    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|run_fuzz|INFO: seed corpus)" || true
+  # libFuzzer exits non-zero on a finding; the pipeline above hides it, so check the artifacts.
+  if ls "$build/artifacts/$target-"* > /dev/null 2>&1; then
+    echo "run_fuzz: $target found a failing input: $(ls "$build/artifacts/$target-"*)" >&2
+    exit 1
+  fi
+done
+echo "run_fuzz: no crash, leak, timeout or allocation over 2 GiB"
