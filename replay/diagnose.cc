@@ -637,13 +637,13 @@ std::string FormatDiagnosis(const Diagnosis& d) {
       if (s.root != root) continue;
       std::string where;
       if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
-      rows += fmt::format("  {:<8} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq,
+      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq,
                           s.op, Shape(s.sizes), DtypeName(s.dtype), RankList(s.missing_ranks),
                           RankList(s.waiting_ranks), where);
     }
     return rows;
   };
-  const std::string header = fmt::format("  {:<8} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID",
+  const std::string header = fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID",
                                          "Process Group Desc", "Seq", "Op Type", "Size", "Dtype", "Missing Ranks",
                                          "Waiting Ranks");
   const std::string roots = table(true);

@@ -24,4 +24,19 @@ write run_tiny --no-wall-time scenarios/tiny.pbtxt
 write run_global_one_epoch --no-wall-time --set job.epochs=1 scenarios/streampetr_trainval_hang_global.pbtxt
 write run_seed_old_code_desync --no-wall-time --set plan.streampetr.old_code_skips_dn_without_gt=true \
   --set filters.filter_empty_gt=false --set job.samples_per_gpu=1 scenarios/streampetr_trainval_hang.pbtxt
+write diagnose_gpu_error_1st diagnose tests/data/flight_recorder/nvrx/gpu_error_1st
+write diagnose_lock_gil_2nd diagnose tests/data/flight_recorder/nvrx/lock_gil_2nd
+write diagnose_lock_gil_2nd_json diagnose --json tests/data/flight_recorder/nvrx/lock_gil_2nd
+# Reports on a recorded run of the seed scenario; the trace directory is printed as TRACE_DIR.
+trace=$(mktemp -d)
+"$petrsim" scenarios/streampetr_trainval_hang.pbtxt --trace "$trace/run" > /dev/null || true
+record() {  # name, subcommand + args...
+  local name="$1"; shift
+  "$petrsim" "$1" "$trace/run" "${@:2}" | sed "s|$trace/run|TRACE_DIR|g" > "tests/golden/$name.txt" || true
+}
+record diagnose_seed diagnose
+record diagnose_seed_scenario diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt
+record replay_seed replay --against sim
+record replay_seed_global replay --against sim --set resample.policy=global
+rm -rf "$trace"
 git status --short tests/golden

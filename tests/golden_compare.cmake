@@ -1,5 +1,16 @@
 # Runs petrsim with ARGS on SCENARIO and compares stdout with the golden file EXPECTED, and the
 # exit code with EXIT. Prints a diff-friendly message on mismatch.
+# With RECORD: first simulate RECORD with --trace into a fresh directory under WORK_DIR, which
+# becomes SCENARIO (for the reports of `diagnose`, `replay` and the like on a recorded run); the
+# report names it TRACE_DIR wherever it prints that path.
+if(DEFINED RECORD)
+  set(SCENARIO ${WORK_DIR}/golden_trace_${NAME})
+  file(REMOVE_RECURSE ${SCENARIO})
+  execute_process(COMMAND ${PETRSIM} ${RECORD} --trace ${SCENARIO} OUTPUT_QUIET RESULT_VARIABLE recorded)
+  if(NOT recorded EQUAL 0 AND NOT recorded EQUAL 1)
+    message(FATAL_ERROR "petrsim ${RECORD} --trace ${SCENARIO}: exit code ${recorded}")
+  endif()
+endif()
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 list(GET args 0 subcommand)
 list(REMOVE_AT args 0)
@@ -10,6 +21,9 @@ execute_process(
   RESULT_VARIABLE exit_code)
 if(NOT exit_code STREQUAL "${EXIT}")
   message(FATAL_ERROR "petrsim ${ARGS} ${SCENARIO}: exit code ${exit_code}, expected ${EXIT}\n${errors}")
+endif()
+if(DEFINED RECORD)
+  string(REPLACE "${SCENARIO}" "TRACE_DIR" actual "${actual}")
 endif()
 file(READ ${EXPECTED} expected)
 if(NOT actual STREQUAL expected)
