@@ -540,9 +540,16 @@ Diagnosis Diagnose(const Recordings& rec) {
           majority = it;
         }
       }
+      const auto step_of = [&](uint32_t rank) {
+        for (const auto& [r, call] : instance.calls) {
+          if (r == rank) return call->step;
+        }
+        return std::string();
+      };
       for (const auto& [value, ranks] : by_value) {
         if (value == majority->first) continue;
-        out.desyncs.push_back(DesyncFinding{instance.group, instance.seq, field, majority->first, value, ranks});
+        out.desyncs.push_back(DesyncFinding{instance.group, instance.seq, field, majority->first, value, ranks,
+                                            step_of(majority->second.front()), step_of(ranks.front())});
       }
       return true;
     };
@@ -578,6 +585,16 @@ Diagnosis Diagnose(const Recordings& rec) {
     }
   }
 
+  // A desync is the cause: the culprit's call differs from the others' at one sequence number.
+  if (!out.desyncs.empty()) {
+    const DesyncFinding& f = out.desyncs.front();
+    out.cause = fmt::format("desync at {} seq {}: rank(s) {} called with {} {} where the others used {}", f.group,
+                            f.seq, RankList(f.culprit_ranks), f.field, f.found, f.expected);
+    if (!f.found_step.empty()) {
+      *out.cause += fmt::format(" (its step \"{}\", theirs \"{}\"): a collective issued by some ranks only, e.g. "
+                                "a conditional one, shifted its sequence numbers", f.found_step, f.expected_step);
+    }
+  }
   // The user-level cause on the first missing rank of the first root that recorded one.
   for (const StuckCollective& stuck : out.stuck) {
     if (!stuck.root || out.cause) continue;
@@ -668,11 +685,14 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     out += "\nwait-for cycles (each rank waits in a collective the next never joined):\n";
     for (const auto& cycle : d.cycles) out += fmt::format("  ranks {}\n", RankList(cycle));
   }
-  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause
-                                               : d.stuck.empty() && d.desyncs.empty()
-                                                     ? std::string("none found")
-                                                     : std::string("not in the recordings (they hold no sampler or worker "
-                                                                   "events); run with --scenario to check the data"));
+  std::string unknown = "none found";
+  if (!d.stuck.empty()) {
+    unknown = d.format == "petrsim"
+                  ? "the missing ranks recorded neither a spinning worker nor a death"
+                  : "not in the recordings (Flight Recorder dumps hold no sampler or worker events); run with "
+                    "--scenario to check the data";
+  }
+  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause : unknown);
   return out;
 }
 
@@ -693,7 +713,8 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
   nlohmann::json desyncs = nlohmann::json::array();
   for (const DesyncFinding& f : d.desyncs) {
     desyncs.push_back({{"pg_id", f.group}, {"seq", f.seq}, {"field", f.field}, {"expected", f.expected},
-                       {"found", f.found}, {"culprit_ranks", f.culprit_ranks}});
+                       {"found", f.found}, {"culprit_ranks", f.culprit_ranks}, {"expected_step", f.expected_step},
+                       {"found_step", f.found_step}});
   }
   return {{"format", d.format},
           {"world_size", d.world_size},

@@ -118,6 +118,7 @@ struct DesyncFinding {
   std::string field;  // "op", "dtype" or "sizes"
   std::string expected, found;
   std::vector<uint32_t> culprit_ranks;
+  std::string expected_step, found_step;  // petrsim traces: the plan steps of the two calls
 };
 
 struct Diagnosis {

@@ -893,6 +893,9 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
       record.seq = seq;
       record.text = "collective mismatch";
       Trace(record);
+      // The mismatched call was issued (c10d enqueues it; NCCL would pair it): record it as a
+      // collective pending at the end, with this rank's own signature.
+      TraceCollective(rank.rank, OutstandingWork{step.group, seq, now, -1, -1, &step, iteration}, now, false);
     }
     stop_ = true;
     return false;

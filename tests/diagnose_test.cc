@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -299,6 +300,100 @@ TEST(Diagnose, ACutTraceIsReadUpToTheCut) {
   const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
   ASSERT_EQ(diagnosis.partial.size(), 1u);
   EXPECT_NE(diagnosis.partial[0].find("rank_0.pbtrace: message "), std::string::npos) << diagnosis.partial[0];
+}
+
+// A small Flight Recorder JSON dump: `entries` are (group name, seq, op, dtype, size) pending on
+// this rank; every group's status says the rank enqueued up to its last entry (or `enqueued`).
+struct Entry {
+  std::string group;
+  int64_t seq;
+  std::string op, dtype;
+  int64_t size;
+};
+void WriteJsonDump(const fs::path& dir, uint32_t rank, const std::vector<std::string>& groups,
+                   const std::vector<uint32_t>& members, const std::vector<Entry>& entries,
+                   const std::map<std::string, int64_t>& enqueued) {
+  nlohmann::json config = nlohmann::json::object(), status = nlohmann::json::object();
+  std::map<std::string, int> ids;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ids[groups[g]] = static_cast<int>(g);
+    config[groups[g]] = {{"name", groups[g]}, {"desc", "group " + groups[g]}, {"ranks", members}};
+    const auto it = enqueued.find(groups[g]);
+    const int64_t last = it != enqueued.end() ? it->second : 0;
+    status[std::to_string(g)] = {{"last_enqueued_collective", last}, {"last_started_collective", -1},
+                                 {"last_completed_collective", last - 1}};
+  }
+  nlohmann::json list = nlohmann::json::array();
+  int64_t record = 0;
+  for (const Entry& e : entries) {
+    list.push_back({{"record_id", record++}, {"pg_id", ids.at(e.group)}, {"process_group", {e.group, "group " + e.group}},
+                    {"collective_seq_id", e.seq}, {"p2p_seq_id", 0}, {"op_id", e.seq},
+                    {"profiling_name", e.op}, {"time_created_ns", 1000 * e.seq + record},
+                    {"input_sizes", {{e.size}}}, {"input_dtypes", {e.dtype}}, {"output_sizes", {{e.size}}},
+                    {"output_dtypes", {e.dtype}}, {"state", "scheduled"}, {"timeout_ms", 600000}, {"is_p2p", false}});
+  }
+  const nlohmann::json dump = {{"version", "2.10"}, {"comm_lib_version", "2.27.3"}, {"pg_config", config},
+                               {"pg_status", status}, {"entries", list}};
+  std::ofstream(dir / ("dump_" + std::to_string(rank) + ".json")) << dump.dump(1);
+}
+
+TEST(Diagnose, ADesyncNamesTheRankThatDiffers) {
+  const fs::path dir = TempDir("desync");
+  const std::vector<uint32_t> members = {0, 1, 2};
+  for (uint32_t r = 0; r < 3; ++r) {
+    WriteJsonDump(dir, r, {"0"}, members,
+                  {{"0", 5, "nccl:all_reduce", r == 2 ? "Long" : "Float", 1}}, {{"0", 5}});
+  }
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  ASSERT_EQ(diagnosis.desyncs.size(), 1u) << FormatDiagnosis(diagnosis);
+  EXPECT_EQ(diagnosis.desyncs[0].field, "dtype");
+  EXPECT_EQ(diagnosis.desyncs[0].culprit_ranks, std::vector<uint32_t>{2});
+  EXPECT_EQ(diagnosis.desyncs[0].expected, "Float");
+  EXPECT_EQ(diagnosis.desyncs[0].found, "Long");
+  EXPECT_TRUE(diagnosis.stuck.empty());  // everyone joined seq 5, with the wrong signature
+}
+
+TEST(Diagnose, AWaitForCycleAcrossTwoGroups) {
+  // Rank 0 waits in A#1, which rank 1 never joined; rank 1 waits in B#1, which rank 0 never
+  // joined (each issued the two groups' collectives in the opposite order).
+  const fs::path dir = TempDir("cycle");
+  WriteJsonDump(dir, 0, {"A", "B"}, {0, 1}, {{"A", 1, "nccl:all_reduce", "Float", 4}}, {{"A", 1}, {"B", 0}});
+  WriteJsonDump(dir, 1, {"A", "B"}, {0, 1}, {{"B", 1, "nccl:all_reduce", "Float", 4}}, {{"A", 0}, {"B", 1}});
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  ASSERT_EQ(diagnosis.cycles.size(), 1u) << FormatDiagnosis(diagnosis);
+  EXPECT_EQ(diagnosis.cycles[0], (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(diagnosis.stuck.size(), 2u);
+  EXPECT_NE(FormatDiagnosis(diagnosis).find("wait-for cycles"), std::string::npos);
+}
+
+// The old StreamPETR code skips its denoising reduce_means on a rank whose local batch has no
+// GT: the simulator records a desync, and diagnose names the rank whose call differs.
+TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
+  Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/streampetr_trainval_hang.pbtxt");
+  scenario.mutable_plan()->mutable_streampetr()->set_old_code_skips_dn_without_gt(true);
+  scenario.mutable_filters()->set_filter_empty_gt(false);
+  scenario.mutable_job()->set_samples_per_gpu(1);
+  const Dataset dataset = BuildDataset(scenario, "scenario");
+  const fs::path dir = TempDir("old_code");
+  sim::SimResult result;
+  {
+    TraceDirectoryWriter writer(dir.string(), scenario, "seed", scenario.job().world_size(), "sim", "test");
+    sim::SimOptions options;
+    options.trace = &writer;
+    result = sim::Simulate(scenario, dataset, options);
+    writer.Finish();
+  }
+  ASSERT_EQ(result.outcome, sim::Outcome::kDesync);
+  ASSERT_TRUE(result.desync.has_value());
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  ASSERT_FALSE(diagnosis.desyncs.empty()) << FormatDiagnosis(diagnosis);
+  const DesyncFinding& finding = diagnosis.desyncs[0];
+  EXPECT_EQ(static_cast<uint64_t>(finding.seq), result.desync->seq);
+  // The skipping rank is the one whose call differs from the others'.
+  const uint32_t skipper = result.ranks[result.desync->other_rank].collectives_skipped > 0
+                               ? result.desync->other_rank
+                               : result.desync->first_rank;
+  EXPECT_EQ(finding.culprit_ranks, std::vector<uint32_t>{skipper}) << FormatDiagnosis(diagnosis);
 }
 
 TEST(LocateCollective, StartupThenIterationsThenPeriodic) {
