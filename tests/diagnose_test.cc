@@ -4,6 +4,7 @@
 // hang; and the pickle reader (replay/pickle.h) on hand-written pickles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -312,12 +313,12 @@ struct Entry {
 };
 void WriteJsonDump(const fs::path& dir, uint32_t rank, const std::vector<std::string>& groups,
                    const std::vector<uint32_t>& members, const std::vector<Entry>& entries,
-                   const std::map<std::string, int64_t>& enqueued) {
+                   const std::map<std::string, int64_t>& enqueued, const std::string& desc = "") {
   nlohmann::json config = nlohmann::json::object(), status = nlohmann::json::object();
   std::map<std::string, int> ids;
   for (size_t g = 0; g < groups.size(); ++g) {
     ids[groups[g]] = static_cast<int>(g);
-    config[groups[g]] = {{"name", groups[g]}, {"desc", "group " + groups[g]}, {"ranks", members}};
+    config[groups[g]] = {{"name", groups[g]}, {"desc", desc.empty() ? "group " + groups[g] : desc}, {"ranks", members}};
     const auto it = enqueued.find(groups[g]);
     const int64_t last = it != enqueued.end() ? it->second : 0;
     status[std::to_string(g)] = {{"last_enqueued_collective", last}, {"last_started_collective", -1},
@@ -326,7 +327,8 @@ void WriteJsonDump(const fs::path& dir, uint32_t rank, const std::vector<std::st
   nlohmann::json list = nlohmann::json::array();
   int64_t record = 0;
   for (const Entry& e : entries) {
-    list.push_back({{"record_id", record++}, {"pg_id", ids.at(e.group)}, {"process_group", {e.group, "group " + e.group}},
+    list.push_back({{"record_id", record++}, {"pg_id", ids.at(e.group)},
+                    {"process_group", {e.group, desc.empty() ? "group " + e.group : desc}},
                     {"collective_seq_id", e.seq}, {"p2p_seq_id", 0}, {"op_id", e.seq},
                     {"profiling_name", e.op}, {"time_created_ns", 1000 * e.seq + record},
                     {"input_sizes", {{e.size}}}, {"input_dtypes", {e.dtype}}, {"output_sizes", {{e.size}}},
@@ -394,6 +396,51 @@ TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
                                ? result.desync->other_rank
                                : result.desync->first_rank;
   EXPECT_EQ(finding.culprit_ranks, std::vector<uint32_t>{skipper}) << FormatDiagnosis(diagnosis);
+}
+
+// The user story of `diagnose --scenario`: Flight Recorder dumps of the seed job (what a real
+// StreamPETR job with TORCH_NCCL_TRACE_BUFFER_SIZE would leave: ranks 0-6 pending in the
+// all_reduce of default_pg, named "0", that rank 7 never enqueued) and the job's scenario give
+// the iteration, the step and the pool, and say the dumps are consistent with its livelock.
+TEST(Diagnose, FlightRecorderDumpsOfTheSeedJobWithItsScenario) {
+  const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/streampetr_trainval_hang.pbtxt";
+  const Scenario scenario = LoadScenarioFile(scenario_path);
+  const Dataset dataset = BuildDataset(scenario, scenario_path);
+  const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
+  ASSERT_TRUE(result.collective.has_value());
+  const int64_t seq = static_cast<int64_t>(result.collective->seq);
+  const fs::path dir = TempDir("seed_dumps");
+  const std::vector<uint32_t> members = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (uint32_t r = 0; r < 8; ++r) {
+    const bool stuck = std::find(result.stuck_ranks.begin(), result.stuck_ranks.end(), r) != result.stuck_ranks.end();
+    std::vector<Entry> entries;
+    if (!stuck) entries.push_back({"0", seq, "nccl:all_reduce", "Float", 1});
+    WriteJsonDump(dir, r, {"0"}, members, entries, {{"0", stuck ? seq - 1 : seq}}, "default_pg");
+  }
+  const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
+  const auto roots = Roots(diagnosis);
+  ASSERT_EQ(roots.size(), 1u) << FormatDiagnosis(diagnosis);
+  EXPECT_EQ(roots[0]->missing_ranks, result.stuck_ranks);
+  const ScenarioCrossCheck cross = CrossCheck(diagnosis, scenario, scenario_path);
+  ASSERT_EQ(cross.placed.size(), 1u);
+  EXPECT_EQ(cross.placed[0].plan_group, "default_pg");
+  EXPECT_TRUE(cross.placed[0].found);
+  EXPECT_EQ(cross.placed[0].iteration, result.collective->iteration);
+  EXPECT_EQ(cross.placed[0].step, result.collective->step);
+  EXPECT_TRUE(cross.consistent) << cross.verdict;
+  EXPECT_NE(cross.verdict.find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << cross.verdict;
+  // Dumps from another hang (one collective later) are not what the scenario predicts.
+  const fs::path other = TempDir("other_dumps");
+  for (uint32_t r = 0; r < 8; ++r) {
+    const bool stuck = r == 3;
+    std::vector<Entry> entries;
+    if (!stuck) entries.push_back({"0", seq + 60, "nccl:all_reduce", "Float", 1});
+    WriteJsonDump(other, r, {"0"}, members, entries, {{"0", stuck ? seq + 59 : seq + 60}}, "default_pg");
+  }
+  const Diagnosis elsewhere = Diagnose(LoadRecordings({other.string()}));
+  const ScenarioCrossCheck mismatch = CrossCheck(elsewhere, scenario, scenario_path);
+  EXPECT_FALSE(mismatch.consistent);
+  EXPECT_NE(mismatch.verdict.find("not what the scenario predicts"), std::string::npos) << mismatch.verdict;
 }
 
 TEST(LocateCollective, StartupThenIterationsThenPeriodic) {
