@@ -28,7 +28,7 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   if (flags.json) {
     nlohmann::json json = DiagnosisJson(diagnosis);
     if (cross) json["scenario"] = CrossCheckJson(*cross);
-    std::cout << json.dump(2) << "\n";
+    std::cout << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << FormatDiagnosis(diagnosis);
     if (cross) std::cout << FormatCrossCheck(*cross);

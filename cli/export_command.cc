@@ -21,11 +21,18 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
     throw ScenarioError(fmt::format("{}: not a directory of rank_<r>.pbtrace files", trace_dir));
   }
   // Read every rank first, so a bad file leaves no timeline behind.
-  const RankTrace first = ReadRankTrace(RankTracePath(trace_dir, 0));
-  const uint32_t world = first.header.world_size();
   std::vector<RankTrace> traces;
   std::vector<std::string> partial;
-  traces.push_back(first);
+  {
+    std::string cut;
+    traces.push_back(ReadRankTrace(RankTracePath(trace_dir, 0), &cut));
+    if (!cut.empty()) partial.push_back(cut);
+  }
+  const TraceHeader header = traces.front().header;
+  const uint32_t world = header.world_size();
+  if (world == 0 || world > (1u << 20)) {
+    throw ScenarioError(fmt::format("{}: world_size {} is not in [1, 2^20]", RankTracePath(trace_dir, 0), world));
+  }
   for (uint32_t r = 1; r < world; ++r) {
     const std::string path = RankTracePath(trace_dir, r);
     if (!std::filesystem::exists(path, error)) {
@@ -35,6 +42,9 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
     std::string cut;
     traces.push_back(ReadRankTrace(path, &cut));
     if (!cut.empty()) partial.push_back(cut);
+    if (traces.back().header.rank() != r) {
+      throw ScenarioError(fmt::format("{}: the header says rank {}", path, traces.back().header.rank()));
+    }
   }
   PerfettoWriter writer(perfetto);
   for (const RankTrace& trace : traces) {
@@ -45,10 +55,10 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
   }
   const uint64_t events = writer.records_written();
   writer.Finish({{"source", trace_dir},
-                 {"backend", first.header.backend()},
-                 {"clock", first.header.clock()},
+                 {"backend", header.backend()},
+                 {"clock", header.clock()},
                  {"world_size", world},
-                 {"scenario", first.header.scenario_path()},
+                 {"scenario", header.scenario_path()},
                  {"partial", partial}});
   std::cout << fmt::format("petrsim export: {} events of {} ranks from {} written to {}\n", events, traces.size(),
                            trace_dir, perfetto);

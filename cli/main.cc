@@ -332,11 +332,16 @@ int main(int argc, char** argv) {
       petrsim::SimReplayBackend backend;
       const petrsim::ReplayReport report = petrsim::Replay(job, backend, replay_sets);
       if (replay_json) {
-        std::cout << petrsim::ReplayJson(report).dump(2) << "\n";
+        std::cout << petrsim::ReplayJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {
         std::cout << petrsim::FormatReplay(job, report);
       }
       return report.reproduced || !replay_sets.empty() ? 0 : 1;
+    }
+    if (run_flags.trace_dir.empty() &&
+        (run_flags.trace_ring != 0 ||
+         run_flags.trace_records_max != petrsim::TraceDirectoryWriter::kRecordsMaxDefault)) {
+      throw petrsim::ScenarioError("--trace-ring and --trace-records-max need --trace DIR");
     }
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
     if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||

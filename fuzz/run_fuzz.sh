@@ -19,6 +19,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=
 cmake --build "$build" --target fuzz_pickle fuzz_trace -j "${PETRSIM_JOBS:-2}"
 
 corpus="$build/corpus"
+rm -rf "$build/artifacts"  # findings of earlier runs are theirs, not this run's
 mkdir -p "$corpus/pickle" "$corpus/trace" "$build/artifacts"
 cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
 for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
@@ -28,18 +29,21 @@ petrsim="${PETRSIM:-build/petrsim}"
 if [ -x "$petrsim" ] && [ -z "$(ls -A "$corpus/trace")" ]; then
   "$petrsim" scenarios/tiny.pbtxt --trace "$build/seed_tiny" > /dev/null || true
   "$petrsim" scenarios/regressions/conditional_skip_blames_the_skipping_rank.pbtxt --trace "$build/seed_skip" --trace-ring 50 > /dev/null || true
-  for f in "$build"/seed_tiny/*.pbtrace "$build"/seed_skip/*.pbtrace; do cp "$f" "$corpus/trace/$(basename "$(dirname "$f")")_$(basename "$f")"; done
+  for f in "$build"/seed_tiny/*.pbtrace "$build"/seed_skip/*.pbtrace; do
+    [ -f "$f" ] && cp "$f" "$corpus/trace/$(basename "$(dirname "$f")")_$(basename "$f")"
+  done
 fi
 
 for target in fuzz_pickle fuzz_trace; do
   dir="$corpus/${target#fuzz_}"
   echo "run_fuzz: $target for $seconds s"
+  status=0
   "$build/fuzz/$target" "$dir" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -malloc_limit_mb=2048 -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 2>&1 |
-    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|run_fuzz|INFO: seed corpus)" || true
-  # libFuzzer exits non-zero on a finding; the pipeline above hides it, so check the artifacts.
-  if ls "$build/artifacts/$target-"* > /dev/null 2>&1; then
-    echo "run_fuzz: $target found a failing input: $(ls "$build/artifacts/$target-"*)" >&2
+    -malloc_limit_mb=2048 -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 \
+    > "$build/$target.log" 2>&1 || status=$?
+  grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|readers disagree|INFO: seed corpus)" "$build/$target.log" || true
+  if [ "$status" -ne 0 ] || ls "$build/artifacts/$target-"* > /dev/null 2>&1; then
+    echo "run_fuzz: $target failed (exit $status); log: $build/$target.log; inputs: $(ls "$build/artifacts/" 2>/dev/null)" >&2
     exit 1
   fi
 done

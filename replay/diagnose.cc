@@ -28,6 +28,9 @@
 namespace petrsim {
 namespace {
 
+// The most ranks a recording may name (as scenario validation allows for a job).
+constexpr uint32_t kRanksMax = 1u << 20;
+
 bool IsPetrsimTrace(const std::string& path) {
   return path.size() > 8 && path.compare(path.size() - 8, 8, ".pbtrace") == 0;
 }
@@ -104,6 +107,13 @@ void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, s
     if (it == dump.pg_status.end()) continue;
     rank.progress[name] = GroupProgress{it->second.last_enqueued, it->second.last_completed};
   }
+  // What the entries themselves show: the rank enqueued every call it recorded (and completed
+  // those in state completed), whatever pg_status says or lacks.
+  for (const CallRecord& call : rank.calls) {
+    GroupProgress& progress = rank.progress[call.group];
+    progress.last_enqueued = std::max(progress.last_enqueued, call.seq);
+    if (call.completed) progress.last_completed = std::max(progress.last_completed, call.seq);
+  }
   // Kept for the second pass: the status by local id.
   for (const auto& [pg_id, status] : dump.pg_status) {
     rank.progress["\x01" + std::to_string(pg_id)] = GroupProgress{status.last_enqueued, status.last_completed};
@@ -148,7 +158,8 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
         CallRecord call;
         call.group = group;
         call.seq = seq;
-        call.op = sim::OpTypeName(event.op);
+        // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
+        call.op = event.op == Collective::barrier ? std::string("BARRIER") : sim::OpTypeName(event.op);
         call.input_sizes = {{static_cast<int64_t>(event.numel)}};
         call.dtype = Collective::Dtype_Name(event.dtype);
         call.time_ns = event.start_ns;
@@ -202,6 +213,9 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
     }
   }, &partial);
   if (!partial.empty()) rank.partial = partial;
+  if (out.header.world_size() == 0 || out.header.world_size() > kRanksMax) {
+    throw ScenarioError(fmt::format("{}: world_size {} is not in [1, {}]", path, out.header.world_size(), kRanksMax));
+  }
   if (out.header.rank() >= out.header.world_size()) {
     throw ScenarioError(fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(),
                                     out.header.world_size()));
@@ -212,16 +226,17 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
   rank.present = true;
   rank.source = path;
   // Recorded when slices end; program order is issue order.
-  std::stable_sort(rank.calls.begin(), rank.calls.end(), [](const CallRecord& a, const CallRecord& b) {
-    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.group == b.group && a.seq < b.seq;
-  });
+  // (Calls issued at one instant keep the file's order; a strict weak order on time alone.)
+  std::stable_sort(rank.calls.begin(), rank.calls.end(),
+                   [](const CallRecord& a, const CallRecord& b) { return a.time_ns < b.time_ns; });
   return out;
 }
 
-// Reads every file with up to `threads` threads; the first error (in file order) is thrown.
-std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files) {
+// Reads every file with up to `threads` threads; `errors[i]` is set for a file that could not
+// be read at all.
+std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files, std::vector<std::exception_ptr>& errors) {
   std::vector<LoadedTrace> loaded(files.size());
-  std::vector<std::exception_ptr> errors(files.size());
+  errors.assign(files.size(), nullptr);
   std::atomic<size_t> next{0};
   const auto work = [&] {
     for (size_t i = next++; i < files.size(); i = next++) {
@@ -237,9 +252,6 @@ std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files)
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& thread : pool) thread.join();
-  for (const auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
   return loaded;
 }
 
@@ -344,7 +356,24 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
   }
   if (petrsim > 0) {
     rec.format = "petrsim";
-    for (LoadedTrace& trace : ReadPetrsimRanks(files)) AddPetrsimTrace(rec, std::move(trace));
+    std::vector<std::exception_ptr> errors;
+    std::vector<LoadedTrace> loaded = ReadPetrsimRanks(files, errors);
+    size_t read = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (errors[i]) continue;
+      AddPetrsimTrace(rec, std::move(loaded[i]));
+      ++read;
+    }
+    // A file that cannot be read at all: its rank is without a file; nothing read: the error.
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!errors[i]) continue;
+      if (read == 0) std::rethrow_exception(errors[i]);
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (const ScenarioError& error) {
+        rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error.what()));
+      }
+    }
     for (const auto& rank : rec.ranks) {
       for (const auto& [group, progress] : rank.progress) rec.groups[group].desc = group;
     }
@@ -355,12 +384,37 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
   } else {
     rec.format = "flight_recorder";
     std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
+    std::vector<std::string> unreadable;
+    size_t read = 0;
     for (const std::string& file : files) {
-      if (!LooksLikeFlightRecorderDump(file)) {
-        throw ScenarioError(fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
-                                        "Recorder dump (a pickle or JSON)", file));
+      try {
+        if (!LooksLikeFlightRecorderDump(file)) {
+          throw ScenarioError(fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
+                                          "Recorder dump (a pickle or JSON)", file));
+        }
+        AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
+        ++read;
+      } catch (const ScenarioError& error) {
+        if (files.size() == 1) throw;
+        unreadable.push_back(error.what());
       }
-      AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
+    }
+    if (read == 0) throw ScenarioError(unreadable.front());
+    for (const std::string& error : unreadable) {
+      rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error));
+    }
+    // Groups no dump described (no pg_config): their members are the ranks that recorded them.
+    for (auto& [name, group] : rec.groups) {
+      if (!group.members.empty()) continue;
+      std::set<uint32_t> members;
+      for (const auto& rank : rec.ranks) {
+        for (const CallRecord& call : rank.calls) {
+          if (call.group == name) members.insert(rank.rank);
+        }
+      }
+      group.members.assign(members.begin(), members.end());
+      rec.notes.push_back(fmt::format("process group {}: no pg_config describes it; its members are taken to be "
+                                      "the ranks that recorded it ({} ranks)", name, members.size()));
     }
     uint32_t world = static_cast<uint32_t>(rec.ranks.size());
     for (const auto& [name, group] : rec.groups) {
@@ -395,6 +449,7 @@ Diagnosis Diagnose(const Recordings& rec) {
   out.format = rec.format;
   out.world_size = rec.world_size;
   const bool petrsim = rec.format == "petrsim";
+  for (const std::string& note : rec.notes) out.partial.push_back(note);
   for (const RankRecording& rank : rec.ranks) {
     if (!rank.present) out.ranks_without_file.push_back(rank.rank);
     if (rank.partial) out.partial.push_back(*rank.partial);
@@ -417,6 +472,7 @@ Diagnosis Diagnose(const Recordings& rec) {
       auto [it, added] = index_of.try_emplace({call.group, call.seq}, instances.size());
       if (added) instances.push_back(Instance{call.group, call.seq, {}, INT64_MAX});
       Instance& instance = instances[it->second];
+      if (!instance.calls.empty() && instance.calls.back().first == rank.rank) continue;  // one call per rank
       instance.calls.emplace_back(rank.rank, &call);
       instance.time_ns = std::min(instance.time_ns, call.time_ns);
     }
@@ -434,26 +490,56 @@ Diagnosis Diagnose(const Recordings& rec) {
     return false;
   };
 
-  // Per group: the first instance some member never joined.
+  // Per group: the first instance some member with a file never joined. Members without a file
+  // are unknown, not missing: they are named (as suspects) beside the first instance that every
+  // member with a file joined but that is not complete, or, where no member with a file is
+  // missing anywhere, beside the first instance that all of them wait in.
+  const auto present = [&](uint32_t r) { return r < rec.ranks.size() && rec.ranks[r].present; };
   std::vector<size_t> candidates;
   std::vector<std::vector<uint32_t>> missing_of;  // per candidate
+  std::vector<bool> only_without_file;            // per candidate: every missing rank has no file
   std::map<std::string, std::vector<size_t>> by_group;
   for (size_t i = 0; i < instances.size(); ++i) by_group[instances[i].group].push_back(i);
   for (auto& [group, list] : by_group) {
     std::sort(list.begin(), list.end(), [&](size_t a, size_t b) { return instances[a].seq < instances[b].seq; });
     const auto info = rec.groups.find(group);
     if (info == rec.groups.end()) continue;
+    std::vector<uint32_t> absent;
+    size_t present_members = 0;
+    for (const uint32_t r : info->second.members) {
+      if (present(r)) {
+        ++present_members;
+      } else {
+        absent.push_back(r);
+      }
+    }
+    std::optional<size_t> found;
+    std::vector<uint32_t> missing;
     for (const size_t i : list) {
-      std::vector<uint32_t> missing;
       for (const uint32_t r : info->second.members) {
-        if (!joined(r, group, instances[i].seq, instances[i])) missing.push_back(r);
+        if (present(r) && !joined(r, group, instances[i].seq, instances[i])) missing.push_back(r);
       }
       if (!missing.empty()) {
-        candidates.push_back(i);
-        missing_of.push_back(std::move(missing));
+        found = i;
         break;
       }
     }
+    bool suspects_only = false;
+    if (!found && !absent.empty()) {
+      for (const size_t i : list) {
+        if (instances[i].calls.size() == present_members) {  // every member with a file waits here
+          found = i;
+          suspects_only = true;
+          break;
+        }
+      }
+    }
+    if (!found) continue;
+    missing.insert(missing.end(), absent.begin(), absent.end());
+    std::sort(missing.begin(), missing.end());
+    candidates.push_back(*found);
+    missing_of.push_back(std::move(missing));
+    only_without_file.push_back(suspects_only);
   }
 
   // Happens-before graph over the instances: program order of each rank's pending calls.
@@ -503,6 +589,10 @@ Diagnosis Diagnose(const Recordings& rec) {
     stuck.sizes = first.input_sizes;
     stuck.dtype = first.dtype;
     stuck.missing_ranks = missing_of[c];
+    stuck.only_without_file = only_without_file[c];
+    for (const uint32_t r : missing_of[c]) {
+      if (!present(r)) stuck.without_file.push_back(r);
+    }
     for (const auto& [rank, call] : instance.calls) stuck.waiting_ranks.push_back(rank);
     stuck.time_ns = instance.time_ns;
     stuck.iteration = first.iteration;
@@ -523,6 +613,7 @@ Diagnosis Diagnose(const Recordings& rec) {
   }
   std::stable_sort(out.stuck.begin(), out.stuck.end(), [](const StuckCollective& a, const StuckCollective& b) {
     if (a.root != b.root) return a.root;
+    if (a.only_without_file != b.only_without_file) return !a.only_without_file;
     return a.time_ns < b.time_ns;
   });
 
@@ -644,7 +735,8 @@ std::string FormatDiagnosis(const Diagnosis& d) {
                                 d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps",
                                 d.events, d.calls, d.graph_vertices, d.graph_edges);
   if (!d.ranks_without_file.empty()) {
-    out += fmt::format("  no file for rank(s) {}: counted as missing from every collective of their groups\n",
+    out += fmt::format("  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
+                       "collective their groups' other members all reached\n",
                        RankList(d.ranks_without_file));
   }
   for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
@@ -654,8 +746,10 @@ std::string FormatDiagnosis(const Diagnosis& d) {
       if (s.root != root) continue;
       std::string where;
       if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
+      std::string missing = RankList(s.missing_ranks);
+      if (!s.without_file.empty()) missing += "*";
       rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq,
-                          s.op, Shape(s.sizes), DtypeName(s.dtype), RankList(s.missing_ranks),
+                          s.op, Shape(s.sizes), DtypeName(s.dtype), missing,
                           RankList(s.waiting_ranks), where);
     }
     return rows;
@@ -701,7 +795,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
     nlohmann::json j = {{"pg_id", s.group},  {"desc", s.desc},   {"op", s.op},
                         {"seq", s.seq},      {"sizes", s.sizes}, {"dtype", s.dtype},
                         {"missing_ranks", s.missing_ranks}, {"waiting_ranks", s.waiting_ranks},
-                        {"root", s.root}};
+                        {"missing_without_file", s.without_file}, {"root", s.root}};
     if (s.iteration) {
       j["iteration"] = *s.iteration;
       j["step"] = s.step;
@@ -802,7 +896,8 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     const bool rank_missing = std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(),
                                         cross.hit_rank) != stuck.missing_ranks.end();
     const bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
-                            (placed.plan_group == cross.sim_group && static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
+                            (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
+                             static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
     if (rank_missing && same_place) cross.consistent = true;
   }
   if (cross.consistent) {

@@ -90,6 +90,9 @@ struct Recordings {
   std::vector<RankRecording> ranks;  // index = rank
   std::optional<Scenario> scenario;  // petrsim traces carry the scenario they ran
   std::string backend;               // petrsim traces: sim, gloo or nccl
+  // Files that could not be read at all (the error, naming the file and offset; their rank is
+  // then without a file) and other notes on what was inferred.
+  std::vector<std::string> notes;
   int64_t end_ns = 0;                // the latest time any event ends
 };
 
@@ -110,6 +113,8 @@ struct StuckCollective {
   std::optional<uint64_t> iteration;
   std::string step;
   bool root = true;  // false: a consequence of another stuck collective of a missing rank
+  std::vector<uint32_t> without_file;  // the missing ranks that left no file (suspects)
+  bool only_without_file = false;      // every member with a file joined; only those are left
 };
 
 struct DesyncFinding {

@@ -57,18 +57,38 @@ const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int 
 
 class Converter {
  public:
-  explicit Converter(const std::string& path) : path_(path) {}
+  // `file_bytes`: the dump's size. Memo references let a small pickle name one value many
+  // times; the conversion copies what it reads, so it is given a budget of work (dict keys
+  // scanned, ints and string bytes copied) proportional to the file, and refuses beyond it.
+  Converter(const std::string& path, uint64_t file_bytes)
+      : path_(path),
+        budget_(std::max<uint64_t>(uint64_t{1} << 22, 64 * file_bytes)),
+        initial_budget_(budget_) {}
+
+  void Charge(uint64_t work, const std::string& where) const {
+    if (work > budget_) {
+      Fail(where, fmt::format("the dump expands to more than {} values (memo references that repeat one value "
+                              "many times?); petrsim refuses to expand it", 64 * file_bytes_hint()));
+    }
+    budget_ -= work;
+  }
+  uint64_t file_bytes_hint() const { return initial_budget_ / 64; }
+  const PickleNode* Get(const PickleNode& dict, const char* key, const std::string& where) const {
+    Charge(dict.entries.size() + 1, where);
+    return dict.Get(key);
+  }
 
   [[noreturn]] void Fail(const std::string& where, const std::string& what) const {
     throw ScenarioError(fmt::format("{}: {}: {}", path_, where, what));
   }
   const PickleNode& Need(const PickleNode& dict, const char* key, const std::string& where) const {
-    const PickleNode* value = dict.Get(key);
+    const PickleNode* value = Get(dict, key, where);
     if (value == nullptr) Fail(where, fmt::format("missing key '{}'", key));
     return *value;
   }
   std::string Str(const PickleNode& node, const std::string& where) const {
     if (node.type != Type::kString) Fail(where, "expected a str, found a " + node.TypeName());
+    Charge(node.text.size() + 1, where);
     return node.text;
   }
   int64_t Int(const PickleNode& node, const std::string& where) const {
@@ -77,12 +97,12 @@ class Converter {
     Fail(where, "expected an int, found a " + node.TypeName());
   }
   int64_t OptInt(const PickleNode& dict, const char* key, const std::string& where, int64_t fallback) const {
-    const PickleNode* value = dict.Get(key);
+    const PickleNode* value = Get(dict, key, where);
     if (value == nullptr || value->type == Type::kNone) return fallback;
     return Int(*value, where + "." + key);
   }
   std::string OptStr(const PickleNode& dict, const char* key, const std::string& where) const {
-    const PickleNode* value = dict.Get(key);
+    const PickleNode* value = Get(dict, key, where);
     if (value == nullptr || value->type == Type::kNone) return {};
     return Str(*value, where + "." + key);
   }
@@ -92,6 +112,7 @@ class Converter {
     if (!node->is_sequence()) Fail(where, "expected a list of shapes, found a " + node->TypeName());
     for (const PickleNode* shape : node->items) {
       if (!shape->is_sequence()) Fail(where, "expected a shape (list of ints), found a " + shape->TypeName());
+      Charge(shape->items.size() + 1, where);
       auto& out = sizes.emplace_back();
       for (const PickleNode* dim : shape->items) out.push_back(Int(*dim, where));
     }
@@ -138,7 +159,7 @@ class Converter {
   bool Convert(const PickleNode& root, FrDump& dump) const {
     bool has_rank = false;
     if (root.type != Type::kDict) Fail("top level", "expected a dict, found a " + root.TypeName());
-    const PickleNode* version = root.Get("version");
+    const PickleNode* version = Get(root, "version", "top level");
     if (version == nullptr) {
       if (dump.partial) Fail("top level", "missing key 'version' (the file is cut short: " + *dump.partial + ")");
       Fail("top level", "missing key 'version': not a Flight Recorder dump");
@@ -150,13 +171,13 @@ class Converter {
     }
     dump.comm_lib_version = OptStr(root, "comm_lib_version", "top level");
     if (dump.comm_lib_version.empty()) dump.comm_lib_version = OptStr(root, "nccl_version", "top level");
-    if (const PickleNode* rank = root.Get("rank"); rank != nullptr && rank->type != Type::kNone) {
+    if (const PickleNode* rank = Get(root, "rank", "top level"); rank != nullptr && rank->type != Type::kNone) {
       const int64_t value = Int(*rank, "rank");
       if (value < 0 || value >= (int64_t{1} << 20)) Fail("rank", fmt::format("rank {} out of range", value));
       dump.rank = static_cast<uint32_t>(value);
       has_rank = true;
     }
-    if (const PickleNode* config = root.Get("pg_config"); config != nullptr) {
+    if (const PickleNode* config = Get(root, "pg_config", "top level"); config != nullptr) {
       if (config->type != Type::kDict) Fail("pg_config", "expected a dict, found a " + config->TypeName());
       for (const auto& [key, value] : config->entries) {
         const std::string name = Str(*key, "pg_config key");
@@ -169,7 +190,7 @@ class Converter {
         dump.pg_config[name] = std::move(group);
       }
     }
-    if (const PickleNode* status = root.Get("pg_status"); status != nullptr) {
+    if (const PickleNode* status = Get(root, "pg_status", "top level"); status != nullptr) {
       if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found a " + status->TypeName());
       dump.has_pg_status = true;
       for (const auto& [key, value] : status->entries) {
@@ -193,7 +214,7 @@ class Converter {
         dump.pg_status[pg_id] = group;
       }
     }
-    const PickleNode* entries = root.Get("entries");
+    const PickleNode* entries = Get(root, "entries", "top level");
     if (entries == nullptr) {
       if (!dump.partial) Fail("top level", "missing key 'entries'");
       return has_rank;
@@ -207,10 +228,12 @@ class Converter {
         if (dump.partial && i + 1 == entries->items.size()) break;  // the cut one
         Fail(where, "expected a dict, found a " + e.TypeName());
       }
+      // The last entry of a cut dump may have lost its tail: keep it only if it kept its state.
+      if (dump.partial && i + 1 == entries->items.size() && Get(e, "state", where) == nullptr) break;
       FrEntry entry;
       entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
       entry.pg_id = OptInt(e, "pg_id", where, -1);
-      const PickleNode* group = e.Get("process_group");
+      const PickleNode* group = Get(e, "process_group", where);
       if (group == nullptr) {
         if (dump.partial && i + 1 == entries->items.size()) break;
         Fail(where, "missing key 'process_group'");
@@ -225,10 +248,10 @@ class Converter {
       entry.op_id = OptInt(e, "op_id", where, 0);
       entry.profiling_name = OptStr(e, "profiling_name", where);
       entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
-      entry.input_sizes = Sizes(e.Get("input_sizes"), where + ".input_sizes");
-      entry.output_sizes = Sizes(e.Get("output_sizes"), where + ".output_sizes");
-      entry.input_dtypes = Strings(e.Get("input_dtypes"), where + ".input_dtypes");
-      entry.output_dtypes = Strings(e.Get("output_dtypes"), where + ".output_dtypes");
+      entry.input_sizes = Sizes(Get(e, "input_sizes", where), where + ".input_sizes");
+      entry.output_sizes = Sizes(Get(e, "output_sizes", where), where + ".output_sizes");
+      entry.input_dtypes = Strings(Get(e, "input_dtypes", where), where + ".input_dtypes");
+      entry.output_dtypes = Strings(Get(e, "output_dtypes", where), where + ".output_dtypes");
       entry.state = OptStr(e, "state", where);
       entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
       entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
@@ -239,6 +262,8 @@ class Converter {
 
  private:
   const std::string& path_;
+  mutable uint64_t budget_;
+  const uint64_t initial_budget_;
 };
 
 bool RankFromFileName(const std::string& path, uint32_t& rank) {
@@ -248,6 +273,7 @@ bool RankFromFileName(const std::string& path, uint32_t& rank) {
   size_t begin = end;
   while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
   if (begin == end || end - begin > 7) return false;
+  if (std::stoul(name.substr(begin, end - begin)) >= (1ul << 20)) return false;
   rank = static_cast<uint32_t>(std::stoul(name.substr(begin, end - begin)));
   return true;
 }
@@ -297,7 +323,7 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   FrDump dump;
   dump.path = display_name;
   if (rank_from_name) dump.rank = *rank_from_name;
-  const Converter converter(display_name);
+  const Converter converter(display_name, bytes.size());
   size_t first = 0;
   while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\t' ||
                                   bytes[first] == '\r')) {
@@ -305,7 +331,7 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   }
   bool has_rank = false;
   if (first < bytes.size() && static_cast<uint8_t>(bytes[first]) == 0x80) {
-    const PickleDocument doc = ParsePickle(bytes, display_name);
+    const PickleDocument doc = ParsePickle(bytes.substr(first), display_name);
     dump.partial = doc.partial;
     has_rank = converter.Convert(*doc.root, dump);
   } else if (first < bytes.size() && bytes[first] == '{') {

@@ -307,6 +307,9 @@ class Machine {
   }
 
   PickleNode* New(PickleNode::Type type) {
+    if (doc_.arena.size() >= kPickleNodesMax) {
+      Fail(fmt::format("more than {} values: petrsim's limit for one pickle", kPickleNodesMax));
+    }
     doc_.arena.push_back(std::make_unique<PickleNode>());
     doc_.arena.back()->type = type;
     return doc_.arena.back().get();

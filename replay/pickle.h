@@ -10,9 +10,11 @@
 //
 // Limits against hostile files: every length is checked against the bytes left; integers
 // wider than 64 bits are refused; values are nodes of one arena (a memo reference shares the
-// node, as Python shares the object, and a cycle costs nothing); readers of the tree walk it
-// with a depth limit (kPickleDepthMax), so a self-containing list is an error, not a crash.
-// Memory is bounded by a small multiple of the file's size.
+// node, as Python shares the object, and a cycle costs nothing), at most kPickleNodesMax of
+// them, so memory stays below about 130 bytes per byte of input and 2 GiB in all. The machine
+// itself never recurses. A reader of the tree must not recurse without a limit either: a list
+// may contain itself; the Flight Recorder converter reads a fixed shape and charges every value
+// it copies to a budget proportional to the file (flight_recorder.cc).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,8 @@ class PickleError : public ScenarioError {
   uint64_t offset_;
 };
 
-inline constexpr int kPickleDepthMax = 64;
+inline constexpr int kPickleDepthMax = 64;  // JSON nesting refused beyond this (flight_recorder.cc)
+inline constexpr uint64_t kPickleNodesMax = uint64_t{1} << 24;
 
 struct PickleNode {
   enum class Type { kNone, kBool, kInt, kFloat, kString, kBytes, kList, kTuple, kDict };

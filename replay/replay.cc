@@ -75,6 +75,7 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
                                     "dumps hold no sample order to replay; use `petrsim diagnose`)", directory));
   }
   std::vector<uint64_t> iterations_done;
+  std::vector<std::string> files;
   bool died = false;
   for (uint32_t r = 0;; ++r) {
     const std::string path = RankTracePath(directory, r);
@@ -94,8 +95,16 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
       job.scenario_path = trace.header.scenario_path();
       job.backend = trace.header.backend();
       job.world_size = trace.header.world_size();
+      if (job.world_size == 0 || job.world_size > (1u << 20)) {
+        throw ScenarioError(fmt::format("{}: world_size {} is not in [1, 2^20]", path, job.world_size));
+      }
       iterations_done.assign(job.world_size, 0);
     }
+    if (trace.header.rank() != r || trace.header.world_size() != job.world_size) {
+      throw ScenarioError(fmt::format("{}: the header says rank {} of {}, the file name and rank_0 say rank {} of {}",
+                                      path, trace.header.rank(), trace.header.world_size(), r, job.world_size));
+    }
+    files.push_back(path);
     for (const TraceEvent& event : trace.events) {
       const RecordedJob::Key key{r, event.iteration(), event.slot()};
       switch (event.kind()) {
@@ -136,7 +145,7 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
     }
   }
   // The recorded outcome, from the post-mortem of the same files.
-  const Diagnosis diagnosis = Diagnose(LoadRecordings({directory}));
+  const Diagnosis diagnosis = Diagnose(LoadRecordings(files));  // the rank files only
   ReplayOutcome& recorded = job.recorded;
   recorded.iterations_completed = iterations_done.empty() ? 0 : *std::min_element(iterations_done.begin(), iterations_done.end());
   const StuckCollective* root = nullptr;

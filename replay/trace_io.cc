@@ -349,7 +349,8 @@ RankTraceWriter::RankTraceWriter(std::string path, const Scenario& scenario,
       throw ScenarioError(fmt::format("{}: write error: {}", path_, std::strerror(saved)));
     }
   } else {
-    ring_.resize(ring_events);
+    ring_size_ = ring_events;
+    ring_ = std::make_unique<Slot[]>(ring_size_);
     // Check now that the file can be made, so a bad path fails at the start, not at the dump.
     const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
@@ -358,7 +359,12 @@ RankTraceWriter::RankTraceWriter(std::string path, const Scenario& scenario,
   }
 }
 
+namespace {
+std::atomic<RankTraceWriter*> g_signal_writer{nullptr};
+}  // namespace
+
 RankTraceWriter::~RankTraceWriter() {
+  if (g_signal_writer.load() == this) InstallSignalDump(nullptr);
   if (finished_) return;
   try {
     Finish();
@@ -390,16 +396,40 @@ void RankTraceWriter::EncodeTo(const TraceRecord& record, std::string& out) {
 void RankTraceWriter::Record(const TraceRecord& record) {
   PETRSIM_ASSERT(!finished_);
   if (mode_ == Mode::kRing) {
-    recording_ = 1;
-    std::string& slot = ring_[next_ % ring_.size()];
-    slot.clear();
-    EncodeTo(record, slot);
-    ++next_;
-    recording_ = 0;
+    scratch_.clear();
+    EncodeTo(record, scratch_);
+    if (scratch_.size() > kRingSlotBytes) {
+      // Shorten the text (the only field that can be long) until the event fits its slot.
+      TraceRecord shorter = record;
+      const size_t over = scratch_.size() - kRingSlotBytes + 8;
+      shorter.text = record.text.substr(0, record.text.size() > over ? record.text.size() - over : 0);
+      scratch_.clear();
+      EncodeTo(shorter, scratch_);
+      if (scratch_.size() > kRingSlotBytes) {  // a long process group name: keep the kind and times
+        TraceRecord bare;
+        bare.kind = record.kind;
+        bare.rank = record.rank;
+        bare.start_ns = record.start_ns;
+        bare.end_ns = record.end_ns;
+        bare.iteration = record.iteration;
+        scratch_.clear();
+        EncodeTo(bare, scratch_);
+      }
+    }
+    const uint64_t i = next_.load(std::memory_order_relaxed);
+    Slot& slot = ring_[i % ring_size_];
+    slot.seq.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    std::memcpy(slot.bytes, scratch_.data(), scratch_.size());
+    slot.size = static_cast<uint32_t>(scratch_.size());
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    slot.seq.fetch_add(1, std::memory_order_acq_rel);  // even: complete
+    next_.store(i + 1, std::memory_order_release);
     return;
   }
+  if (write_errno_ != 0) return;
   EncodeTo(record, buffer_);
-  ++next_;
+  next_.fetch_add(1, std::memory_order_relaxed);
   const bool matters = record.kind == TraceKind::kCollective || record.kind == TraceKind::kLivelock ||
                        record.kind == TraceKind::kWatchdog || record.kind == TraceKind::kRankDied ||
                        record.kind == TraceKind::kDesync || record.kind == TraceKind::kProcessExit;
@@ -411,9 +441,19 @@ void RankTraceWriter::Flush() {
     Dump();
     return;
   }
-  if (fd_ < 0 || buffer_.empty()) return;
-  if (!WriteAll(fd_, buffer_.data(), buffer_.size())) failed_ = true;
+  if (fd_ < 0 || buffer_.empty() || write_errno_ != 0) return;
+  if (!WriteAll(fd_, buffer_.data(), buffer_.size())) write_errno_ = errno != 0 ? errno : EIO;
   buffer_.clear();
+}
+
+// Appends a base-128 varint to out[at..], returning the new end.
+static size_t PutVarint(char* out, size_t at, uint64_t value) {
+  while (value >= 0x80) {
+    out[at++] = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  out[at++] = static_cast<char>(value);
+  return at;
 }
 
 bool RankTraceWriter::Dump() {
@@ -422,13 +462,33 @@ bool RankTraceWriter::Dump() {
   const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   bool ok = WriteAll(fd, header_.data(), header_.size());
-  const uint64_t size = ring_.size();
-  const uint64_t count = next_ < size ? next_ : size;
-  const uint64_t busy = recording_ != 0 ? (next_ % size) : UINT64_MAX;
-  for (uint64_t i = next_ - count; ok && i < next_; ++i) {
-    if (i % size == busy) continue;  // interrupted while being written
-    const std::string& slot = ring_[i % size];
-    ok = WriteAll(fd, slot.data(), slot.size());
+  const uint64_t next = next_.load(std::memory_order_acquire);
+  const uint64_t count = next < ring_size_ ? next : ring_size_;
+  if (ok && next > count) {
+    // A `truncated` event: kind 10, start 0, end 0, records_dropped, encoded by hand.
+    char marker[32];
+    size_t body = 0;
+    body = PutVarint(marker + 1, body, (1 << 3) | 0);
+    body = PutVarint(marker + 1, body, TraceEventKind::truncated);
+    body = PutVarint(marker + 1, body, (3 << 3) | 0);
+    body = PutVarint(marker + 1, body, 0);
+    body = PutVarint(marker + 1, body, (4 << 3) | 0);
+    body = PutVarint(marker + 1, body, 0);
+    body = PutVarint(marker + 1, body, (16 << 3) | 0);
+    body = PutVarint(marker + 1, body, next - count);
+    marker[0] = static_cast<char>(body);  // < 128
+    ok = WriteAll(fd, marker, body + 1);
+  }
+  for (uint64_t i = next - count; ok && i < next; ++i) {
+    Slot& slot = ring_[i % ring_size_];
+    const uint64_t before = slot.seq.load(std::memory_order_acquire);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const uint32_t size = slot.size <= kRingSlotBytes ? slot.size : 0;
+    std::memcpy(staging_, slot.bytes, size);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const uint64_t after = slot.seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0 || before != after) continue;  // being rewritten: skip it
+    ok = WriteAll(fd, staging_, size);
   }
   ok = ::close(fd) == 0 && ok;
   if (ok) ok = ::rename(tmp_path_.c_str(), path_.c_str()) == 0;
@@ -444,18 +504,27 @@ void RankTraceWriter::Finish() {
     return;
   }
   Flush();
-  const bool closed = ::close(fd_) == 0;
+  const int close_errno = ::close(fd_) == 0 ? 0 : errno;
   fd_ = -1;
-  if (failed_ || !closed) throw ScenarioError(fmt::format("{}: write error: {}", path_, std::strerror(errno)));
+  if (write_errno_ != 0 || close_errno != 0) {
+    throw ScenarioError(fmt::format("{}: write error: {}", path_,
+                                    std::strerror(write_errno_ != 0 ? write_errno_ : close_errno)));
+  }
 }
 
 namespace {
 
-RankTraceWriter* volatile g_signal_writer = nullptr;
+struct sigaction g_previous_term {}, g_previous_abrt {};
 
 extern "C" void DumpOnSignal(int signal) {
-  if (RankTraceWriter* writer = g_signal_writer) writer->Dump();
-  // Die of the signal as the process would have.
+  if (RankTraceWriter* writer = g_signal_writer.load()) writer->Dump();
+  // Hand the signal on: to the handler that was there before, or die of it.
+  const struct sigaction& previous = signal == SIGTERM ? g_previous_term : g_previous_abrt;
+  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN &&
+      (previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != DumpOnSignal) {
+    previous.sa_handler(signal);
+    return;
+  }
   struct sigaction action {};
   action.sa_handler = SIG_DFL;
   sigemptyset(&action.sa_mask);
@@ -466,12 +535,20 @@ extern "C" void DumpOnSignal(int signal) {
 }  // namespace
 
 void RankTraceWriter::InstallSignalDump(RankTraceWriter* writer) {
-  g_signal_writer = writer;
+  PETRSIM_ASSERT(writer == nullptr || writer->mode_ == Mode::kRing);
+  RankTraceWriter* const before = g_signal_writer.exchange(writer);
   struct sigaction action {};
-  action.sa_handler = writer != nullptr ? DumpOnSignal : SIG_DFL;
   sigemptyset(&action.sa_mask);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGABRT, &action, nullptr);
+  sigaddset(&action.sa_mask, SIGTERM);  // no dump inside a dump
+  sigaddset(&action.sa_mask, SIGABRT);
+  if (writer != nullptr && before == nullptr) {
+    action.sa_handler = DumpOnSignal;
+    ::sigaction(SIGTERM, &action, &g_previous_term);
+    ::sigaction(SIGABRT, &action, &g_previous_abrt);
+  } else if (writer == nullptr && before != nullptr) {
+    ::sigaction(SIGTERM, &g_previous_term, nullptr);
+    ::sigaction(SIGABRT, &g_previous_abrt, nullptr);
+  }
 }
 
 RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nullptr); }
@@ -546,8 +623,6 @@ TraceHeader ForEachTraceEvent(const std::string& path, const std::function<void(
               "{}: format_version {} is newer than this build reads ({}); use a newer petrsim", path,
               version, kTraceFormatVersion));
         }
-      } else {
-        on_event(event);
       }
     } catch (const ScenarioError& error) {
       // After a good header, a cut or corrupt event ends the reading: keep what came before.
@@ -555,6 +630,8 @@ TraceHeader ForEachTraceEvent(const std::string& path, const std::function<void(
       *partial_error = error.what();
       break;
     }
+    // Outside the try: an error of the caller's own is not a cut file.
+    if (index > 0) on_event(event);
   }
   if (index == 0) {
     throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
@@ -576,6 +653,42 @@ bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
   return false;
 }
 
+// Skips the rest of group `field` (its start tag already read); false if it does not end.
+bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth) {
+  if (depth > 100) return false;
+  while (p < end) {
+    uint64_t tag = 0;
+    if (!ReadVarint(p, end, tag) || tag > UINT32_MAX) return false;
+    const uint64_t inner = tag >> 3;
+    const unsigned wire = static_cast<unsigned>(tag & 7);
+    if (inner == 0) return false;
+    if (wire == 4) return inner == field;
+    if (wire == 0) {
+      uint64_t v = 0;
+      if (!ReadVarint(p, end, v)) return false;
+    } else if (wire == 1) {
+      if (end - p < 8) return false;
+      p += 8;
+    } else if (wire == 5) {
+      if (end - p < 4) return false;
+      p += 4;
+    } else if (wire == 2) {
+      uint64_t n = 0;
+      const uint8_t* const before = p;
+      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) ||
+          n > static_cast<uint64_t>(end - p)) {
+        return false;
+      }
+      p += n;
+    } else if (wire == 3) {
+      if (!SkipGroup(p, end, inner, depth + 1)) return false;
+    } else {
+      return false;
+    }
+  }
+  return false;
+}
+
 // Decodes one TraceEvent's bytes; false if they do not parse.
 bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
   e = TraceEventView{};
@@ -590,8 +703,9 @@ bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
       uint64_t v = 0;
       if (!ReadVarint(p, end, v)) return false;
       switch (field) {
-        // Enum values this build does not know keep the default, as protobuf keeps them aside.
-        case 1: if (v <= INT32_MAX && TraceEventKind_IsValid(static_cast<int>(v))) e.kind = static_cast<TraceEventKind>(v); break;
+        // protobuf reads an enum as int32 (the low 32 bits) and keeps values it does not know
+        // aside, leaving the default: so does this.
+        case 1: if (TraceEventKind_IsValid(static_cast<int32_t>(v))) e.kind = static_cast<TraceEventKind>(static_cast<int32_t>(v)); break;
         case 2: e.worker = static_cast<int32_t>(v); break;
         case 3: e.start_ns = static_cast<int64_t>(v); break;
         case 4: e.end_ns = static_cast<int64_t>(v); break;
@@ -601,11 +715,11 @@ bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
         case 8: e.final_index = static_cast<int64_t>(v); break;
         case 9: e.attempts = v; break;
         case 11: e.seq = v; break;
-        case 12: if (v <= INT32_MAX && Collective::Op_IsValid(static_cast<int>(v))) e.op = static_cast<Collective::Op>(v); break;
+        case 12: if (Collective::Op_IsValid(static_cast<int32_t>(v))) e.op = static_cast<Collective::Op>(static_cast<int32_t>(v)); break;
         case 13: e.numel = v; break;
         case 14: e.completed = v != 0; break;
         case 16: e.records_dropped = v; break;
-        case 17: if (v <= INT32_MAX && Collective::Dtype_IsValid(static_cast<int>(v))) e.dtype = static_cast<Collective::Dtype>(v); break;
+        case 17: if (Collective::Dtype_IsValid(static_cast<int32_t>(v))) e.dtype = static_cast<Collective::Dtype>(static_cast<int32_t>(v)); break;
         case 18: e.started_ns = static_cast<int64_t>(v); break;
         case 19: e.group = static_cast<int64_t>(v); break;
         case 20: e.gt_count = static_cast<uint32_t>(v); break;
@@ -613,8 +727,13 @@ bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
         default: break;  // a field of a later format: skipped
       }
     } else if (wire == 2) {
+      // A length is a varint32 (at most 5 bytes) below 2^31, as protobuf's ReadSize reads it.
       uint64_t n = 0;
-      if (!ReadVarint(p, end, n) || n > static_cast<uint64_t>(end - p)) return false;
+      const uint8_t* const before = p;
+      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) ||
+          n > static_cast<uint64_t>(end - p)) {
+        return false;
+      }
       const std::string_view bytes(reinterpret_cast<const char*>(p), n);
       if (field == 10) e.process_group = bytes;
       if (field == 15) e.text = bytes;
@@ -625,8 +744,12 @@ bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
     } else if (wire == 5) {
       if (end - p < 4) return false;
       p += 4;
+    } else if (wire == 3) {
+      // A group (no TraceEvent field is one): skipped to its matching end, as protobuf skips an
+      // unknown group, nesting at most 100 deep like protobuf's recursion limit.
+      if (!SkipGroup(p, end, field, 1)) return false;
     } else {
-      return false;  // groups (3, 4) and 6, 7 do not occur in a TraceEvent
+      return false;  // an end-group without its start, or wire types 6 and 7
     }
   }
   return true;
@@ -720,7 +843,6 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
         if (!DecodeEvent(body, body + size, view)) {
           throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
         }
-        on_event(view);
       }
       begin += prefix + size;
     } catch (const ScenarioError& error) {
@@ -728,6 +850,8 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
       *partial_error = error.what();
       break;
     }
+    // Outside the try: an error of the caller's own is not a cut file.
+    if (index > 0) on_event(view);
   }
   if (index == 0) throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
   return header;

@@ -21,7 +21,8 @@ set(cases
   "merge|missing.json|missing.json: cannot open shard file"
   "diagnose|missing-dir|missing-dir: no such file or directory"
   "diagnose|syntax.pbtxt|syntax.pbtxt: byte 0: neither a petrsim trace"
-  "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario")
+  "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario"
+  "--no-wall-time --trace-ring 10|good.pbtxt|--trace-ring and --trace-records-max need --trace DIR")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)

@@ -75,7 +75,9 @@ TEST(Export, TheTimelineOfATraceEqualsTheSimulatorsOwn) {
 
   // A directory without traces: an error, and no file.
   const std::string nothing = (root / "nothing.json").string();
+  fs::create_directories(root / "empty");
   EXPECT_THROW(RunExport((root / "empty").string(), nothing), ScenarioError);
+  EXPECT_THROW(RunExport((root / "absent").string(), nothing), ScenarioError);
   EXPECT_FALSE(fs::exists(nothing));
   fs::remove_all(root);
 }

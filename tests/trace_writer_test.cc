@@ -129,6 +129,8 @@ std::vector<TraceRecord> MoreRecords(std::vector<std::string>& strings) {
   collective.end_ns = 400;
   collective.process_group = strings[0];
   collective.seq = 12;
+  collective.completed = false;  // a load or collective still pending at the end
+  records.push_back(collective);
   TraceRecord draw;
   draw.kind = TraceKind::kSamplerDraw;
   draw.rank = 1;
@@ -145,7 +147,7 @@ std::vector<TraceRecord> MoreRecords(std::vector<std::string>& strings) {
   attempt.start_ns = attempt.end_ns = 30;
   attempt.index = 77;
   attempt.final_index = 75;
-  attempt.gt_count = 0;
+  attempt.gt_count = 0;  // rejected: no GT
   attempt.attempts = 1;
   records.push_back(attempt);
   TraceRecord accepted = attempt;
@@ -531,7 +533,11 @@ template <class Body>
 int InChild(Body body) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    body();
+    try {
+      body();
+    } catch (...) {
+      ::_exit(1);  // never run the rest of the suite in the child
+    }
     ::_exit(0);
   }
   int status = 0;
@@ -574,8 +580,10 @@ TEST_F(TraceWriterTest, ARingRankDumpsItsLastEventsOnSigabrtAndSigterm) {
     EXPECT_EQ(WTERMSIG(status), signal);
     const RankTrace trace = ReadRankTrace(path);
     EXPECT_EQ(trace.header.rank(), 1u);
-    ASSERT_EQ(trace.events.size(), 100u) << signal;
-    for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(trace.events[i].iteration(), 9900 + i);
+    ASSERT_EQ(trace.events.size(), 101u) << signal;
+    EXPECT_EQ(trace.events[0].kind(), TraceEventKind::truncated);
+    EXPECT_EQ(trace.events[0].records_dropped(), 9900u);
+    for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(trace.events[i + 1].iteration(), 9900 + i);
     EXPECT_FALSE(fs::exists(path + ".tmp"));
   }
 }
@@ -587,13 +595,23 @@ TEST_F(TraceWriterTest, ARingRankDumpsAtExitAndOnDemand) {
     RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 0, 1, "gloo", "test", RankTraceWriter::Mode::kRing, 3);
     for (uint64_t i = 0; i < 5; ++i) writer.Record(Iteration(i));
     ASSERT_TRUE(writer.Dump());  // the watchdog fired
-    EXPECT_EQ(ReadRankTrace(path).events.size(), 3u);
+    EXPECT_EQ(ReadRankTrace(path).events.size(), 4u);  // the truncated event, then 3
     writer.Record(Iteration(5));
+    // A long text is shortened to fit its slot; the event stays readable.
+    TraceRecord watchdog = Iteration(6, TraceKind::kWatchdog);
+    const std::string line(5000, 'w');
+    watchdog.text = line;
+    writer.Record(watchdog);
   }  // exit
   const RankTrace trace = ReadRankTrace(path);
-  ASSERT_EQ(trace.events.size(), 3u);
-  EXPECT_EQ(trace.events[0].iteration(), 3u);
+  ASSERT_EQ(trace.events.size(), 4u);
+  EXPECT_EQ(trace.events[0].kind(), TraceEventKind::truncated);
+  EXPECT_EQ(trace.events[0].records_dropped(), 4u);
+  EXPECT_EQ(trace.events[1].iteration(), 4u);
   EXPECT_EQ(trace.events[2].iteration(), 5u);
+  EXPECT_EQ(trace.events[3].kind(), TraceEventKind::watchdog);
+  EXPECT_GT(trace.events[3].text().size(), 400u);
+  EXPECT_LT(trace.events[3].text().size(), RankTraceWriter::kRingSlotBytes);
   EXPECT_THROW(RankTraceWriter("/nonexistent-dir/rank_0.pbtrace", scenario_, "tiny.pbtxt", 0, 1, "gloo", "test",
                                RankTraceWriter::Mode::kStream),
                ScenarioError);
