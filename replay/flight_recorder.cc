@@ -344,6 +344,8 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
       json = nlohmann::json::parse(bytes.begin(), bytes.end());
     } catch (const nlohmann::json::parse_error& error) {
       throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", display_name, error.byte, error.what()));
+    } catch (const nlohmann::json::exception& error) {  // e.g. a number out of range (1e999)
+      throw ScenarioError(fmt::format("{}: not valid JSON: {}", display_name, error.what()));
     }
     PickleDocument doc;
     const PickleNode* root = FromJson(json, doc, 0, display_name);

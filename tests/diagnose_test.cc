@@ -221,6 +221,12 @@ TEST(Diagnose, ADumpOfAnotherVersionIsRefused) {
   }
 }
 
+// Found by a 10-minute run of fuzz_pickle: a JSON number out of range made nlohmann throw an
+// exception petrsim did not catch.
+TEST(Diagnose, AJsonNumberOutOfRangeIsAnError) {
+  EXPECT_THROW(ParseFlightRecorderDump("{\"version\": 1e999}", "big.json", 0u), ScenarioError);
+}
+
 TEST(Diagnose, NotADumpIsRefusedWithTheFileAndByte) {
   const fs::path dir = TempDir("not_a_dump");
   std::ofstream(dir / "notes_0") << "hello";
