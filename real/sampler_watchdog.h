@@ -1,0 +1,52 @@
+// The real backend's sampler watchdog (issue "real backend", Hang diagnosis): every getitem of
+// a DataLoader worker runs under a bound from the scenario, so a sample that can never (or
+// almost surely will not) load is reported in user terms at once, instead of 30 minutes later
+// by the collective watchdog. Plain C++ over model/ (no LibTorch): the same GetItem, policy and
+// dataset `check` and the simulator use.
+//
+// The bound: when every candidate of the rejected frame's pool lacks GT, GetItem proves the
+// livelock after one load. Otherwise the policy draws from a pool of n frames of which v have GT,
+// so the number of resamples is geometric with p = v / n; after k = ln(1e-12) / ln(1 - p) loads
+// a healthy getitem has ended with probability 1 - 1e-12, and the watchdog reports beyond that.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/dataset.h"
+#include "model/numpy_random.h"
+#include "model/resample_policy.h"
+
+namespace petrsim::real {
+
+struct SampleLivelock {
+  uint32_t rank = 0;
+  int32_t worker = 0;   // -1: the main process
+  uint64_t batch = 0;   // the iteration
+  uint32_t slot = 0;
+  int64_t index = 0;    // the sampler's index
+  int64_t last_index = 0;
+  int64_t group = 0;
+  uint64_t attempts = 0;
+  bool proven = true;   // false: the probabilistic bound, not a proof
+  std::string subdataset, scene;
+  uint32_t pool_first_in_scene = 0, pool_last_in_scene = 0;
+  int64_t pool_first = 0, pool_last = 0;
+  std::string Describe() const;  // one line in user terms
+};
+
+struct WatchedItem {
+  GetItemResult result;
+  std::optional<SampleLivelock> livelock;  // set when the watchdog fired
+};
+
+// The loads a getitem of `index` may take before the watchdog fires (at least 1).
+uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& policy, int64_t index);
+
+// GetItem under the watchdog. `rank`, `worker`, `batch`, `slot` only label the report.
+WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
+                           NumpyRandomState& rng, uint32_t pipeline_draws, uint32_t rank, int32_t worker,
+                           uint64_t batch, uint32_t slot);
+
+}  // namespace petrsim::real
