@@ -98,7 +98,8 @@ struct Recordings {
 
 // Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight
 // Recorder dumps) or a file. Throws ScenarioError naming the file on bad input that leaves
-// nothing to analyse; a file cut short is read up to the cut and noted as partial.
+// nothing to analyse; a file cut short is read up to the cut and noted as partial; a file that
+// cannot be read at all, among readable ones, is noted and its rank counted as without a file.
 Recordings LoadRecordings(const std::vector<std::string>& paths);
 
 struct StuckCollective {
@@ -107,7 +108,7 @@ struct StuckCollective {
   std::string op;
   std::vector<std::vector<int64_t>> sizes;  // input sizes of the lowest rank that recorded it
   std::string dtype;
-  std::vector<uint32_t> missing_ranks;  // members that never joined it (or left no file)
+  std::vector<uint32_t> missing_ranks;  // members that never joined it, and members without a file
   std::vector<uint32_t> waiting_ranks;  // members that recorded it and pend in it
   int64_t time_ns = 0;                  // earliest issue among the waiting ranks
   std::optional<uint64_t> iteration;
