@@ -45,4 +45,53 @@ std::vector<std::pair<int64_t, int64_t>> HungarianMatch(const torch::Tensor& cos
   return LinearSumAssignment(values, c.size(0), c.size(1));
 }
 
+LayerLoss DetectionLoss(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& gt_labels,
+                        const torch::Tensor& gt_boxes, const torch::Tensor& code_weights, double avg_factor) {
+  const int64_t queries = logits.size(0), classes = logits.size(1);
+  auto labels = torch::full({queries}, classes, torch::TensorOptions().dtype(torch::kInt64));  // background
+  LayerLoss out;
+  if (gt_labels.size(0) == 0) {
+    out.classification = SigmoidFocalLoss(logits, labels, avg_factor);
+    out.regression = (boxes * 0).sum();
+    return out;
+  }
+  torch::Tensor cost;
+  {
+    torch::NoGradGuard no_grad;
+    cost = MatchCost(logits, boxes, gt_labels, gt_boxes, code_weights);
+  }
+  const auto pairs = HungarianMatch(cost);
+  std::vector<int64_t> matched_queries, matched_boxes;
+  for (const auto& [q, g] : pairs) {
+    matched_queries.push_back(q);
+    matched_boxes.push_back(g);
+  }
+  const auto q_index = torch::tensor(matched_queries, torch::kInt64);
+  const auto g_index = torch::tensor(matched_boxes, torch::kInt64);
+  labels.index_put_({q_index}, gt_labels.index_select(0, g_index));
+  out.positives = static_cast<int64_t>(pairs.size());
+  out.classification = SigmoidFocalLoss(logits, labels, avg_factor);
+  out.regression = WeightedL1Loss(boxes.index_select(0, q_index), gt_boxes.index_select(0, g_index), code_weights,
+                                  avg_factor);
+  return out;
+}
+
+torch::Tensor SineEmbedding3d(const torch::Tensor& points, int64_t half_channels) {
+  TORCH_CHECK(points.dim() == 2 && points.size(1) == 3, "SineEmbedding3d: points [N, 3] expected");
+  const double scale = 2 * 3.14159265358979323846;
+  const auto options = points.options();
+  auto dim_t = torch::arange(2 * half_channels, options);
+  dim_t = torch::pow(10000.0, 2 * torch::floor(dim_t / 2) / (2 * half_channels));
+  std::vector<torch::Tensor> parts;
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    const auto p = points.select(1, axis).unsqueeze(1) * scale / dim_t;  // [N, 2h]
+    // Interleaved as PETR does: sin of the even columns, cos of the odd ones.
+    const auto even = p.index({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}).sin();
+    const auto odd = p.index({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)}).cos();
+    parts.push_back(torch::stack({even, odd}, 2).flatten(1));
+  }
+  // PETR orders them y, x, z.
+  return torch::cat({parts[1], parts[0], parts[2]}, 1);
+}
+
 }  // namespace petrsim::real

@@ -33,4 +33,21 @@ torch::Tensor MatchCost(const torch::Tensor& logits, const torch::Tensor& pred_b
 // (query, box) pairs of the least-cost assignment: one query per box (Q >= G).
 std::vector<std::pair<int64_t, int64_t>> HungarianMatch(const torch::Tensor& cost);
 
+// One decoder layer's loss for one sample, as mmdet3d's loss_single: match the queries to the GT
+// boxes, give unmatched queries the background label, then the focal loss over every query and
+// the L1 loss over the matched ones, both divided by `avg_factor` (the trainer's
+// clamp(reduce_mean(num_total_pos), min=1)). logits [Q, C], boxes [Q, K], gt_labels [G],
+// gt_boxes [G, K], code_weights [K].
+struct LayerLoss {
+  torch::Tensor classification, regression;
+  int64_t positives = 0;  // matched queries: this sample's share of num_total_pos
+};
+LayerLoss DetectionLoss(const torch::Tensor& logits, const torch::Tensor& boxes, const torch::Tensor& gt_labels,
+                        const torch::Tensor& gt_boxes, const torch::Tensor& code_weights, double avg_factor);
+
+// PETR's sine embedding of 3D points in [0, 1]: for each coordinate, sin and cos at
+// `half_channels` frequencies 10000^(2i / (2 half_channels)) of 2 pi x; [N, 3] -> [N, 6 half_channels]
+// (pos2posemb3d, the input of the query position MLP).
+torch::Tensor SineEmbedding3d(const torch::Tensor& points, int64_t half_channels);
+
 }  // namespace petrsim::real

@@ -66,5 +66,53 @@ TEST(Losses, MatchCostByHandAndTheObviousMatch) {
   EXPECT_EQ(pairs, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}}));
 }
 
+TEST(Losses, DetectionLossMatchesAndNormalises) {
+  // 4 queries, 3 classes, 2 box terms; 2 GT boxes. Queries 2 and 0 predict the GT well.
+  const auto logits = torch::tensor({5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, 5.0, -5.0, -5.0, -5.0},
+                                    torch::kFloat64).view({4, 3}).set_requires_grad(true);
+  const auto boxes = torch::tensor({1.0, 1.0, 9.0, 9.0, 3.0, 3.0, 0.0, 0.0}, torch::kFloat64).view({4, 2})
+                         .set_requires_grad(true);
+  const auto gt_labels = torch::tensor({2, 0}, torch::kInt64);
+  const auto gt_boxes = torch::tensor({3.1, 2.9, 1.0, 1.2}, torch::kFloat64).view({2, 2});
+  const auto weights = torch::ones({2}, torch::kFloat64);
+  const LayerLoss loss = DetectionLoss(logits, boxes, gt_labels, gt_boxes, weights, 2.0);
+  EXPECT_EQ(loss.positives, 2);
+  // L1 of the matched pairs (query 2 <-> box 0, query 0 <-> box 1): 0.1 + 0.1 + 0 + 0.2 = 0.4, / 2.
+  EXPECT_NEAR(loss.regression.item<double>(), 0.2, 1e-9);
+  // The focal loss by hand: query 0 label 0, query 2 label 2, queries 1 and 3 background.
+  const std::vector<std::vector<int>> targets = {{1, 0, 0}, {0, 0, 0}, {0, 0, 1}, {0, 0, 0}};
+  double focal = 0;
+  for (int q = 0; q < 4; ++q) {
+    for (int c = 0; c < 3; ++c) focal += Focal(logits[q][c].item<double>(), targets[static_cast<size_t>(q)][static_cast<size_t>(c)]);
+  }
+  EXPECT_NEAR(loss.classification.item<double>(), focal / 2, 1e-9);
+  (loss.classification + loss.regression).backward();
+  EXPECT_TRUE(logits.grad().defined());
+  EXPECT_TRUE(boxes.grad().defined());
+  // No GT: every query is background, no regression, no positives.
+  const LayerLoss empty = DetectionLoss(logits, boxes, torch::zeros({0}, torch::kInt64),
+                                        torch::zeros({0, 2}, torch::kFloat64), weights, 1.0);
+  EXPECT_EQ(empty.positives, 0);
+  EXPECT_EQ(empty.regression.item<double>(), 0.0);
+}
+
+TEST(Losses, SineEmbeddingByHand) {
+  const auto points = torch::tensor({0.25, 0.5, 0.75}, torch::kFloat64).view({1, 3});
+  const int64_t h = 4;
+  const auto e = SineEmbedding3d(points, h);
+  ASSERT_EQ(e.sizes(), torch::IntArrayRef({1, 6 * h}));
+  const double pi2 = 2 * 3.14159265358979323846;
+  // Order y, x, z; within an axis, pairs (sin(f_0 p), cos(f_1 p)), (sin(f_2 p), cos(f_3 p)), ...
+  const std::vector<double> coordinate = {0.5, 0.25, 0.75};
+  for (int axis = 0; axis < 3; ++axis) {
+    for (int i = 0; i < 2 * h; ++i) {
+      const double dim = std::pow(10000.0, 2.0 * (i / 2) / (2.0 * h));
+      const double v = coordinate[static_cast<size_t>(axis)] * pi2 / dim;
+      const double expected = i % 2 == 0 ? std::sin(v) : std::cos(v);
+      EXPECT_NEAR(e[0][axis * 2 * h + i].item<double>(), expected, 1e-12) << axis << " " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace petrsim::real
