@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "model/data_loader.h"
 #include "model/numpy_random.h"
 #include "model/resample_policy.h"
 #include "model/sampler.h"
@@ -63,6 +64,8 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
 
   const uint32_t batch_size = scenario.job().samples_per_gpu();
+  // The DataLoader worker each batch belongs to (the loading itself is in this thread for now).
+  const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
   auto sampler = MakeRankSampler(scenario, dataset, options.rank);
   const auto policy = MakeResamplePolicy(scenario, dataset);
   NumpyRandomState rng(scenario.job().seed() + options.rank);
@@ -103,7 +106,8 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
     std::vector<double> motions;
     for (uint32_t slot = 0; slot < batch_size; ++slot) {
       const WatchedItem item = WatchedGetItem(dataset, *policy, draws[slot].index, rng,
-                                              scenario.resample().pipeline_draws_per_attempt(), options.rank, 0,
+                                              scenario.resample().pipeline_draws_per_attempt(), options.rank,
+                                              loader.workers == 0 ? -1 : static_cast<int32_t>(loader.WorkerOf(iteration)),
                                               iteration, slot);
       if (item.livelock) throw SampleLivelockError(item.livelock->Describe());
       const int64_t index = item.result.index;

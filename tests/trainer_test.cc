@@ -94,6 +94,7 @@ TEST(Trainer, TheSamplerWatchdogStopsTheRankCheckNames) {
     EXPECT_NE(message.find("rank " + std::to_string(stuck)), std::string::npos) << message;
     EXPECT_NE(message.find("batch " + std::to_string(check.first_hit->iteration)), std::string::npos) << message;
     EXPECT_NE(message.find("scene 'c'"), std::string::npos) << message;
+    EXPECT_NE(message.find("worker " + std::to_string(check.first_hit->worker) + ":"), std::string::npos) << message;
   } catch (const std::exception& error) {
     FAIL() << "the stuck rank failed otherwise: " << error.what();
   }

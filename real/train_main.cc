@@ -1,0 +1,172 @@
+// petrsim_train: the real backend's trainer as a program (the only executable that links
+// LibTorch). One rank per process, with torchrun's conventions (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT) so that torchrun-style launchers and Slurm can start it; or `--nproc N` starts N
+// local ranks itself, collects their exit codes and reports, and stops the others when one rank
+// fails (as torchrun's agent does).
+//   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
+// Exit: 0 every rank finished; 1 a rank failed (the sampler watchdog's livelock, a collective
+// error or timeout); 2 bad input.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/dataset.h"
+#include "model/error.h"
+#include "model/scenario_loader.h"
+#include "model/scenario_override.h"
+#include "model/scenario_validation.h"
+#include "real/trainer.h"
+
+namespace {
+
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw petrsim::ScenarioError("petrsim_train: cannot find a free port on 127.0.0.1");
+  }
+  const uint16_t port = ntohs(address.sin_port);
+  ::close(fd);
+  return port;
+}
+
+int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, petrsim::real::TrainOptions options) {
+  try {
+    const auto result = petrsim::real::TrainRank(scenario, dataset, options);
+    std::cout << "rank " << options.rank << ": " << result.losses.size() << " iterations, loss "
+              << (result.losses.empty() ? 0.0 : result.losses.front()) << " -> "
+              << (result.losses.empty() ? 0.0 : result.losses.back()) << ", parameters hash " << std::hex
+              << result.parameters_hash << std::dec << "\n";
+    return 0;
+  } catch (const petrsim::real::SampleLivelockError& error) {
+    std::cerr << "petrsim_train: sampler watchdog: " << error.what() << "\n";
+    return 1;
+  } catch (const std::exception& error) {
+    std::cerr << "petrsim_train: rank " << options.rank << ": " << error.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string path;
+    uint32_t nproc = 0;
+    petrsim::real::TrainOptions options;
+    std::vector<std::string> sets;
+    bool iterations_given = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      const auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw petrsim::ScenarioError("petrsim_train: " + arg + " needs a value");
+        return argv[++i];
+      };
+      if (arg == "--nproc") {
+        nproc = static_cast<uint32_t>(std::stoul(value()));
+      } else if (arg == "--iterations") {
+        options.iterations = std::stoull(value());
+        iterations_given = true;
+      } else if (arg == "--timeout-ms") {
+        options.timeout_ms = std::stoll(value());
+      } else if (arg == "--set") {
+        sets.push_back(value());
+      } else if (!arg.empty() && arg[0] == '-') {
+        throw petrsim::ScenarioError("petrsim_train: unknown option " + arg);
+      } else if (path.empty()) {
+        path = arg;
+      } else {
+        throw petrsim::ScenarioError("petrsim_train: one scenario only (got " + path + " and " + arg + ")");
+      }
+    }
+    if (path.empty()) {
+      throw petrsim::ScenarioError("usage: petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
+                                   "[--set field=value ...]");
+    }
+    petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
+    if (!sets.empty()) {
+      petrsim::ApplyOverrides(scenario, sets);
+      petrsim::ValidateScenario(scenario, path + " (after --set)");
+    }
+    const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
+    if (!iterations_given) options.iterations = scenario.job().has_iterations() ? scenario.job().iterations() : 10;
+    if (nproc == 0) {  // one rank of a job started by a launcher
+      const char* rank = std::getenv("RANK");
+      const char* world = std::getenv("WORLD_SIZE");
+      const char* addr = std::getenv("MASTER_ADDR");
+      const char* port = std::getenv("MASTER_PORT");
+      if (rank == nullptr || world == nullptr || port == nullptr) {
+        throw petrsim::ScenarioError("petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
+                                     "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+      }
+      options.rank = static_cast<uint32_t>(std::stoul(rank));
+      options.world_size = static_cast<uint32_t>(std::stoul(world));
+      if (addr != nullptr) options.master_addr = addr;
+      options.master_port = static_cast<uint16_t>(std::stoul(port));
+      if (options.world_size != scenario.job().world_size()) {
+        std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
+                  << scenario.job().world_size() << "; the sampler shards for job.world_size\n";
+      }
+      return RunRank(scenario, dataset, options);
+    }
+    if (nproc != scenario.job().world_size()) {
+      throw petrsim::ScenarioError(path + ": --nproc " + std::to_string(nproc) + " but job.world_size is " +
+                                   std::to_string(scenario.job().world_size()));
+    }
+    options.world_size = nproc;
+    options.master_port = FreePort();
+    std::map<pid_t, uint32_t> children;
+    for (uint32_t r = 0; r < nproc; ++r) {
+      const pid_t pid = ::fork();
+      if (pid < 0) throw petrsim::ScenarioError("petrsim_train: fork failed");
+      if (pid == 0) {
+        options.rank = r;
+        const int code = RunRank(scenario, dataset, options);
+        std::cout.flush();  // _exit does not flush stdio
+        std::cerr.flush();
+        ::_exit(code);
+      }
+      children[pid] = r;
+    }
+    int exit_code = 0;
+    while (!children.empty()) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, 0);
+      if (pid < 0) break;
+      const uint32_t rank = children[pid];
+      children.erase(pid);
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok) {
+        std::cerr << "petrsim_train: rank " << rank << " "
+                  << (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exited with status " + std::to_string(WEXITSTATUS(status)))
+                  << (exit_code == 0 && !children.empty() ? "; stopping the other ranks" : "") << "\n";
+        if (exit_code == 0) {
+          for (const auto& [other, r] : children) ::kill(other, SIGTERM);
+        }
+        exit_code = 1;
+      }
+    }
+    return exit_code;
+  } catch (const petrsim::ScenarioError& error) {
+    std::cerr << "petrsim_train: error: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "petrsim_train: error: " << error.what() << "\n";
+    return 2;
+  }
+}
