@@ -4,6 +4,7 @@
 // local ranks itself, collects their exit codes and reports, and stops the others when one rank
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
+//                 [--trace DIR [--trace-ring N]]   (rank_<r>.pbtrace files for `petrsim diagnose`)
 // Exit: 0 every rank finished; 1 a rank failed (the sampler watchdog's livelock, a collective
 // error or timeout); 2 bad input.
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -25,6 +27,7 @@
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
 #include "real/trainer.h"
+#include "replay/trace_io.h"
 
 namespace {
 
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
     petrsim::real::TrainOptions options;
     std::vector<std::string> sets;
     bool iterations_given = false;
+    std::string trace_dir;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       const auto value = [&]() -> std::string {
@@ -85,6 +89,10 @@ int main(int argc, char** argv) {
         options.timeout_ms = std::stoll(value());
       } else if (arg == "--set") {
         sets.push_back(value());
+      } else if (arg == "--trace") {
+        trace_dir = value();
+      } else if (arg == "--trace-ring") {
+        options.trace_ring = std::stoull(value());
       } else if (!arg.empty() && arg[0] == '-') {
         throw petrsim::ScenarioError("petrsim_train: unknown option " + arg);
       } else if (path.empty()) {
@@ -104,6 +112,14 @@ int main(int argc, char** argv) {
     }
     const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
     if (!iterations_given) options.iterations = scenario.job().has_iterations() ? scenario.job().iterations() : 10;
+    if (!trace_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(trace_dir, error);
+      if (error) throw petrsim::ScenarioError(trace_dir + ": cannot create the trace directory: " + error.message());
+    }
+    const auto trace_path = [&](uint32_t rank) {
+      return trace_dir.empty() ? std::string() : petrsim::RankTracePath(trace_dir, rank);
+    };
     if (nproc == 0) {  // one rank of a job started by a launcher
       const char* rank = std::getenv("RANK");
       const char* world = std::getenv("WORLD_SIZE");
@@ -117,6 +133,7 @@ int main(int argc, char** argv) {
       options.world_size = static_cast<uint32_t>(std::stoul(world));
       if (addr != nullptr) options.master_addr = addr;
       options.master_port = static_cast<uint16_t>(std::stoul(port));
+      options.trace_path = trace_path(options.rank);
       if (options.world_size != scenario.job().world_size()) {
         std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
                   << scenario.job().world_size() << "; the sampler shards for job.world_size\n";
@@ -135,6 +152,7 @@ int main(int argc, char** argv) {
       if (pid < 0) throw petrsim::ScenarioError("petrsim_train: fork failed");
       if (pid == 0) {
         options.rank = r;
+        options.trace_path = trace_path(r);
         const int code = RunRank(scenario, dataset, options);
         std::cout.flush();  // _exit does not flush stdio
         std::cerr.flush();

@@ -15,6 +15,7 @@
 #include "real/losses.h"
 #include "real/renderer.h"
 #include "real/sampler_watchdog.h"
+#include "replay/trace_io.h"
 
 namespace petrsim::real {
 namespace {
@@ -96,20 +97,122 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
     }
   }
 
+  // The trace: steady-clock nanoseconds since the rank started.
+  std::unique_ptr<RankTraceWriter> trace;
+  if (!options.trace_path.empty()) {
+    trace = std::make_unique<RankTraceWriter>(options.trace_path, scenario, "", options.rank, options.world_size,
+                                              "gloo", "petrsim_train",
+                                              options.trace_ring > 0 ? RankTraceWriter::Mode::kRing
+                                                                     : RankTraceWriter::Mode::kStream,
+                                              options.trace_ring);
+    if (options.trace_ring > 0) RankTraceWriter::InstallSignalDump(trace.get());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto now = [&] {
+    return static_cast<int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
+  const auto record = [&](TraceRecord r) {
+    if (trace) {
+      r.rank = options.rank;
+      trace->Record(r);
+    }
+  };
+  uint64_t seq = 0;  // c10d's sequence number on the world group
+  // An all-reduce, recorded from issue to completion; when it fails (a peer is gone), recorded
+  // as pending and the trace is finished before the error goes on.
+  const auto allreduce = [&](std::vector<at::Tensor>& tensors, uint64_t iteration, const std::string& step) {
+    TraceRecord r;
+    r.kind = TraceKind::kCollective;
+    r.worker = kMainProcess;
+    r.iteration = iteration;
+    r.process_group = "default_pg";
+    r.seq = ++seq;
+    r.op = Collective::allreduce;
+    r.numel = static_cast<uint64_t>(tensors[0].numel());
+    r.text = step;
+    r.start_ns = now();
+    try {
+      group.allreduce(tensors)->wait();
+    } catch (const std::exception& error) {
+      r.end_ns = std::max(now(), r.start_ns);
+      r.completed = false;
+      record(r);
+      TraceRecord died;
+      died.kind = TraceKind::kRankDied;
+      died.start_ns = died.end_ns = r.end_ns;
+      died.iteration = iteration;
+      const std::string why = error.what();
+      died.text = why;
+      record(died);
+      if (trace) trace->Finish();
+      throw;
+    }
+    r.end_ns = now();
+    r.started_ns = r.start_ns;
+    record(r);
+  };
+
   TrainResult result;
   result.gradient_buckets = buckets.size();
   std::vector<SlotDraw> draws(batch_size);
   for (uint64_t iteration = 0; iteration < options.iterations; ++iteration) {
+    const int64_t iteration_start = now();
     sampler->NextBatches(draws);
+    for (uint32_t slot = 0; slot < batch_size; ++slot) {
+      TraceRecord r;
+      r.kind = TraceKind::kSamplerDraw;
+      r.start_ns = r.end_ns = iteration_start;
+      r.iteration = iteration;
+      r.slot = slot;
+      r.index = draws[slot].index;
+      r.group = draws[slot].group;
+      record(r);
+    }
     std::vector<torch::Tensor> images, labels, targets;
     std::vector<bool> prev_exists(batch_size, false);
     std::vector<double> motions;
     for (uint32_t slot = 0; slot < batch_size; ++slot) {
+      const int32_t worker = loader.workers == 0 ? -1 : static_cast<int32_t>(loader.WorkerOf(iteration));
+      const int64_t load_start = now();
       const WatchedItem item = WatchedGetItem(dataset, *policy, draws[slot].index, rng,
                                               scenario.resample().pipeline_draws_per_attempt(), options.rank,
-                                              loader.workers == 0 ? -1 : static_cast<int32_t>(loader.WorkerOf(iteration)),
-                                              iteration, slot);
-      if (item.livelock) throw SampleLivelockError(item.livelock->Describe());
+                                              worker, iteration, slot);
+      if (item.livelock) {
+        const std::string report = item.livelock->Describe();
+        TraceRecord r;
+        r.kind = TraceKind::kLivelock;
+        r.worker = worker;
+        r.start_ns = r.end_ns = now();
+        r.iteration = iteration;
+        r.slot = slot;
+        r.index = draws[slot].index;
+        r.final_index = item.result.index;
+        r.attempts = item.result.attempts;
+        r.text = report;
+        record(r);
+        TraceRecord exit;
+        exit.kind = TraceKind::kProcessExit;
+        exit.start_ns = exit.end_ns = r.end_ns;
+        exit.iteration = iteration;
+        exit.text = "stopped by the sampler watchdog (exit 1)";
+        record(exit);
+        if (trace) trace->Finish();
+        throw SampleLivelockError(report);
+      }
+      {
+        TraceRecord r;
+        r.kind = TraceKind::kLoad;
+        r.worker = worker;
+        r.start_ns = load_start;
+        r.end_ns = now();
+        r.iteration = iteration;
+        r.slot = slot;
+        r.index = draws[slot].index;
+        r.final_index = item.result.index;
+        r.attempts = item.result.attempts;
+        record(r);
+      }
       const int64_t index = item.result.index;
       const FrameInfo& frame = dataset.frame(index);
       const uint32_t boxes = std::min<uint32_t>(frame.gt_count, options.boxes_max);
@@ -149,7 +252,7 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
     int64_t positives = 0;
     for (const auto& l : labels) positives += l.size(0);
     std::vector<at::Tensor> count = {torch::full({1}, static_cast<float>(positives))};
-    group.allreduce(count)->wait();
+    allreduce(count, iteration, "reduce_mean(num_total_pos)");
     const double avg_factor = std::max(1.0, static_cast<double>(count[0].item<float>()) / options.world_size);
     torch::Tensor loss = torch::zeros({});
     for (size_t layer = 0; layer < prediction.logits.size(); ++layer) {
@@ -162,11 +265,12 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
     optimizer.zero_grad();
     loss.backward();
     // DDP: each bucket flattened, all-reduced (sum) and averaged.
-    for (const auto& bucket : buckets) {
+      for (size_t b = 0; b < buckets.size(); ++b) {
+      const auto& bucket = buckets[b];
       std::vector<torch::Tensor> grads;
       for (const auto& p : bucket) grads.push_back(p.grad().defined() ? p.grad().flatten() : torch::zeros({p.numel()}));
       std::vector<at::Tensor> flat = {torch::cat(grads)};
-      group.allreduce(flat)->wait();
+      allreduce(flat, iteration, "DDP gradient bucket " + std::to_string(b));
       flat[0].div_(static_cast<double>(options.world_size));
       int64_t at = 0;
       for (const auto& p : bucket) {
@@ -176,8 +280,23 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
     }
     optimizer.step();
     result.losses.push_back(loss.item<double>());
+    TraceRecord r;
+    r.kind = TraceKind::kIteration;
+    r.start_ns = iteration_start;
+    r.end_ns = now();
+    r.iteration = iteration;
+    record(r);
   }
   result.parameters_hash = HashParameters(*model);
+  if (trace) {
+    TraceRecord exit;
+    exit.kind = TraceKind::kProcessExit;
+    exit.start_ns = exit.end_ns = now();
+    exit.iteration = options.iterations;
+    exit.text = "finished its iterations (exit 0)";
+    record(exit);
+    trace->Finish();
+  }
   return result;
 }
 

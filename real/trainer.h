@@ -6,8 +6,12 @@
 // as mmdet does, and the gradients are flattened into buckets (bucket_mb, as DDP) and
 // all-reduced. Ranks may be threads of one process (tests) or processes (torchrun conventions).
 //
+// With a trace path, the rank records sampler draws, loads, its collectives (issue, completion,
+// or pending when it stopped), iterations, a livelock and its exit, so `petrsim diagnose` reads a
+// real run as it reads a simulated one.
+//
 // Not yet: the rest of the scenario's iteration plan (per-layer reduce_means, log reductions),
-// the DataLoader threads, trace recording and the collective watchdog.
+// the DataLoader threads and the collective watchdog.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,10 @@ struct TrainOptions {
   double learning_rate = 2e-3;
   ModelConfig model;
   uint32_t boxes_max = 8;  // boxes rendered per frame (GT count capped)
+  // Records the rank's trace (model/trace.proto) to this file when set: streamed, or the last
+  // trace_ring events when trace_ring > 0 (dumped on exit, SIGTERM and SIGABRT).
+  std::string trace_path;
+  uint64_t trace_ring = 0;
 };
 
 struct TrainResult {
