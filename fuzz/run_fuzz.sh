@@ -3,12 +3,19 @@
 # cheap) and runs each for SECONDS (default 20) from a seed corpus: the Flight Recorder fixtures,
 # their JSON form and petrsim traces. A crash, a leak, a timeout (10 s per input) or an
 # allocation over 2 GiB fails the run; the reproducer is left in build-fuzz/artifacts/.
-# Usage: fuzz/run_fuzz.sh [SECONDS]      (the ctest `fuzz_smoke` runs it for 20 s per target;
+# Usage: fuzz/run_fuzz.sh [SECONDS [SEED [RUNS]]]  (the ctest `fuzz_smoke`: 4,000 inputs per
+#                                         target with seed 1, at most 60 s each;
 #                                         $PETRSIM names the petrsim that makes seed traces)
-#        fuzz/run_fuzz.sh 3600           (a longer run on demand)
+#        fuzz/run_fuzz.sh 3600 0         (a longer, randomly seeded run on demand)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
+# libFuzzer's seed: 1 by default, so that the ctest smoke run is the same run every time (on a
+# fresh corpus, as in CI); 0 picks a random one, for exploratory runs.
+seed="${2:-1}"
+# A number of inputs per target (0: as many as the time allows). With a fixed seed and a fixed
+# number of runs, the smoke run explores exactly the same inputs on every machine.
+runs="${3:-0}"
 build="${PETRSIM_FUZZ_BUILD_DIR:-build-fuzz}"
 if ! command -v clang++ > /dev/null; then
   echo "run_fuzz: clang++ is missing (scripts/setup.sh installs clang and libclang-rt-14-dev)" >&2
@@ -38,7 +45,8 @@ for target in fuzz_pickle fuzz_trace; do
   dir="$corpus/${target#fuzz_}"
   echo "run_fuzz: $target for $seconds s"
   status=0
-  "$build/fuzz/$target" "$dir" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$build/fuzz/$target" "$dir" -seed="$seed" -runs="$( [ "$runs" -gt 0 ] && echo "$runs" || echo -1 )" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 \
     > "$build/$target.log" 2>&1 || status=$?
   grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|readers disagree|INFO: seed corpus)" "$build/$target.log" || true

@@ -653,12 +653,25 @@ bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
   return false;
 }
 
+// A tag as protobuf's parser reads it: at most 5 bytes, summed in 32-bit arithmetic (so a
+// 5-byte tag wider than 32 bits wraps, and a longer one is an error).
+bool ReadTag(const uint8_t*& p, const uint8_t* end, uint32_t& tag) {
+  tag = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (p >= end) return false;
+    const uint8_t byte = *p++;
+    tag += static_cast<uint32_t>(byte & 0x7fu) << (7 * i);
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
 // Skips the rest of group `field` (its start tag already read); false if it does not end.
 bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth) {
   if (depth > 100) return false;
   while (p < end) {
-    uint64_t tag = 0;
-    if (!ReadVarint(p, end, tag) || tag > UINT32_MAX) return false;
+    uint32_t tag = 0;
+    if (!ReadTag(p, end, tag)) return false;
     const uint64_t inner = tag >> 3;
     const unsigned wire = static_cast<unsigned>(tag & 7);
     if (inner == 0) return false;
@@ -693,9 +706,8 @@ bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth)
 bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
   e = TraceEventView{};
   while (p < end) {
-    uint64_t tag = 0;
-    // Tags are 32-bit varints, as protobuf reads them.
-    if (!ReadVarint(p, end, tag) || tag > UINT32_MAX) return false;
+    uint32_t tag = 0;
+    if (!ReadTag(p, end, tag)) return false;
     const uint64_t field = tag >> 3;
     const unsigned wire = static_cast<unsigned>(tag & 7);
     if (field == 0) return false;

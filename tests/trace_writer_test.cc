@@ -474,9 +474,9 @@ TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
   EXPECT_NE(fast_error.find(cut + ": message "), std::string::npos) << fast_error;
 }
 
-// Found by fuzz_trace: an event whose tag is wider than 32 bits. protobuf refuses it; the fast
-// scan accepted it, so the readers disagreed.
-TEST_F(TraceWriterTest, ATagWiderThan32BitsIsCorruptForBothReaders) {
+// Found by fuzz_trace: tags as protobuf's parser reads them. A 6-byte tag is an error for both
+// readers; a 5-byte tag wider than 32 bits wraps to an unknown field both skip.
+TEST_F(TraceWriterTest, LongTagsAreReadAsProtobufReadsThem) {
   {
     TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 1, "sim", "b");
     writer.Finish();
@@ -489,6 +489,26 @@ TEST_F(TraceWriterTest, ATagWiderThan32BitsIsCorruptForBothReaders) {
   ScanTraceEvents(path, [](const TraceEventView&) {}, &fast_error);
   EXPECT_NE(slow_error.find("message 1 (a TraceEvent)"), std::string::npos) << slow_error;
   EXPECT_EQ(fast_error, slow_error);
+
+  // kind 3, then a 5-byte tag 90 fe ff ff 7f (wraps to field 536870882, varint) with value b5 01.
+  {
+    TraceDirectoryWriter writer(directory_, scenario_, "tiny.pbtxt", 1, "sim", "b");
+    writer.Finish();
+  }
+  const std::string wraps("\x08\x03\x90\xfe\xff\xff\x7f\xb5\x01", 9);
+  WriteBytes(path, ReadBytes(path) + std::string(1, static_cast<char>(wraps.size())) + wraps);
+  size_t slow_count = 0, fast_count = 0;
+  slow_error.clear();
+  fast_error.clear();
+  ForEachTraceEvent(path, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
+  ScanTraceEvents(path, [&](const TraceEventView& v) {
+    ++fast_count;
+    EXPECT_EQ(v.kind, TraceEventKind::collective);
+  }, &fast_error);
+  EXPECT_EQ(slow_error, "");
+  EXPECT_EQ(fast_error, "");
+  EXPECT_EQ(slow_count, 1u);
+  EXPECT_EQ(fast_count, 1u);
 }
 
 TEST_F(TraceWriterTest, RingModeKeepsTheLastEventsOfEachRankAndCountsTheRest) {
