@@ -11,20 +11,7 @@ runs="${1:-3}"
 petrsim=./build/petrsim
 dir="${PETRSIM_BENCH_DIR:-/tmp/petrsim_bench}/diagnose_1024_ranks"
 
-measure() {  # label, command...
-  local label="$1"; shift
-  local walls=() rss=0
-  for _ in $(seq "$runs"); do
-    /usr/bin/time -f '%e %M' -o /tmp/petrsim_time.$$ "$@" > /dev/null || true
-    read -r wall kb < <(tail -n 1 /tmp/petrsim_time.$$)  # GNU time notes a non-zero exit first
-    walls+=("$wall")
-    (( kb > rss )) && rss=$kb
-  done
-  local median
-  median=$(printf '%s\n' "${walls[@]}" | sort -n | sed -n "$(( (runs + 1) / 2 ))p")
-  printf '%-58s median %6.2f s  (runs: %s)  max RSS %d MiB\n' "$label" "$median" \
-    "${walls[*]}" $(( rss / 1024 ))
-}
+source bench/measure.sh
 
 if [ ! -f "$dir/rank_1023.pbtrace" ]; then
   echo "recording the 1,024-rank trace into $dir (once; about 2 minutes)"

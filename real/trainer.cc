@@ -170,8 +170,8 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
       record(r);
     }
     std::vector<torch::Tensor> images, labels, targets;
-    std::vector<bool> prev_exists(batch_size, false);
-    std::vector<double> motions;
+    std::vector<int64_t> prev_exists(batch_size, 0);
+    std::vector<double> motions;  // per slot a 4 x 4: the ego motion, or the identity where the stream broke
     for (uint32_t slot = 0; slot < batch_size; ++slot) {
       const int32_t worker = loader.workers == 0 ? -1 : static_cast<int32_t>(loader.WorkerOf(iteration));
       const int64_t load_start = now();
@@ -229,25 +229,17 @@ TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const Tr
       labels.push_back(torch::tensor(slot_labels, torch::kInt64));
       targets.push_back(slot_boxes.empty() ? torch::zeros({0, kBoxTerms}) : BoxTargets(slot_boxes, options.model.range));
       prev_exists[slot] = frame.prev_exists && item.result.index == draws[slot].index;
-      const Mat4 motion = EgoMotion(last_pose[slot], rendered.ego2global);
+      const Mat4 motion = prev_exists[slot] ? EgoMotion(last_pose[slot], rendered.ego2global) : Mat4::Identity();
       last_pose[slot] = rendered.ego2global;
-      for (int r = 0; r < 3; ++r) {
-        for (int c = 0; c < 4; ++c) motions.push_back(prev_exists[slot] ? motion(r, c) : (r == c ? 1.0 : 0.0));
-      }
-      motions.push_back(0.5);
+      motions.insert(motions.end(), motion.m.begin(), motion.m.end());
     }
-    // The memory enters the frame: carried by the ego motion, or cleared where the stream broke.
-    std::vector<double> motion_matrices;
-    for (uint32_t slot = 0; slot < batch_size; ++slot) {
-      for (int i = 0; i < 12; ++i) motion_matrices.push_back(motions[slot * 13 + static_cast<uint32_t>(i)]);
-      motion_matrices.insert(motion_matrices.end(), {0, 0, 0, 1});
-    }
-    std::vector<uint8_t> exists(prev_exists.begin(), prev_exists.end());
-    memory.PreUpdate(torch::tensor(motion_matrices, torch::kFloat64).view({batch_size, 4, 4}).to(torch::kFloat32),
-                     torch::tensor(std::vector<int64_t>(exists.begin(), exists.end())).to(torch::kBool),
-                     torch::full({batch_size}, 0.5));
-    const auto prediction = model(torch::stack(images), img2lidar, memory,
-                                  torch::tensor(motions, torch::kFloat64).view({batch_size, kMotionDims}).to(torch::kFloat32));
+    // The memory enters the frame: carried by the ego motion, or cleared where the stream broke;
+    // the model sees the motion as its top 3 rows and the time step.
+    const auto dt = torch::full({batch_size}, 0.5);
+    const auto matrices = torch::tensor(motions, torch::kFloat64).view({batch_size, 4, 4}).to(torch::kFloat32);
+    memory.PreUpdate(matrices, torch::tensor(prev_exists).to(torch::kBool), dt);
+    const auto motion_vector = torch::cat({matrices.narrow(1, 0, 3).flatten(1), dt.unsqueeze(1)}, 1);
+    const auto prediction = model(torch::stack(images), img2lidar, memory, motion_vector);
     // num_total_pos: the GT boxes of the local batch, reduce_mean over the ranks, clamped at 1.
     int64_t positives = 0;
     for (const auto& l : labels) positives += l.size(0);

@@ -61,18 +61,16 @@ class Converter {
   // times; the conversion copies what it reads, so it is given a budget of work (dict keys
   // scanned, ints and string bytes copied) proportional to the file, and refuses beyond it.
   Converter(const std::string& path, uint64_t file_bytes)
-      : path_(path),
-        budget_(std::max<uint64_t>(uint64_t{1} << 22, 64 * file_bytes)),
-        initial_budget_(budget_) {}
+      : path_(path), budget_limit_(std::max<uint64_t>(uint64_t{1} << 22, 64 * file_bytes)),
+        budget_(budget_limit_) {}
 
   void Charge(uint64_t work, const std::string& where) const {
     if (work > budget_) {
       Fail(where, fmt::format("the dump expands to more than {} values (memo references that repeat one value "
-                              "many times?); petrsim refuses to expand it", 64 * file_bytes_hint()));
+                              "many times?); petrsim refuses to expand it", budget_limit_));
     }
     budget_ -= work;
   }
-  uint64_t file_bytes_hint() const { return initial_budget_ / 64; }
   const PickleNode* Get(const PickleNode& dict, const char* key, const std::string& where) const {
     Charge(dict.entries.size() + 1, where);
     return dict.Get(key);
@@ -262,8 +260,8 @@ class Converter {
 
  private:
   const std::string& path_;
+  const uint64_t budget_limit_;
   mutable uint64_t budget_;
-  const uint64_t initial_budget_;
 };
 
 bool RankFromFileName(const std::string& path, uint32_t& rank) {

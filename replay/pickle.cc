@@ -1,13 +1,8 @@
 // The strict plain-data pickle reader; see pickle.h.
 #include "replay/pickle.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -387,31 +382,6 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
     doc.partial_offset = error.offset();
   }
   return doc;
-}
-
-PickleDocument ReadPickleFile(const std::string& path, bool salvage, uint64_t bytes_max) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) throw ScenarioError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  if (static_cast<uint64_t>(info.st_size) > bytes_max) {
-    throw ScenarioError(fmt::format("{}: {} bytes, more than petrsim reads ({})", path, info.st_size, bytes_max));
-  }
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw ScenarioError(fmt::format("{}: read error: {}", path, std::strerror(errno)));
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  bytes.resize(done);
-  return ParsePickle(bytes, path, salvage);
 }
 
 }  // namespace petrsim

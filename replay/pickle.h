@@ -76,8 +76,4 @@ struct PickleDocument {
 PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
                            bool salvage = true);
 
-// Reads the file and parses it; a file over `bytes_max` is refused.
-PickleDocument ReadPickleFile(const std::string& path, bool salvage = true,
-                              uint64_t bytes_max = uint64_t{1} << 32);
-
 }  // namespace petrsim

@@ -3,8 +3,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -553,92 +551,6 @@ void RankTraceWriter::InstallSignalDump(RankTraceWriter* writer) {
 
 RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nullptr); }
 
-TraceHeader ForEachTraceEvent(const std::string& path, const std::function<void(const TraceEvent&)>& on_event,
-                              std::string* partial_error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    throw ScenarioError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  }
-  const int64_t file_bytes = info.st_size;
-
-  TraceHeader header;
-  TraceEvent event;
-  google::protobuf::io::FileInputStream input(fd, 1 << 16);
-  uint64_t index = 0;
-  for (;; ++index) {
-    try {
-      const int64_t offset = input.ByteCount();
-      const auto where = [&] {
-        return fmt::format("{}: message {} ({}) at byte {}", path, index,
-                           index == 0 ? "the TraceHeader" : "a TraceEvent", offset);
-      };
-      // A fresh CodedInputStream per message, as ParseDelimitedFromZeroCopyStream does: its
-      // destructor hands unread bytes back, so input.ByteCount() is the next message's offset.
-      google::protobuf::io::CodedInputStream coded(&input);
-      uint64_t size = 0;
-      if (!coded.ReadVarint64(&size)) {
-        if (offset == file_bytes && input.GetErrno() == 0) break;  // the end, between messages
-        if (input.GetErrno() != 0) {
-          throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
-        }
-        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)",
-                                        where(), file_bytes));
-      }
-      const int64_t body = offset + coded.CurrentPosition();
-      if (size > kMessageBytesMax) {
-        throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})",
-                                        where(), size, kMessageBytesMax));
-      }
-      if (static_cast<uint64_t>(file_bytes - body) < size) {
-        throw ScenarioError(fmt::format(
-            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
-            where(), size, file_bytes - body));
-      }
-      const auto limit = coded.PushLimit(static_cast<int>(size));
-      google::protobuf::MessageLite& message =
-          index == 0 ? static_cast<google::protobuf::MessageLite&>(header) : event;
-      if (index > 0) event.Clear();
-      if (!message.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage() ||
-          coded.BytesUntilLimit() != 0) {
-        if (input.GetErrno() != 0) {
-          throw ScenarioError(fmt::format("{}: read error: {}", where(), std::strerror(input.GetErrno())));
-        }
-        throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
-      }
-      coded.PopLimit(limit);
-      if (index == 0) {
-        const uint32_t version = header.format_version();
-        if (version == 0) {
-          throw ScenarioError(
-              fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
-        }
-        if (version > kTraceFormatVersion) {
-          throw ScenarioError(fmt::format(
-              "{}: format_version {} is newer than this build reads ({}); use a newer petrsim", path,
-              version, kTraceFormatVersion));
-        }
-      }
-    } catch (const ScenarioError& error) {
-      // After a good header, a cut or corrupt event ends the reading: keep what came before.
-      if (partial_error == nullptr || index == 0) throw;
-      *partial_error = error.what();
-      break;
-    }
-    // Outside the try: an error of the caller's own is not a cut file.
-    if (index > 0) on_event(event);
-  }
-  if (index == 0) {
-    throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
-  }
-  return header;
-}
-
 namespace {
 
 // Protobuf wire decoding over [p, end): false on a malformed or cut value.
@@ -769,8 +681,14 @@ bool DecodeEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
 
 }  // namespace
 
-TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(const TraceEventView&)>& on_event,
-                            std::string* partial_error) {
+namespace {
+
+// The framing both readers share: the file in chunks of 1 MiB, a header checked for its version,
+// then length-delimited events, each handed to `decode(body, size)` (false: it does not parse)
+// and then, outside the error handling, to `deliver()`. A cut or corrupt event after a good
+// header ends the reading with *partial_error set (or throws without it).
+template <class Decode, class Deliver>
+TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliver, std::string* partial_error) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct Closer {
@@ -805,7 +723,6 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
     }
   };
   TraceHeader header;
-  TraceEventView view;
   uint64_t index = 0;
   for (;; ++index) {
     try {
@@ -820,7 +737,8 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
       const uint8_t* const available_end = buffer.data() + buffer.size();
       uint64_t size = 0;
       if (!ReadVarint(p, available_end, size)) {
-        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix", where()));
+        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)", where(),
+                                        file_bytes));
       }
       const size_t prefix = static_cast<size_t>(p - (buffer.data() + begin));
       if (size > kMessageBytesMax) {
@@ -852,7 +770,7 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
                                           "petrsim", path, version, kTraceFormatVersion));
         }
       } else {
-        if (!DecodeEvent(body, body + size, view)) {
+        if (!decode(body, static_cast<size_t>(size))) {
           throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where(), size));
         }
       }
@@ -863,10 +781,28 @@ TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(co
       break;
     }
     // Outside the try: an error of the caller's own is not a cut file.
-    if (index > 0) on_event(view);
+    if (index > 0) deliver();
   }
   if (index == 0) throw ScenarioError(fmt::format("{}: empty: expected a TraceHeader first", path));
   return header;
+}
+
+}  // namespace
+
+TraceHeader ForEachTraceEvent(const std::string& path, const std::function<void(const TraceEvent&)>& on_event,
+                              std::string* partial_error) {
+  TraceEvent event;
+  return ReadFramed(
+      path, [&](const uint8_t* body, size_t size) { return event.ParseFromArray(body, static_cast<int>(size)); },
+      [&] { on_event(event); }, partial_error);
+}
+
+TraceHeader ScanTraceEvents(const std::string& path, const std::function<void(const TraceEventView&)>& on_event,
+                            std::string* partial_error) {
+  TraceEventView view;
+  return ReadFramed(
+      path, [&](const uint8_t* body, size_t size) { return DecodeEvent(body, body + size, view); },
+      [&] { on_event(view); }, partial_error);
 }
 
 RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
