@@ -5,15 +5,19 @@
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
 //                 [--trace DIR [--trace-ring N]]   (rank_<r>.pbtrace files for `petrsim diagnose`)
+// The collective timeout is the scenario's comm.timeout_ms unless --timeout-ms is given.
 // Exit: 0 every rank finished; 1 a rank failed (the sampler watchdog's livelock, a collective
-// error or timeout); 2 bad input.
+// error or timeout, a rank killed); 2 bad input.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <optional>
+#include <thread>
 #include <filesystem>
 #include <exception>
 #include <iostream>
@@ -58,6 +62,12 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
   } catch (const petrsim::real::SampleLivelockError& error) {
     std::cerr << "petrsim_train: sampler watchdog: " << error.what() << "\n";
     return 1;
+  } catch (const petrsim::real::CollectiveError& error) {
+    std::cerr << "petrsim_train: " << error.what() << "\n";
+    return 1;
+  } catch (const petrsim::real::JobStoppedError& error) {
+    std::cerr << "petrsim_train: rank " << options.rank << " " << error.what() << "\n";
+    return 1;
   } catch (const std::exception& error) {
     std::cerr << "petrsim_train: rank " << options.rank << ": " << error.what() << "\n";
     return 1;
@@ -71,6 +81,7 @@ int main(int argc, char** argv) {
     std::string path;
     uint32_t nproc = 0;
     petrsim::real::TrainOptions options;
+    options.own_process = true;
     std::vector<std::string> sets;
     bool iterations_given = false;
     std::string trace_dir;
@@ -133,6 +144,7 @@ int main(int argc, char** argv) {
       options.world_size = static_cast<uint32_t>(std::stoul(world));
       if (addr != nullptr) options.master_addr = addr;
       options.master_port = static_cast<uint16_t>(std::stoul(port));
+      if (const char* local = std::getenv("LOCAL_RANK")) options.local_rank = std::stoi(local);
       options.trace_path = trace_path(options.rank);
       if (options.world_size != scenario.job().world_size()) {
         std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
@@ -152,6 +164,7 @@ int main(int argc, char** argv) {
       if (pid < 0) throw petrsim::ScenarioError("petrsim_train: fork failed");
       if (pid == 0) {
         options.rank = r;
+        options.local_rank = static_cast<int32_t>(r);
         options.trace_path = trace_path(r);
         const int code = RunRank(scenario, dataset, options);
         std::cout.flush();  // _exit does not flush stdio
@@ -160,11 +173,25 @@ int main(int argc, char** argv) {
       }
       children[pid] = r;
     }
+    // When a rank fails, the others stop on their own (the job's stop goes through the store, a
+    // collective with a dead peer fails): they get a grace period to write their traces and
+    // report, then SIGTERM (a ring trace is dumped on it).
     int exit_code = 0;
+    const int64_t grace_ms = 10000;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
     while (!children.empty()) {
       int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, 0);
+      const pid_t pid = ::waitpid(-1, &status, deadline ? WNOHANG : 0);
       if (pid < 0) break;
+      if (pid == 0) {
+        if (std::chrono::steady_clock::now() >= *deadline) {
+          std::cerr << "petrsim_train: stopping the ranks still running after " << grace_ms << " ms\n";
+          for (const auto& [other, r] : children) ::kill(other, SIGTERM);
+          deadline = std::chrono::steady_clock::time_point::max();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       const uint32_t rank = children[pid];
       children.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -172,10 +199,8 @@ int main(int argc, char** argv) {
         std::cerr << "petrsim_train: rank " << rank << " "
                   << (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                           : "exited with status " + std::to_string(WEXITSTATUS(status)))
-                  << (exit_code == 0 && !children.empty() ? "; stopping the other ranks" : "") << "\n";
-        if (exit_code == 0) {
-          for (const auto& [other, r] : children) ::kill(other, SIGTERM);
-        }
+                  << "\n";
+        if (!deadline) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
         exit_code = 1;
       }
     }

@@ -1,17 +1,32 @@
 // The real backend's training loop for one rank (issue "real backend", Distributed training):
-// the scenario's sampler and resample policy (model/, unchanged) pick the frames; the sampler
-// watchdog guards every getitem; the renderer draws them; the scaled-down StreamPETR is trained
-// with AdamW; ranks meet in c10d ProcessGroupGloo over a TCPStore: the parameters are broadcast
-// from rank 0 at the start, num_total_pos is all-reduced (mean, clamped at 1) before the losses
-// as mmdet does, and the gradients are flattened into buckets (bucket_mb, as DDP) and
-// all-reduced. Ranks may be threads of one process (tests) or processes (torchrun conventions).
+// the scenario's sampler and resample policy (model/, unchanged) pick the frames; DataLoader
+// worker threads (real/threaded_loader.h, batch k on worker k mod W, prefetch, in-order
+// consumption, each worker with the numpy seed PyTorch's worker_init_fn gives it) load them
+// under the sampler watchdog and render them; the scaled-down StreamPETR is trained with AdamW;
+// and the scenario's iteration plan (model/iteration_plan, the list the simulator issues) is
+// issued collective by collective as real c10d calls (real/rank_comm) in plan order, with the
+// scenario's timeout:
+//   - startup: sync_random_seed broadcasts carry the seed, the DDP parameter broadcast carries
+//     the parameters (every rank takes rank 0's);
+//   - reduce_mean(num_total_pos) steps carry the local GT count / world size (the first one's
+//     sum, clamped at 1, normalises the losses, as mmdet does); the denoising and focal-head
+//     ones carry the same count (the scaled-down model has neither head);
+//   - _parse_losses steps carry len(log_vars), each layer's classification and regression loss
+//     (terms of heads the model lacks carry 0) and the total;
+//   - DDP gradient buckets carry the gradients flattened in reverse parameter order, cut where
+//     the plan cuts them, launched without waiting and waited for before the optimizer step,
+//     then averaged;
+//   - conditional steps (only_when_local_batch_has_gt) are skipped when the local batch has no
+//     GT, as the old StreamPETR code did; any other step carries zeros of its size and dtype.
+// The plan the real job runs is the scenario's with two facts of the real model written in
+// (MakeRealJob): its parameter count, and the decoder layers the model is built with.
 //
-// With a trace path, the rank records sampler draws, loads, its collectives (issue, completion,
-// or pending when it stopped), iterations, a livelock and its exit, so `petrsim diagnose` reads a
-// real run as it reads a simulated one.
-//
-// Not yet: the rest of the scenario's iteration plan (per-layer reduce_means, log reductions),
-// the DataLoader threads and the collective watchdog.
+// Hang diagnosis: each rank publishes its progress (last sequence number per process group, its
+// iteration, what it is doing) to the TCPStore every 100 ms. A sampler watchdog livelock is
+// reported at once in user terms and stops the whole job through the store; a collective that
+// fails or times out makes the rank print which ranks never arrived at that sequence number and
+// what they were doing, stop the job the same way, and fail. Every rank's trace is written
+// before it ends (streamed, or its ring dumped).
 #pragma once
 
 #include <cstdint>
@@ -28,32 +43,55 @@ namespace petrsim::real {
 struct TrainOptions {
   uint32_t rank = 0;
   uint32_t world_size = 1;
+  int32_t local_rank = 0;  // the GPU of an NCCL rank
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 0;  // the TCPStore's port
   bool serve_store = true;   // rank 0 serves the TCPStore (false: someone else does, e.g. a test)
   uint64_t iterations = 10;
-  int64_t timeout_ms = 60000;
-  double bucket_mb = 25;
+  int64_t timeout_ms = 0;  // 0: the scenario's comm.timeout_ms
   double learning_rate = 2e-3;
-  ModelConfig model;
+  ModelConfig model;       // decoder_layers is taken from a StreamPETR plan
   uint32_t boxes_max = 8;  // boxes rendered per frame (GT count capped)
   // Records the rank's trace (model/trace.proto) to this file when set: streamed, or the last
   // trace_ring events when trace_ring > 0 (dumped on exit, SIGTERM and SIGABRT).
   std::string trace_path;
   uint64_t trace_ring = 0;
+  // The rank is its own process (petrsim_train): when another rank stops the job, this one
+  // writes its trace and exits with status 1 at once, even from inside a collective; the
+  // scenario's dead_rank fault for this rank kills it with SIGKILL at its time. As threads of
+  // one process (tests), ranks instead fail at their next wait, and dead_rank is not applied.
+  bool own_process = false;
 };
 
 struct TrainResult {
-  std::vector<double> losses;       // per iteration, this rank's
-  uint64_t parameters_hash = 0;     // of every parameter's bytes at the end
-  uint64_t gradient_buckets = 0;    // all-reduces of gradient buckets per iteration
+  std::vector<double> losses;     // per iteration, this rank's
+  uint64_t parameters_hash = 0;   // of every parameter's bytes at the end
+  uint64_t gradient_buckets = 0;  // gradient-bucket all-reduces per iteration
+  uint64_t collectives = 0;       // c10d calls issued in all
 };
 
-// Runs `options.iterations` iterations of rank `options.rank`. Throws std::runtime_error on a
-// c10d error, and SampleLivelockError when the sampler watchdog fires.
+// The job the real backend runs for `scenario`: the scenario with the real model's parameter
+// count and decoder layers written into its StreamPETR plan (a custom plan is taken as written),
+// and the model configuration. The simulator run on `scenario` predicts the real run.
+struct RealJob {
+  Scenario scenario;
+  ModelConfig model;
+  uint64_t parameters = 0;
+};
+RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model);
+
+// Runs `options.iterations` iterations of rank `options.rank`. Throws SampleLivelockError when
+// the sampler watchdog fires, CollectiveError when a collective fails or times out, and
+// JobStoppedError when another rank stopped the job (threads only; see own_process).
 TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const TrainOptions& options);
 
 struct SampleLivelockError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct CollectiveError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct JobStoppedError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 

@@ -1,7 +1,9 @@
 # petrsim_train --nproc 2 on the tiny scenario: with `global` both ranks finish with equal
 # parameter hashes (exit 0); with the default in_group and its all-empty chunk, the sampler
-# watchdog stops rank 1 (worker 1, batch 5: what `petrsim check` predicts) at once, the
-# launcher stops the other rank, and the exit status is 1; its traces go to `petrsim diagnose`.
+# watchdog stops rank 1 (worker 1, batch 5: what `petrsim check` predicts) when its main process
+# needs that batch, the job stops through the store with rank 0 left in iteration 5's first
+# all_reduce, and the exit status is 1, the whole run within 10 s; its traces go to `petrsim
+# diagnose`.
 execute_process(COMMAND ${TRAIN} ${SCENARIO} --nproc 2 --iterations 6 --set resample.policy=global
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
 if(NOT code EQUAL 0)
@@ -16,10 +18,17 @@ if(NOT count EQUAL 2 OR NOT distinct EQUAL 1)
 endif()
 set(trace ${WORK_DIR}/train_cli_trace)
 file(REMOVE_RECURSE ${trace})
+string(TIMESTAMP start "%s")
 execute_process(COMMAND ${TRAIN} ${SCENARIO} --nproc 2 --timeout-ms 20000 --trace ${trace}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
-if(NOT code EQUAL 1)
-  message(FATAL_ERROR "in_group: exit ${code}, expected 1\n${out}\n${err}")
+string(TIMESTAMP end "%s")
+math(EXPR seconds "${end} - ${start}")
+if(NOT code EQUAL 1 OR seconds GREATER 10)
+  message(FATAL_ERROR "in_group: exit ${code} after ${seconds} s, expected 1 within 10 s\n${out}\n${err}")
+endif()
+string(FIND "${err}" "petrsim_train: rank 0 stops: sampler watchdog: rank 1, worker 1" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "in_group: rank 0 does not say the job stopped for rank 1's livelock:\n${err}")
 endif()
 string(FIND "${err}" "sampler watchdog: rank 1, worker 1: the resample loop of batch 5 slot 0" at)
 if(at EQUAL -1)
@@ -37,7 +46,55 @@ foreach(expected "reduce_mean(num_total_pos)" "DataLoader worker 1 of rank 1 nev
     message(FATAL_ERROR "diagnose of the real run does not say '${expected}':\n${report}")
   endif()
 endforeach()
-string(REGEX MATCH "default_pg +default_pg +[0-9]+ +ALLREDUCE +1 +float32 +1 +0" row "${report}")
+string(REGEX MATCH "default_pg +default_pg +229 +ALLREDUCE +1 +float32 +1 +0 +\\(iteration 5, reduce_mean\\(num_total_pos\\), decoder layer 0\\)" row "${report}")
 if(row STREQUAL "")
   message(FATAL_ERROR "diagnose of the real run: expected rank 1 missing and rank 0 waiting:\n${report}")
+endif()
+
+# A rank killed with SIGKILL mid-run (the scenario's dead_rank fault, applied by petrsim_train as
+# a real SIGKILL 1.5 s in): rank 0's collective fails at once, it says rank 1 never arrived at
+# that sequence number, exits 1 well within the 20 s timeout, and both traces read whole.
+set(trace ${WORK_DIR}/train_cli_kill)
+file(REMOVE_RECURSE ${trace})
+string(TIMESTAMP start "%s")
+execute_process(COMMAND ${TRAIN} ${DATA}/kill_rank1.pbtxt --nproc 2 --trace ${trace}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+string(TIMESTAMP end "%s")
+math(EXPR seconds "${end} - ${start}")
+if(NOT code EQUAL 1 OR seconds GREATER 15)
+  message(FATAL_ERROR "kill: exit ${code} after ${seconds} s, expected 1 within the timeout\n${out}\n${err}")
+endif()
+foreach(expected "rank 1 was killed by signal 9" "collective watchdog: rank 0: " "rank 1 never arrived: last heard")
+  string(FIND "${err}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "kill: the report does not say '${expected}':\n${err}")
+  endif()
+endforeach()
+execute_process(COMMAND ${PETRSIM} diagnose ${trace} --json OUTPUT_VARIABLE report ERROR_VARIABLE err RESULT_VARIABLE code)
+string(JSON partial GET "${report}" partial)
+string(JSON missing GET "${report}" groups 0 missing_ranks)
+string(JSON waiting GET "${report}" groups 0 waiting_ranks)
+if(NOT code EQUAL 1 OR NOT partial STREQUAL "[]" OR NOT missing MATCHES "^\\[ *1 *\\]$" OR NOT waiting MATCHES "^\\[ *0 *\\]$")
+  message(FATAL_ERROR "kill: diagnose exit ${code}, partial ${partial}, missing ${missing}, waiting ${waiting}\n${report}\n${err}")
+endif()
+
+# The collective watchdog: rank 1 straggles 60 s before iteration 2 (a straggler fault); rank 0
+# times out after the scenario's 3 s in iteration 2's first collective, says rank 1 never arrived
+# and that it was straggling, and the job ends (exit 1) long before the 60 s.
+set(trace ${WORK_DIR}/train_cli_straggler)
+file(REMOVE_RECURSE ${trace})
+string(TIMESTAMP start "%s")
+execute_process(COMMAND ${TRAIN} ${DATA}/straggler_rank1.pbtxt --nproc 2 --trace ${trace}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+string(TIMESTAMP end "%s")
+math(EXPR seconds "${end} - ${start}")
+if(NOT code EQUAL 1 OR seconds GREATER 30)
+  message(FATAL_ERROR "straggler: exit ${code} after ${seconds} s, expected 1 soon after the 3 s timeout\n${out}\n${err}")
+endif()
+string(FIND "${err}" "collective watchdog: rank 0: ALLREDUCE 'reduce_mean(num_total_pos), decoder layer 0' (default_pg seq 94, iteration 2) failed after" at)
+string(FIND "${err}" "rank 1 never arrived: last heard" at2)
+string(FIND "${err}" "at seq 93 (iteration 2), straggling (a fault) in iteration 2" at3)
+string(FIND "${err}" "petrsim_train: rank 1 stops: collective watchdog: rank 0" at4)
+if(at EQUAL -1 OR at2 EQUAL -1 OR at3 EQUAL -1 OR at4 EQUAL -1)
+  message(FATAL_ERROR "straggler: the collective watchdog's report is not as expected:\n${err}")
 endif()
