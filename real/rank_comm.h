@@ -56,7 +56,8 @@ class RankComm {
     at::Device device_ = at::kCPU;
   };
 
-  // Launches `collective` with `input` (numel elements of its dtype; moved to the comm device).
+  // Launches `collective` with a copy of `input` (numel elements, converted to its dtype, on the
+  // comm device); `input` itself is left as it is.
   Pending Launch(const Collective& collective, const at::Tensor& input);
 
   const std::string& backend_name() const { return backend_name_; }

@@ -5,6 +5,10 @@
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
 //                 [--trace DIR [--trace-ring N]]   (rank_<r>.pbtrace files for `petrsim diagnose`)
+//                 [--replay TRACE_DIR [--replay-samples-only]]
+// --replay re-runs a recorded job (petrsim's traces of a simulated or real run): its sample order
+// and getitem results drive the ranks (`petrsim replay TRACE_DIR --against real` runs this);
+// the scenario is the recording's unless SCENARIO is given, and --nproc defaults to its ranks.
 // The collective timeout is the scenario's comm.timeout_ms unless --timeout-ms is given.
 // Exit: 0 every rank finished; 1 a rank failed (the sampler watchdog's livelock, a collective
 // error or timeout, a rank killed); 2 bad input.
@@ -31,6 +35,7 @@
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
 #include "real/trainer.h"
+#include "replay/replay.h"
 #include "replay/trace_io.h"
 
 namespace {
@@ -57,7 +62,7 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
     std::cout << "rank " << options.rank << ": " << result.losses.size() << " iterations, loss "
               << (result.losses.empty() ? 0.0 : result.losses.front()) << " -> "
               << (result.losses.empty() ? 0.0 : result.losses.back()) << ", parameters hash " << std::hex
-              << result.parameters_hash << std::dec << "\n";
+              << result.parameters_hash << std::dec << ", " << result.step_ms << " ms per iteration after the first\n";
     return 0;
   } catch (const petrsim::real::SampleLivelockError& error) {
     std::cerr << "petrsim_train: sampler watchdog: " << error.what() << "\n";
@@ -84,7 +89,8 @@ int main(int argc, char** argv) {
     options.own_process = true;
     std::vector<std::string> sets;
     bool iterations_given = false;
-    std::string trace_dir;
+    std::string trace_dir, replay_dir;
+    bool replay_samples_only = false;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       const auto value = [&]() -> std::string {
@@ -102,6 +108,10 @@ int main(int argc, char** argv) {
         sets.push_back(value());
       } else if (arg == "--trace") {
         trace_dir = value();
+      } else if (arg == "--replay") {
+        replay_dir = value();
+      } else if (arg == "--replay-samples-only") {
+        replay_samples_only = true;
       } else if (arg == "--trace-ring") {
         options.trace_ring = std::stoull(value());
       } else if (!arg.empty() && arg[0] == '-') {
@@ -112,11 +122,20 @@ int main(int argc, char** argv) {
         throw petrsim::ScenarioError("petrsim_train: one scenario only (got " + path + " and " + arg + ")");
       }
     }
-    if (path.empty()) {
-      throw petrsim::ScenarioError("usage: petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
-                                   "[--set field=value ...]");
+    std::optional<petrsim::RecordedJob> recorded;
+    std::unique_ptr<petrsim::sim::ReplaySource> replay;
+    if (!replay_dir.empty()) {
+      recorded = petrsim::LoadRecordedJob(replay_dir);
+      replay = petrsim::MakeRecordedSource(*recorded, true, !replay_samples_only);
+      options.replay = replay.get();
+      if (nproc == 0 && std::getenv("RANK") == nullptr) nproc = recorded->world_size;
     }
-    petrsim::Scenario scenario = petrsim::LoadScenarioFile(path);
+    if (path.empty() && !recorded) {
+      throw petrsim::ScenarioError("usage: petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
+                                   "[--set field=value ...] [--trace DIR [--trace-ring N]] [--replay TRACE_DIR]");
+    }
+    petrsim::Scenario scenario = path.empty() ? recorded->scenario : petrsim::LoadScenarioFile(path);
+    if (path.empty()) path = replay_dir + " (the recorded scenario)";
     if (!sets.empty()) {
       petrsim::ApplyOverrides(scenario, sets);
       petrsim::ValidateScenario(scenario, path + " (after --set)");

@@ -181,6 +181,7 @@ class JobControl {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (self_stopped_) return std::nullopt;
+      if (stop_seen_) return stop_reason_;
     }
     try {
       std::lock_guard<std::mutex> lock(store_mutex_);
@@ -225,7 +226,7 @@ class JobControl {
         published = progress_.Encode();
         dirty_ = false;
       }
-      const bool check_stop = options_.own_process && !self_stopped_;
+      const bool check_stop = options_.own_process && !self_stopped_ && !stop_seen_;
       lock.unlock();
       std::optional<std::string> stop;
       try {
@@ -238,20 +239,21 @@ class JobControl {
       } catch (const std::exception&) {
       }
       lock.lock();
-      if (stop && !self_stopped_) {
-        // The rank goes on to where it would block (a collective, or its next batch) before it
-        // stops, so that its trace shows where the job's hang would have left it; at most 3 s.
-        if (!stop_seen_) {
-          stop_seen_ = Clock::now();
-          lock.unlock();
-          Acknowledge();
-          lock.lock();
-        }
-        if (waiting_ || Clock::now() - *stop_seen_ > std::chrono::seconds(3)) {
-          lock.unlock();
-          stop_now_(*stop);  // does not return
-          lock.lock();
-        }
+      if (stop && !self_stopped_ && !stop_seen_) {
+        // Read once: the stopping rank may be the store's server, gone right after.
+        stop_seen_ = Clock::now();
+        stop_reason_ = *stop;
+        lock.unlock();
+        Acknowledge();
+        lock.lock();
+      }
+      // The rank goes on to where it would block (a collective, or its next batch) before it
+      // stops, so that its trace shows where the job's hang would have left it; at most 3 s.
+      if (stop_seen_ && !self_stopped_ && (waiting_ || Clock::now() - *stop_seen_ > std::chrono::seconds(3))) {
+        const std::string reason = stop_reason_;
+        lock.unlock();
+        stop_now_(reason);  // does not return
+        lock.lock();
       }
     }
   }
@@ -269,6 +271,7 @@ class JobControl {
   bool self_stopped_ = false;
   bool waiting_ = false;
   std::optional<Clock::time_point> stop_seen_;
+  std::string stop_reason_;
   bool quit_ = false;
   std::thread thread_;
 };
@@ -290,7 +293,8 @@ struct LoadedBatch {
 // a batch's indices when it dispatches the batch).
 class DrawSource {
  public:
-  DrawSource(std::unique_ptr<RankSampler> sampler, uint32_t batch_size, std::function<void(uint64_t, const std::vector<SlotDraw>&)> on_draw)
+  DrawSource(std::unique_ptr<RankSampler> sampler, uint32_t batch_size,
+             std::function<void(uint64_t, std::vector<SlotDraw>&)> on_draw)
       : sampler_(std::move(sampler)), batch_size_(batch_size), on_draw_(std::move(on_draw)) {}
   std::vector<SlotDraw> Get(uint64_t batch) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -308,7 +312,7 @@ class DrawSource {
   std::mutex mutex_;
   std::unique_ptr<RankSampler> sampler_;
   const uint32_t batch_size_;
-  std::function<void(uint64_t, const std::vector<SlotDraw>&)> on_draw_;
+  std::function<void(uint64_t, std::vector<SlotDraw>&)> on_draw_;  // may replace the draws
   uint64_t drawn_ = 0;
   std::map<uint64_t, std::vector<SlotDraw>> drawn_batches_;
 };
@@ -512,9 +516,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       const auto it = p.seqs.find(step.process_group());
       const uint64_t at = it == p.seqs.end() ? 0 : it->second;
       if (at >= issued.seq) continue;
-      missing += fmt::format("; rank {} never arrived: its last collective there was seq {} (iteration {}), then {} "
-                             "(last heard {:.1f} s ago)",
-                             r, at, p.iteration, p.doing, static_cast<double>(UnixMs() - p.unix_ms) / 1e3);
+      missing += fmt::format("; rank {} never arrived: last heard {:.1f} s before, at seq {} (iteration {}), {}", r,
+                             static_cast<double>(UnixMs() - p.unix_ms) / 1e3, at, p.iteration, p.doing);
     }
     if (missing.empty()) missing = "; every other rank had issued it";
     const std::string first_line = error.substr(0, error.find('\n'));
@@ -631,7 +634,15 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   std::vector<Mat4> last_pose(batch_size, Mat4::Identity());
 
   DrawSource draws(MakeRankSampler(scenario, dataset, rank), batch_size,
-                   [&](uint64_t batch, const std::vector<SlotDraw>& drawn) {
+                   [&](uint64_t batch, std::vector<SlotDraw>& drawn) {
+                     if (options.replay != nullptr) {
+                       for (uint32_t slot = 0; slot < drawn.size(); ++slot) {
+                         const auto index = options.replay->SampleIndex(rank, batch, slot);
+                         if (index && *index >= 0 && *index < dataset.size()) {
+                           drawn[slot] = SlotDraw{*index, dataset.group_of(*index)};
+                         }
+                       }
+                     }
                      const int64_t t = now();
                      for (uint32_t slot = 0; slot < drawn.size(); ++slot) {
                        if (drawn[slot].index < 0) continue;
@@ -670,8 +681,16 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       out.draw = drawn[slot];
       if (out.draw.index < 0) continue;  // padding of a short last batch
       const int64_t load_start = now();
-      const WatchedItem item =
-          WatchedGetItem(dataset, *policy, out.draw.index, rng, pipeline_draws, rank, worker, batch, slot);
+      const sim::RecordedLoad* recorded = options.replay != nullptr ? options.replay->Load(rank, batch, slot) : nullptr;
+      WatchedItem item;
+      if (recorded != nullptr && !recorded->livelock && !recorded->error && recorded->final_index >= 0 &&
+          recorded->final_index < dataset.size()) {
+        item.result.index = recorded->final_index;
+        item.result.attempts = recorded->attempts;
+        item.result.outcome = GetItemOutcome::kAccepted;
+      } else {
+        item = WatchedGetItem(dataset, *policy, out.draw.index, rng, pipeline_draws, rank, worker, batch, slot);
+      }
       if (item.livelock) {
         // Recorded now; reported in user terms, stopping the whole job, when the main process
         // asks for this batch (the moment the real job would start to hang).
@@ -722,6 +741,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
 
   std::unique_ptr<ThreadedLoader<LoadedBatch>> loader;
   std::vector<Issued> in_flight;  // non-blocking collectives of this iteration
+  int64_t first_iteration_end_ns = 0;
   for (uint64_t iteration = 0; iteration < options.iterations; ++iteration) {
     current_iteration = iteration;
     if (!loader || shape.RestartsAt(iteration)) {
@@ -895,6 +915,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     r.kind = TraceKind::kIteration;
     r.start_ns = iteration_start;
     r.end_ns = now();
+    if (iteration == 0) first_iteration_end_ns = r.end_ns;
+    if (iteration > 0) result.step_ms = static_cast<double>(r.end_ns - first_iteration_end_ns) / 1e6 / iteration;
     r.iteration = iteration;
     record(r);
   }

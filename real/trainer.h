@@ -37,6 +37,7 @@
 #include "model/dataset.h"
 #include "model/scenario.pb.h"
 #include "real/streampetr_model.h"
+#include "sim/simulator.h"
 
 namespace petrsim::real {
 
@@ -61,6 +62,11 @@ struct TrainOptions {
   // scenario's dead_rank fault for this rank kills it with SIGKILL at its time. As threads of
   // one process (tests), ranks instead fail at their next wait, and dead_rank is not applied.
   bool own_process = false;
+  // A recorded job to re-run (`petrsim replay --against real`, through the simulator's seam):
+  // the sampler's index of each (batch, slot) it recorded replaces the sampler's draw, and a
+  // recorded getitem that returned replaces the resample loop (a recorded livelock or error is
+  // run again by the policy, under the watchdog). Not owned; may be null.
+  const sim::ReplaySource* replay = nullptr;
 };
 
 struct TrainResult {
@@ -68,6 +74,7 @@ struct TrainResult {
   uint64_t parameters_hash = 0;   // of every parameter's bytes at the end
   uint64_t gradient_buckets = 0;  // gradient-bucket all-reduces per iteration
   uint64_t collectives = 0;       // c10d calls issued in all
+  double step_ms = 0;             // mean wall time of an iteration after the first (0: fewer than 2)
 };
 
 // The job the real backend runs for `scenario`: the scenario with the real model's parameter

@@ -1,11 +1,19 @@
 // `petrsim replay`; see replay.h.
 #include "replay/replay.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
+#include <google/protobuf/text_format.h>
 
 #include "model/dataset.h"
 #include "model/error.h"
@@ -61,6 +69,53 @@ std::string Describe(const ReplayOutcome& o) {
 }
 
 }  // namespace
+
+std::unique_ptr<sim::ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads) {
+  return std::make_unique<RecordedSource>(job, use_samples, use_loads);
+}
+
+ReplayOutcome RealReplayBackend::Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
+                                     bool use_loads) {
+  std::error_code error;
+  const std::string trace_dir = work_dir_ + "/trace";
+  std::filesystem::remove_all(trace_dir, error);
+  std::filesystem::create_directories(work_dir_, error);
+  if (error) throw ScenarioError(fmt::format("{}: cannot create the replay's directory: {}", work_dir_, error.message()));
+  const std::string scenario_path = work_dir_ + "/scenario.pbtxt";
+  {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(scenario, &text);
+    std::ofstream out(scenario_path);
+    out << "# The scenario `petrsim replay --against real` ran (recorded in " << job.directory << ")\n" << text;
+    if (!out) throw ScenarioError(fmt::format("{}: cannot write the scenario", scenario_path));
+  }
+  std::vector<std::string> args = {train_program_, scenario_path, "--nproc", std::to_string(job.world_size),
+                                   "--trace", trace_dir};
+  if (use_samples) {
+    args.insert(args.end(), {"--replay", job.directory});
+    if (!use_loads) args.push_back("--replay-samples-only");
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw ScenarioError("petrsim replay --against real: fork failed");
+  if (pid == 0) {
+    ::dup2(2, 1);  // the trainer talks on stderr; stdout is the report's
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "petrsim replay --against real: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 127)) {
+    throw ScenarioError(fmt::format("petrsim replay --against real: {} failed before training (exit {})",
+                                    train_program_, WEXITSTATUS(status)));
+  }
+  std::fprintf(stderr, "petrsim replay: the real run's traces are in %s\n", trace_dir.c_str());
+  return LoadRecordedJob(trace_dir).recorded;
+}
 
 RecordedJob LoadRecordedJob(const std::string& directory) {
   RecordedJob job;

@@ -6,7 +6,8 @@
 // per (rank, batch, slot) the sampler's index and what the worker did with it (final index,
 // loads, duration, livelock or error), and the recorded outcome from Diagnose) → a
 // ReplayBackend runs it (SimReplayBackend: the simulator through its ReplaySource seam; the
-// real LibTorch backend plugs in the same way) → CompareOutcomes.
+// real LibTorch backend, RealReplayBackend, runs petrsim_train driven by the same source) →
+// CompareOutcomes.
 //
 // What drives the replay:
 // - exact replay (no --set): the recorded sample order, getitem results and load durations;
@@ -19,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -67,6 +69,26 @@ class ReplayBackend {
   // order when `use_samples`, its getitem results and timings when `use_loads`.
   virtual ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
                             bool use_loads) = 0;
+};
+
+// The recording as the backend saw it, through the simulator's seam (the real trainer takes it
+// too): sample order (when `use_samples`) and worker results (when `use_loads`) by (rank, batch,
+// slot). `job` must outlive it.
+std::unique_ptr<sim::ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads);
+
+// The real LibTorch backend, run as its own program (`petrsim_train`: this executable links no
+// LibTorch): the scenario is written to `work_dir`, the job runs on `world_size` local ranks
+// over Gloo driven by the recording, its ranks record traces into `work_dir`/trace, and the
+// outcome is the diagnosis of those traces. The trainer's output goes to stderr.
+class RealReplayBackend final : public ReplayBackend {
+ public:
+  RealReplayBackend(std::string train_program, std::string work_dir)
+      : train_program_(std::move(train_program)), work_dir_(std::move(work_dir)) {}
+  std::string name() const override { return "real"; }
+  ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples, bool use_loads) override;
+
+ private:
+  std::string train_program_, work_dir_;
 };
 
 class SimReplayBackend final : public ReplayBackend {
