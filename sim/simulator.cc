@@ -1515,6 +1515,17 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         return false;
       });
     }
+    // A collective that only ranks now dead had joined is not one anybody waits in: prefer the
+    // oldest one a live rank has joined (found by the property suite: a rank that opened a
+    // non-blocking broadcast and then died made the report name the live rank waiting elsewhere).
+    if (oldest == nullptr) {
+      oldest = rendezvous_.OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
+        for (const RankState& rank : ranks_) {
+          if (rank.phase != Phase::kDead && rank.next_seq[g] > instance.seq) return true;
+        }
+        return false;
+      });
+    }
     if (oldest == nullptr) oldest = rendezvous_.OldestIncomplete(&oldest_group);
     if (oldest != nullptr) {
       result.collective =
