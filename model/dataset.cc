@@ -83,9 +83,13 @@ class DatasetBuilder {
         if (frame.has_gt_count()) {
           gt = frame.gt_count();
         } else {
+          const bool use_valid_flag = scenario_.filters().use_valid_flag();
           for (const Box& box : frame.boxes()) {
-            gt += filter_.Keeps(filter_.IsTargetClass(box.name()), box.x(), box.y(),
-                                box.num_lidar_pts(), box.num_radar_pts());
+            // A stored valid_flag decides validity under use_valid_flag (mmdet3d reads the flag).
+            const bool stored_flag = use_valid_flag && box.has_valid_flag();
+            const uint32_t lidar = stored_flag ? box.valid_flag() : box.num_lidar_pts();
+            const uint32_t radar = stored_flag ? 0 : box.num_radar_pts();
+            gt += filter_.Keeps(filter_.IsTargetClass(box.name()), box.x(), box.y(), lidar, radar);
           }
         }
         pending.gt_counts.push_back(gt);

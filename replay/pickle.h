@@ -1,6 +1,6 @@
 // A small, strict reader of Python pickles of plain data: what PyTorch's Flight Recorder
-// writes (protocol 2: dicts, lists, tuples, str, int, float, bool, None) and what other
-// importers (mmdet3d info files) reuse. It runs the pickle machine for these opcodes only:
+// writes (protocol 2: dicts, lists, tuples, str, int, float, bool, None) and, when asked, the
+// numpy arrays of mmdet3d's info files. It runs the pickle machine for these opcodes only:
 //   PROTO FRAME STOP MARK POP POP_MARK DUP EMPTY_DICT EMPTY_LIST EMPTY_TUPLE TUPLE TUPLE1 TUPLE2
 //   TUPLE3 LIST DICT APPEND APPENDS SETITEM SETITEMS PUT BINPUT LONG_BINPUT GET BINGET
 //   LONG_BINGET MEMOIZE NONE NEWTRUE NEWFALSE INT BININT BININT1 BININT2 LONG1 BINFLOAT
@@ -8,13 +8,31 @@
 // and rejects every other one (GLOBAL, REDUCE, BUILD, ...: the opcodes that import and call
 // code) with an error naming the opcode and its byte offset. Nothing is executed.
 //
+// With PickleOptions::numpy, GLOBAL, STACK_GLOBAL, REDUCE and BUILD are read too, but only for a
+// fixed list of globals, each interpreted by petrsim on data (never imported, never called):
+//   numpy.core.multiarray._reconstruct + numpy.ndarray + numpy.dtype   (arrays, any protocol)
+//   numpy.core.numeric._frombuffer                                     (arrays, protocol 5)
+//   numpy.core.multiarray.scalar                                       (numpy scalars)
+//   _codecs.encode(str, 'latin1') and bytes()                          (how protocol 2 writes
+//                                                                       bytes, e.g. array data)
+// with numpy 2's numpy._core.* names as aliases, and BINBYTES8 and BYTEARRAY8 (protocol 5's
+// in-band array buffers). Any other global (os.system, builtins.eval, collections.OrderedDict,
+// ...) is refused with its module.name and byte offset; so are the numpy dtypes petrsim does not
+// read (structured, datetime, complex, float16, big-endian).
+//
 // Limits against hostile files: every length is checked against the bytes left; integers
 // wider than 64 bits are refused; values are nodes of one arena (a memo reference shares the
 // node, as Python shares the object, and a cycle costs nothing), at most kPickleNodesMax of
-// them, so memory stays below about 130 bytes per byte of input and 2 GiB in all. The machine
-// itself never recurses. A reader of the tree must not recurse without a limit either: a list
-// may contain itself; the Flight Recorder converter reads a fixed shape and charges every value
-// it copies to a budget proportional to the file (flight_recorder.cc).
+// them, so memory stays below about 160 bytes per byte of input and 2.7 GiB in all. Derived
+// values are copies, not shares: an array's data (BUILD, _frombuffer), protocol 2's bytes, a
+// numpy scalar, an object array's items, a record's length-only list. A memoized buffer or state
+// can be fetched again for each copy, so every copied byte is charged to a budget of 4 bytes per
+// input byte plus 1 MiB, and a file that needs more (300 arrays built from one shared buffer) is
+// refused with its byte offset. An array's shape must be at most kNumpyDimsMax dims
+// whose product times the item size is exactly its data length. The machine itself never
+// recurses. A reader of the tree must not recurse without a limit either: a list may contain
+// itself; the Flight Recorder converter reads a fixed shape and charges every value it copies
+// to a budget proportional to the file (flight_recorder.cc).
 #pragma once
 
 #include <cstdint>
@@ -42,16 +60,47 @@ class PickleError : public ScenarioError {
 
 inline constexpr int kPickleDepthMax = 64;  // JSON nesting refused beyond this (flight_recorder.cc)
 inline constexpr uint64_t kPickleNodesMax = uint64_t{1} << 24;
+inline constexpr size_t kNumpyDimsMax = 32;  // numpy 1.x's NPY_MAXDIMS
+
+// A numpy element type as petrsim reads it (always little-endian or byte-order free).
+struct NumpyDtype {
+  // 'b' bool, 'i' signed and 'u' unsigned integer, 'f' float32/float64, 'U' str (UCS-4),
+  // 'S' bytes, 'O' Python objects (the items are pickled values); 0 when unset.
+  char kind = 0;
+  uint32_t itemsize = 0;  // bytes per element (8 for 'O', a pointer's size in numpy)
+  // numpy's spelling, e.g. "<f8", "|b1", "<U10", "|O".
+  std::string Name() const;
+};
 
 struct PickleNode {
-  enum class Type { kNone, kBool, kInt, kFloat, kString, kBytes, kList, kTuple, kDict };
+  enum class Type {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kBytes,
+    kList,
+    kTuple,
+    kDict,
+    // Only with PickleOptions::numpy:
+    kNumpyArray,   // dtype, shape; elements in `text` (C order, little-endian), or `items` for 'O'
+    kNumpyScalar,  // dtype; the element's bytes in `text`
+    kNumpyDtype,   // dtype
+    kGlobal,       // one of the allowed globals: `text` is its "module.name"
+    // Only with PickleOptions::record_lists: a value the caller said it never reads.
+    kDropped,
+  };
   Type type = Type::kNone;
   bool boolean = false;
-  int64_t integer = 0;
+  bool built = false;   // kNumpyArray, kNumpyDtype: BUILD has set the state
+  int64_t integer = 0;  // kInt; kGlobal: which one (pickle.cc)
   double real = 0;
-  std::string text;                 // kString (UTF-8 as stored), kBytes
-  std::vector<PickleNode*> items;   // kList, kTuple
+  std::string text;                // kString (UTF-8 as stored), kBytes, numpy element bytes
+  std::vector<PickleNode*> items;  // kList, kTuple, kNumpyArray of dtype 'O'
   std::vector<std::pair<PickleNode*, PickleNode*>> entries;  // kDict, in insertion order
+  NumpyDtype dtype;            // kNumpyArray, kNumpyScalar, kNumpyDtype
+  std::vector<int64_t> shape;  // kNumpyArray
 
   // Dict lookup by string key (the last one wins, as in Python); null when absent or not a dict.
   const PickleNode* Get(std::string_view key) const;
@@ -69,11 +118,45 @@ struct PickleDocument {
   std::vector<std::unique_ptr<PickleNode>> arena;
 };
 
+struct PickleOptions {
+  // Read numpy arrays, dtypes and scalars through the globals listed above. Off: every global
+  // is refused (what Flight Recorder dumps get).
+  bool numpy = false;
+  // Return the partial document when the stream breaks after the first container was opened.
+  bool salvage = true;
+  // Record mode, for big files of records such as mmdet3d's info files ({'infos': [info, ...],
+  // ...}): the items of the lists stored under these keys of the top-level dict are records,
+  // dicts of which only `record_keys` are kept; the values of `record_length_keys` keep only
+  // their length (a list of kDropped items) and every other value becomes one shared kDropped
+  // node. Memory then follows what the caller keeps, not the file: the reader scans the memo
+  // references first, keeps only memoized values that are referenced again, and reuses the
+  // nodes nothing can reach any more; nothing is salvaged. Empty: every value is kept.
+  std::vector<std::string> record_lists;
+  std::vector<std::string> record_keys;
+  std::vector<std::string> record_length_keys;
+};
+
 // Parses `bytes` (the whole file). `display_name` (the path) starts every error message.
 // Throws PickleError when nothing usable was read (not a pickle, an unsupported opcode before
 // any value, ...). With `salvage`, an error after the first container was opened returns the
 // partial document instead of throwing.
 PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
                            bool salvage = true);
+PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
+                           const PickleOptions& options);
+
+// Reading numpy values (kNumpyArray or kNumpyScalar; `index` in C order, < NumpyCount). The
+// caller checks the kind: Float for 'f', 'i', 'u', 'b'; Int for 'i', 'u', 'b' (a uint64 above
+// INT64_MAX reads as -1: callers check NumpyIntFits first and refuse it, NumpyUint64 gives its
+// value for the message); String for 'U' (as UTF-8) and 'S', without numpy's trailing NUL padding.
+uint64_t NumpyCount(const PickleNode& array);
+double NumpyFloat(const PickleNode& node, uint64_t index);
+int64_t NumpyInt(const PickleNode& node, uint64_t index);
+bool NumpyIntFits(const PickleNode& node, uint64_t index);  // false: a uint64 above INT64_MAX
+uint64_t NumpyUint64(const PickleNode& node, uint64_t index);  // the element as uint64 ('u' only)
+std::string NumpyString(const PickleNode& node, uint64_t index);
+// For error messages: "float64 array of shape (3, 7)", "str (<U10) array of shape (5,)",
+// "int 3", "str 'abc'", "list of 2 items", or the type name.
+std::string DescribePickleValue(const PickleNode& node);
 
 }  // namespace petrsim

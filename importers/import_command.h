@@ -1,0 +1,44 @@
+// `petrsim import`: scenarios from a user's real dataset metadata.
+//   petrsim import mmdet3d-infos A.pkl [B.pkl ...] -o OUT.pbtxt [--name a,b] [filter options]
+//   petrsim import nuscenes --dataroot DIR --version v1.0-trainval --split train,val -o OUT.pbtxt
+//       [--split-file splits.json] [filter options]
+// Filter options (recorded in the scenario's `filters`; defaults are StreamPETR's):
+//   --classes car,truck,...  --range -51.2,-51.2,-5,51.2,51.2,3  --no-valid-flag
+//   --no-filter-empty-gt  --seq-split-num N
+// The scenario is written atomically; the summary (frames, scenes, groups, frames and groups
+// with zero GT after the filters) goes to standard output.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace petrsim {
+
+struct ImportFlags {
+  std::vector<std::string> infos;  // mmdet3d-infos: the pickles, in order
+  std::string names;               // mmdet3d-infos: sub-dataset names, comma separated
+  std::string dataroot;            // nuscenes
+  std::string version = "v1.0-trainval";
+  std::string split;  // comma separated
+  std::string split_file;
+  std::string output;
+  std::string classes;  // comma separated; empty: the ten nuScenes classes
+  std::string range;
+  bool no_valid_flag = false;
+  bool no_filter_empty_gt = false;
+  uint32_t seq_split_num = 2;
+};
+
+// Adds `import` with its two sources to `app`; returns the `import` subcommand.
+CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags);
+
+// Runs the parsed `import` (after app.parse): writes the scenario, prints the summary to `out`,
+// returns 0. Throws ScenarioError on bad input (exit 2 in main).
+int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out);
+
+}  // namespace petrsim

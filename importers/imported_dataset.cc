@@ -1,0 +1,461 @@
+// Imported datasets: ordering, scenes, summary and the scenario file; see imported_dataset.h.
+#include "importers/imported_dataset.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "model/assert.h"
+#include "model/box_filter.h"
+#include "model/error.h"
+#include "model/scenario_defaults.h"
+#include "model/sequence_groups.h"
+
+namespace petrsim {
+namespace {
+
+constexpr size_t kWarningsShownMax = 5;
+
+Filters FiltersProto(const ImportFilters& filters) {
+  Filters proto;
+  proto.set_filter_empty_gt(filters.filter_empty_gt);
+  proto.set_use_valid_flag(filters.use_valid_flag);
+  const std::vector<std::string>& classes =
+      filters.classes.empty() ? NuScenesClasses() : filters.classes;
+  for (const auto& name : classes) proto.add_classes(name);
+  proto.set_bev_range_min_m(filters.bev_range_min_m);
+  proto.set_bev_range_max_m(filters.bev_range_max_m);
+  return proto;
+}
+
+// Whether a box survives mmdet3d's filters; the stored valid_flag wins over the point counts
+// when use_valid_flag is on (mmdet3d reads info['valid_flag']), as model/dataset.cc does.
+bool Keeps(const BoxFilter& filter, bool use_valid_flag, bool target, const ImportedBox& box) {
+  if (use_valid_flag && box.valid_flag >= 0) {
+    return filter.Keeps(target, box.x, box.y, box.valid_flag ? 1 : 0, 0);
+  }
+  return filter.Keeps(target, box.x, box.y, box.num_lidar_pts, box.num_radar_pts);
+}
+
+std::string ShortToken(const std::string& token) {
+  return token.size() > 12 ? token.substr(0, 12) + "..." : token;
+}
+
+// A text-format string literal.
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          out += fmt::format("\\{:03o}", u);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// The shortest decimal that reads back as the same float32 (a double parse then a float32
+// rounding gives it back too: float32 midpoints are exact doubles).
+void AppendFloat(std::string& out, float value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+// The scenario's value of a float32 coordinate: the shortest decimal that reads back as that
+// float32, read as a double, so that the text, binary and JSON scenarios hold the same double.
+double ScenarioCoordinate(float value) {
+  char buffer[32];
+  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  double out = 0;
+  std::from_chars(buffer, written.ptr, out);
+  return out;
+}
+
+// Writes to `path`.tmp, renamed onto `path` by Commit; removed if never committed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp") {
+    file_ = std::fopen(tmp_path_.c_str(), "wb");
+    if (file_ == nullptr) {
+      throw ScenarioError(
+          fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
+    }
+  }
+  ~AtomicFile() {
+    if (file_ != nullptr) {
+      std::fclose(file_);
+      std::remove(tmp_path_.c_str());
+    }
+  }
+  void Write(std::string_view data) {
+    if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+      throw ScenarioError(fmt::format("{}: cannot write: {}", tmp_path_, std::strerror(errno)));
+    }
+  }
+  void Commit() {
+    const int closed = std::fclose(file_);
+    file_ = nullptr;
+    if (closed != 0) {
+      const int error = errno;
+      std::remove(tmp_path_.c_str());
+      throw ScenarioError(fmt::format("{}: cannot write: {}", tmp_path_, std::strerror(error)));
+    }
+    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+      const int error = errno;
+      std::remove(tmp_path_.c_str());
+      throw ScenarioError(
+          fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
+    }
+  }
+
+ private:
+  std::string path_;
+  std::string tmp_path_;
+  std::FILE* file_ = nullptr;
+};
+
+bool EndsWith(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The scenario without its dataset: name, description, filters, grouping.
+Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                const std::string& description) {
+  Scenario scenario;
+  std::string name = "imported";
+  for (size_t i = 0; i < data.size(); ++i) name += (i == 0 ? ": " : " + ") + data[i].name;
+  scenario.set_name(name);
+  scenario.set_description(description);
+  *scenario.mutable_filters() = FiltersProto(filters);
+  scenario.mutable_grouping()->set_seq_mode(true);
+  scenario.mutable_grouping()->set_seq_split_num(filters.seq_split_num);
+  return scenario;
+}
+
+}  // namespace
+
+void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
+                             const std::vector<std::pair<std::string, std::string>>& scene_names) {
+  auto& frames = subdataset.frames;
+  std::stable_sort(
+      frames.begin(), frames.end(),
+      [](const ImportedFrame& a, const ImportedFrame& b) { return a.timestamp < b.timestamp; });
+  std::unordered_map<std::string, std::string> names(scene_names.begin(), scene_names.end());
+  std::unordered_map<std::string, int> name_uses;
+  subdataset.scenes.clear();
+  subdataset.scene_token_disagreements = 0;
+  for (uint32_t k = 0; k < frames.size(); ++k) {
+    const ImportedFrame& frame = frames[k];
+    const bool rule_starts = k == 0 || frame.sweeps == 0;
+    if (k > 0 && !frame.scene_token.empty() && !frames[k - 1].scene_token.empty()) {
+      const bool token_starts = frame.scene_token != frames[k - 1].scene_token;
+      if (token_starts != rule_starts) {
+        ++subdataset.scene_token_disagreements;
+        if (subdataset.warnings.size() < kWarningsShownMax) {
+          subdataset.warnings.push_back(
+              rule_starts
+                  ? fmt::format("frame {} (token {}): no lidar sweeps, so StreamPETR starts a new "
+                                "scene there, but its scene_token is the previous frame's",
+                                k, ShortToken(frame.token))
+                  : fmt::format("frame {} (token {}): its scene_token changes, but it has lidar "
+                                "sweeps, so StreamPETR keeps it in the previous scene",
+                                k, ShortToken(frame.token)));
+        }
+      }
+    }
+    if (rule_starts) {
+      ImportedScene scene;
+      const auto known = names.find(frame.scene_token);
+      std::string name = known != names.end() ? known->second : frame.scene_token;
+      if (!name.empty() && ++name_uses[name] > 1)
+        name += fmt::format(" (part {})", name_uses[name]);
+      scene.name = name;
+      scene.frame_begin = k;
+      subdataset.scenes.push_back(scene);
+    }
+    subdataset.scenes.back().frame_end = k + 1;
+  }
+}
+
+void ParseRangeOption(const std::string& text, ImportFilters& filters) {
+  std::vector<double> values;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    double value = 0;
+    const auto result = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || result.ec != std::errc() || result.ptr != item.data() + item.size() ||
+        !std::isfinite(value)) {
+      throw ScenarioError(fmt::format("--range {}: '{}' is not a number", text, item));
+    }
+    values.push_back(value);
+    start = comma + 1;
+  }
+  double low = 0, high = 0;
+  if (values.size() == 6) {
+    if (values[0] != values[1] || values[3] != values[4]) {
+      throw ScenarioError(
+          fmt::format("--range {}: x in [{}, {}] and y in [{}, {}] differ; the scenario keeps one "
+                      "BEV range for "
+                      "both (filters.bev_range_min_m / bev_range_max_m)",
+                      text, values[0], values[3], values[1], values[4]));
+    }
+    low = values[0];
+    high = values[3];
+  } else if (values.size() == 2) {
+    low = values[0];
+    high = values[1];
+  } else {
+    throw ScenarioError(
+        fmt::format("--range {}: expected 6 numbers (a point_cloud_range: x_min, y_min, "
+                    "z_min, x_max, y_max, z_max) or 2 (min, max), got {}",
+                    text, values.size()));
+  }
+  if (!(low < high))
+    throw ScenarioError(fmt::format("--range {}: the minimum must be below the maximum", text));
+  filters.bev_range_min_m = low;
+  filters.bev_range_max_m = high;
+}
+
+ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters) {
+  ImportSummary summary;
+  const BoxFilter filter(FiltersProto(filters));
+  summary.total.name = "total";
+  for (const auto& sub : data) {
+    ImportCounts counts;
+    counts.name = sub.name;
+    counts.frames = sub.frames.size();
+    counts.scenes = sub.scenes.size();
+    counts.boxes = sub.boxes.size();
+    std::vector<bool> target(sub.class_names.size());
+    for (size_t c = 0; c < target.size(); ++c) target[c] = filter.IsTargetClass(sub.class_names[c]);
+    std::vector<uint32_t> gt(sub.frames.size(), 0);
+    for (size_t f = 0; f < sub.frames.size(); ++f) {
+      for (uint32_t b = sub.frames[f].box_begin; b < sub.frames[f].box_end; ++b) {
+        const ImportedBox& box = sub.boxes[b];
+        gt[f] += Keeps(filter, filters.use_valid_flag, target[box.class_index], box);
+      }
+      counts.boxes_kept += gt[f];
+      counts.zero_gt_frames += gt[f] == 0;
+    }
+    size_t unsplittable = 0;
+    for (const auto& scene : sub.scenes) {
+      const uint32_t n = scene.frame_end - scene.frame_begin;
+      const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
+      if (lengths.size() != filters.seq_split_num && ++unsplittable <= kWarningsShownMax) {
+        summary.warnings.push_back(fmt::format(
+            "{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
+            "chunk(s), "
+            "but mmdet3d asserts every scene yields {} (the real job fails when it builds the "
+            "dataset; petrsim check reports it)",
+            sub.name, scene.name, scene.frame_begin, scene.frame_end - 1, n, filters.seq_split_num,
+            lengths.size(), filters.seq_split_num));
+      }
+      uint32_t at = scene.frame_begin;
+      for (const uint32_t length : lengths) {
+        ++counts.groups;
+        counts.zero_gt_groups += std::all_of(gt.begin() + at, gt.begin() + at + length,
+                                             [](uint32_t g) { return g == 0; });
+        at += length;
+      }
+    }
+    if (unsplittable > kWarningsShownMax) {
+      summary.warnings.push_back(fmt::format("{}: {} more scene(s) seq_split_num {} cannot cut",
+                                             sub.name, unsplittable - kWarningsShownMax,
+                                             filters.seq_split_num));
+    }
+    if (sub.scene_token_disagreements > 0) {
+      summary.warnings.push_back(fmt::format(
+          "{}: {} frame(s) where a new scene by the zero-sweeps rule (which StreamPETR uses) and a "
+          "scene_token change disagree; the scenes follow the rule",
+          sub.name, sub.scene_token_disagreements));
+    }
+    for (const auto& warning : sub.warnings) summary.warnings.push_back(sub.name + ": " + warning);
+    summary.sampler_groups = std::max(summary.sampler_groups, counts.groups);
+    for (auto* total : {&summary.total}) {
+      total->frames += counts.frames;
+      total->scenes += counts.scenes;
+      total->groups += counts.groups;
+      total->zero_gt_frames += counts.zero_gt_frames;
+      total->zero_gt_groups += counts.zero_gt_groups;
+      total->boxes += counts.boxes;
+      total->boxes_kept += counts.boxes_kept;
+    }
+    summary.subdatasets.push_back(counts);
+  }
+  return summary;
+}
+
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters,
+                          const std::string& output_path) {
+  std::string out = fmt::format("wrote {}\n", output_path);
+  size_t width = 5;
+  for (const auto& counts : summary.subdatasets) width = std::max(width, counts.name.size());
+  out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", "", width,
+                     "frames", "scenes", "groups", "zero-GT frames", "zero-GT groups", "boxes",
+                     "boxes kept");
+  auto row = [&](const ImportCounts& c) {
+    out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", c.name,
+                       width, c.frames, c.scenes, c.groups, c.zero_gt_frames, c.zero_gt_groups,
+                       c.boxes, c.boxes_kept);
+  };
+  for (const auto& counts : summary.subdatasets) row(counts);
+  if (summary.subdatasets.size() > 1) row(summary.total);
+  const std::vector<std::string>& classes =
+      filters.classes.empty() ? NuScenesClasses() : filters.classes;
+  std::string class_list;
+  for (size_t i = 0; i < classes.size(); ++i) class_list += (i ? ", " : "") + classes[i];
+  out += fmt::format(
+      "groups: seq_split_num {} chunks per scene; the sampler sees {} group(s) (sub-datasets' "
+      "flags are concatenated without offset)\n",
+      filters.seq_split_num, summary.sampler_groups);
+  out += fmt::format(
+      "filters: {} class(es) ({}), BEV range ({}, {}) m, use_valid_flag {}, filter_empty_gt {}\n",
+      classes.size(), class_list, filters.bev_range_min_m, filters.bev_range_max_m,
+      filters.use_valid_flag, filters.filter_empty_gt);
+  for (const auto& warning : summary.warnings) out += "warning: " + warning + "\n";
+  out += fmt::format("next: petrsim check {}\n", output_path);
+  return out;
+}
+
+Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                    const std::string& description) {
+  Scenario scenario = Header(data, filters, description);
+  for (const auto& sub : data) {
+    SubDataset* out = scenario.mutable_dataset()->add_subdatasets();
+    out->set_name(sub.name);
+    ExplicitData* explicit_data = out->mutable_explicit_();
+    for (const auto& scene : sub.scenes) {
+      Scene* scene_out = explicit_data->add_scenes();
+      if (!scene.name.empty()) scene_out->set_name(scene.name);
+      for (uint32_t f = scene.frame_begin; f < scene.frame_end; ++f) {
+        const ImportedFrame& frame = sub.frames[f];
+        Frame* frame_out = scene_out->add_frames();
+        frame_out->set_token(frame.token);
+        for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+          const ImportedBox& box = sub.boxes[b];
+          Box* box_out = frame_out->add_boxes();
+          box_out->set_name(sub.class_names[box.class_index]);
+          box_out->set_x(ScenarioCoordinate(box.x));
+          box_out->set_y(ScenarioCoordinate(box.y));
+          box_out->set_num_lidar_pts(box.num_lidar_pts);
+          if (box.num_radar_pts != 0) box_out->set_num_radar_pts(box.num_radar_pts);
+          if (box.valid_flag >= 0) box_out->set_valid_flag(box.valid_flag != 0);
+        }
+      }
+    }
+  }
+  return scenario;
+}
+
+void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                       const std::string& description, const std::string& path) {
+  if (EndsWith(path, ".pb") || EndsWith(path, ".json")) {
+    const Scenario scenario = ToScenario(data, filters, description);
+    std::string bytes;
+    if (EndsWith(path, ".pb")) {
+      PETRSIM_ASSERT(scenario.SerializeToString(&bytes));
+    } else {
+      google::protobuf::util::JsonPrintOptions options;
+      options.add_whitespace = true;
+      const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
+      if (!status.ok())
+        throw ScenarioError(
+            fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
+    }
+    AtomicFile file(path);
+    file.Write(bytes);
+    file.Commit();
+    return;
+  }
+  AtomicFile file(path);
+  std::string out =
+      "# A petrsim scenario written by `petrsim import` (model/scenario.proto documents every "
+      "field).\n"
+      "# Boxes: x, y are centres in the lidar frame, rounded to float32 as mmdet3d's range filter\n"
+      "# compares them. Fields not written here take petrsim's defaults, StreamPETR's reference\n"
+      "# configuration (8 ranks x 2 samples per GPU, 4 workers, the infinite group sampler,\n"
+      "# in_group resampling, one epoch); set your job's with --set, e.g.\n"
+      "#   petrsim check THIS --set job.world_size=16 --set job.epochs=24\n";
+  std::string header;
+  google::protobuf::TextFormat::PrintToString(Header(data, filters, description), &header);
+  out += header;
+  out += "dataset {\n";
+  for (const auto& sub : data) {
+    std::vector<std::string> quoted;
+    for (const auto& name : sub.class_names) quoted.push_back(Quote(name));
+    out += "  subdatasets {\n    name: " + Quote(sub.name) + "\n    explicit {\n";
+    for (const auto& scene : sub.scenes) {
+      out += "      scenes {\n";
+      if (!scene.name.empty()) out += "        name: " + Quote(scene.name) + "\n";
+      for (uint32_t f = scene.frame_begin; f < scene.frame_end; ++f) {
+        const ImportedFrame& frame = sub.frames[f];
+        out += "        frames { token: " + Quote(frame.token);
+        if (frame.box_begin == frame.box_end) {
+          out += " }\n";
+          continue;
+        }
+        out += "\n";
+        for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+          const ImportedBox& box = sub.boxes[b];
+          out += "          boxes { name: ";
+          out += quoted[box.class_index];
+          out += " x: ";
+          AppendFloat(out, box.x);
+          out += " y: ";
+          AppendFloat(out, box.y);
+          out += " num_lidar_pts: ";
+          out += std::to_string(box.num_lidar_pts);
+          if (box.num_radar_pts != 0) out += " num_radar_pts: " + std::to_string(box.num_radar_pts);
+          if (box.valid_flag >= 0)
+            out += box.valid_flag ? " valid_flag: true" : " valid_flag: false";
+          out += " }\n";
+        }
+        out += "        }\n";
+        if (out.size() > (1u << 20)) {
+          file.Write(out);
+          out.clear();
+        }
+      }
+      out += "      }\n";
+    }
+    out += "    }\n  }\n";
+  }
+  out += "}\n";
+  file.Write(out);
+  file.Commit();
+}
+
+}  // namespace petrsim

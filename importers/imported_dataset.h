@@ -1,0 +1,116 @@
+// A dataset read from a user's real metadata (mmdet3d info pickles or the nuScenes tables), in
+// the form both importers produce: per sub-dataset the frames in StreamPETR's order (sorted by
+// timestamp), its scenes (a scene starts at every frame without lidar sweeps) and the annotated
+// boxes with what mmdet3d's filters look at. From it come the scenario (ToScenario, or
+// WriteScenarioFile for a large one) and the import summary.
+//
+// Invariants: frames are sorted by timestamp (stable); scenes cover the frames contiguously, in
+// order, the first starting at frame 0; boxes of a frame are the range [box_begin, box_end).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/scenario.pb.h"
+
+namespace petrsim {
+
+struct ImportedBox {
+  uint32_t class_index = 0;  // into ImportedSubDataset::class_names
+  // BEV centre in the lidar frame, rounded to float32: mmdet3d compares float32 boxes with a
+  // float32 range, so this is exactly what its ObjectRangeFilter sees.
+  float x = 0;
+  float y = 0;
+  uint32_t num_lidar_pts = 0;
+  uint32_t num_radar_pts = 0;
+  // The info file's valid_flag when it differs from lidar + radar points > 0 (what the converter
+  // writes); -1 when it agrees or is unknown.
+  int8_t valid_flag = -1;
+};
+
+struct ImportedFrame {
+  std::string token;
+  int64_t timestamp = 0;
+  std::string scene_token;  // empty when the source has none
+  uint32_t sweeps = 0;      // lidar sweeps before the keyframe (only 0 vs > 0 matters)
+  uint32_t box_begin = 0;
+  uint32_t box_end = 0;
+};
+
+struct ImportedScene {
+  std::string name;
+  uint32_t frame_begin = 0;
+  uint32_t frame_end = 0;
+};
+
+struct ImportedSubDataset {
+  std::string name;     // the scenario's sub-dataset name
+  std::string source;   // the file or directory it came from
+  std::string version;  // the metadata's version, e.g. "v1.0-trainval" (may be empty)
+  std::vector<std::string> class_names;
+  std::vector<ImportedBox> boxes;
+  std::vector<ImportedFrame> frames;
+  std::vector<ImportedScene> scenes;
+  // Frames where the zero-sweeps rule and scene_token disagree (a new scene by one, not by the
+  // other), and a few of them described for the summary.
+  uint64_t scene_token_disagreements = 0;
+  std::vector<std::string> warnings;
+};
+
+// The filters of the user's config, recorded in the scenario's `filters`. Defaults: StreamPETR's
+// (reference section 9).
+struct ImportFilters {
+  std::vector<std::string> classes;  // empty: the ten nuScenes detection classes
+  double bev_range_min_m = -51.2;
+  double bev_range_max_m = 51.2;
+  bool use_valid_flag = true;
+  bool filter_empty_gt = true;
+  uint32_t seq_split_num = 2;
+};
+
+// Frames in the source's order (the converter's) with boxes: sorts them by timestamp (stably,
+// as Python's sorted), cuts scenes with the zero-sweeps rule, names each scene by
+// `scene_names[its first frame's scene_token]` when given, else by that token, and counts the
+// frames where a scene_token change and the rule disagree.
+void OrderFramesAndCutScenes(
+    ImportedSubDataset& subdataset,
+    const std::vector<std::pair<std::string, std::string>>& scene_names = {});
+
+// "--range": 6 numbers (a point_cloud_range: x_min, y_min, z_min, x_max, y_max, z_max) or 2
+// (min, max); x and y must share their bounds, as the scenario keeps one BEV range.
+void ParseRangeOption(const std::string& text, ImportFilters& filters);
+
+// The counts the summary prints, per sub-dataset and in total.
+struct ImportCounts {
+  std::string name;
+  uint64_t frames = 0;
+  uint64_t scenes = 0;
+  uint64_t groups = 0;  // sequence chunks (seq_split_num per scene)
+  uint64_t zero_gt_frames = 0;
+  uint64_t zero_gt_groups = 0;
+  uint64_t boxes = 0;
+  uint64_t boxes_kept = 0;  // after the filters
+};
+struct ImportSummary {
+  std::vector<ImportCounts> subdatasets;
+  ImportCounts total;
+  uint64_t sampler_groups = 0;  // flags are concatenated without offset: the largest sub-dataset's
+  std::vector<std::string> warnings;
+};
+ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters);
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters,
+                          const std::string& output_path);
+
+// The scenario: the data as explicit sub-datasets, the filters, and petrsim's defaults
+// (StreamPETR's reference configuration) for everything else.
+Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                    const std::string& description);
+
+// Writes the scenario to `path` atomically (a temporary file renamed at the end; nothing is left
+// on error): the protobuf text format, or binary for a .pb name, or the JSON mapping for .json.
+// Text is written directly (a trainval import has over a million boxes).
+void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                       const std::string& description, const std::string& path);
+
+}  // namespace petrsim

@@ -1,0 +1,31 @@
+// mmdet3d 1.0 nuScenes info files (nuscenes_infos_*.pkl, StreamPETR's *_temporal_infos_*.pkl):
+// {'infos': [info, ...], 'metadata': {'version': ...}} with numpy arrays, as the converter
+// writes them through mmcv (pickle protocol 2; 3-5 are read too). One file becomes one
+// sub-dataset: its frames sorted by timestamp, scenes cut at frames without lidar sweeps
+// (cross-checked with scene_token), and per frame the boxes (gt_names, gt_boxes[:, 0:2],
+// num_lidar_pts, num_radar_pts, valid_flag). mmdet3d 1.x files ({'data_list': ...}) are refused
+// with a clear message. The pickle is read with replay/pickle.h's numpy mode: no code runs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "importers/imported_dataset.h"
+
+namespace petrsim {
+
+struct Mmdet3dInfosOptions {
+  std::string name;  // the sub-dataset's name; default: the file name without .pkl
+  // mmdet3d reads info['valid_flag'] with use_valid_flag: a file without it is an error then.
+  bool use_valid_flag = true;
+};
+
+// Reads `path`. Throws ScenarioError naming the file, the info index and key path, what was
+// expected and what was found.
+ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosOptions& options);
+
+// The same for bytes already in memory; `display_name` starts every error message.
+ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& display_name,
+                                     const Mmdet3dInfosOptions& options);
+
+}  // namespace petrsim
