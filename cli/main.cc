@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <iostream>
 
 #include "cli/check_command.h"
@@ -17,6 +20,7 @@
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "cli/sweep_command.h"
+#include "importers/import_command.h"
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/preflight.h"
@@ -181,6 +185,19 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   return petrsim::RunExitCode(result);
 }
 
+// petrsim_train, the real backend's program (the only one linking LibTorch), beside this one.
+std::string TrainProgram(const std::string& who) {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const auto program = (error ? std::filesystem::path(".") : self.parent_path()) / "petrsim_train";
+  if (!std::filesystem::exists(program, error)) {
+    throw petrsim::ScenarioError(who + ": " + program.string() +
+                                 " not found: the real backend is built only where LibTorch and Gloo are found "
+                                 "(Debian libtorch-dev, libgloo-dev; CMake option PETRSIM_WITH_REAL)");
+  }
+  return program.string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,10 +292,24 @@ int main(int argc, char** argv) {
       "getitem results and times, and say whether it ends as recorded; with --set, what-if on "
       "the recorded job. Exit 0 reproduced (or what-if answered), 1 not reproduced, 2 bad input.");
   replay->add_option("trace_dir", replay_dir, "directory of rank_<r>.pbtrace files")->required();
-  replay->add_option("--against", replay_against, "the backend to replay on: sim (real comes with the real backend)")
+  replay->add_option("--against", replay_against,
+                     "the backend to replay on: sim (the simulator), or real (the LibTorch trainer, petrsim_train, on "
+                     "as many local Gloo ranks as were recorded; its traces go to a new directory under $TMPDIR)")
       ->check(CLI::IsMember({"sim", "real"}));
   replay->add_option("--set", replay_sets, set_help);
   replay->add_flag("--json", replay_json, "print a JSON object");
+
+  petrsim::ImportFlags import_flags;
+  CLI::App* import = petrsim::AddImportCommand(app, import_flags);
+
+  auto* train = app.add_subcommand(
+      "train",
+      "Train the real LibTorch StreamPETR from the scenario: runs petrsim_train (built beside petrsim when "
+      "LibTorch is found) with the same arguments: SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
+      "[--set f=v] [--trace DIR [--trace-ring N]] [--replay TRACE_DIR]; `build/petrsim_train --help` for details. "
+      "Exit 0 every rank finished, 1 a rank failed (sampler watchdog, collective watchdog, a rank killed), 2 bad "
+      "input.");
+  train->prefix_command();
 
   std::string bare_scenario;
   RunFlags run_flags;
@@ -323,14 +354,32 @@ int main(int argc, char** argv) {
     }
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
     if (export_command->parsed()) return petrsim::RunExport(export_dir, export_perfetto);
+    if (import->parsed()) return petrsim::RunImport(*import, import_flags, stdout);
+    if (train->parsed()) {
+      std::vector<std::string> args = {TrainProgram("petrsim train")};
+      for (const std::string& arg : train->remaining()) args.push_back(arg);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      std::cout.flush();
+      ::execv(argv[0], argv.data());
+      throw petrsim::ScenarioError("petrsim train: cannot run " + args[0] + ": " + std::strerror(errno));
+    }
     if (replay->parsed()) {
-      if (replay_against != "sim") {
-        throw petrsim::ScenarioError("replay --against real: the real LibTorch backend cannot replay yet (it "
-                                     "comes with the real-backend issue); use --against sim");
-      }
       const petrsim::RecordedJob job = petrsim::LoadRecordedJob(replay_dir);
-      petrsim::SimReplayBackend backend;
-      const petrsim::ReplayReport report = petrsim::Replay(job, backend, replay_sets);
+      std::unique_ptr<petrsim::ReplayBackend> backend;
+      if (replay_against == "real") {
+        const std::string program = TrainProgram("petrsim replay --against real");
+        std::string work = (std::filesystem::temp_directory_path() / "petrsim_replay_XXXXXX").string();
+        if (::mkdtemp(work.data()) == nullptr) {
+          throw petrsim::ScenarioError("petrsim replay: cannot create a directory under " +
+                                       std::filesystem::temp_directory_path().string());
+        }
+        backend = std::make_unique<petrsim::RealReplayBackend>(program, work);
+      } else {
+        backend = std::make_unique<petrsim::SimReplayBackend>();
+      }
+      const petrsim::ReplayReport report = petrsim::Replay(job, *backend, replay_sets);
       if (replay_json) {
         std::cout << petrsim::ReplayJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {

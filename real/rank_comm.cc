@@ -60,8 +60,8 @@ RankComm::RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_
 #ifdef PETRSIM_WITH_NCCL
     nccl = torch::cuda::is_available();
 #endif
-    if (!nccl) {
-      std::cerr << "petrsim_train: rank " << rank << ": the scenario's backend is nccl; this build "
+    if (!nccl && rank == 0) {
+      std::cerr << "petrsim_train: note: the scenario's backend is nccl; this build "
 #ifdef PETRSIM_WITH_NCCL
                 << "finds no GPU"
 #else

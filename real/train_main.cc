@@ -40,6 +40,18 @@
 
 namespace {
 
+const char kUsage[] =
+    "petrsim_train SCENARIO [options]   (also: petrsim train SCENARIO [options])\n"
+    "Trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration plan.\n"
+    "  --nproc N              start N local ranks (must equal job.world_size); without it, run one rank\n"
+    "                         under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK)\n"
+    "  --iterations K         iterations (default: job.iterations, else 10)\n"
+    "  --timeout-ms T         collective timeout (default: comm.timeout_ms)\n"
+    "  --set field=value      change the scenario (repeatable)\n"
+    "  --trace DIR            record rank_<r>.pbtrace files for `petrsim diagnose` (--trace-ring N: last N events)\n"
+    "  --replay TRACE_DIR     re-run a recorded job's sample order and getitem results (--replay-samples-only)\n"
+    "Exit: 0 every rank finished; 1 a rank failed (sampler watchdog, collective watchdog, killed); 2 bad input.\n";
+
 uint16_t FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -97,6 +109,10 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw petrsim::ScenarioError("petrsim_train: " + arg + " needs a value");
         return argv[++i];
       };
+      if (arg == "--help" || arg == "-h") {
+        std::cout << kUsage;
+        return 0;
+      }
       if (arg == "--nproc") {
         nproc = static_cast<uint32_t>(std::stoul(value()));
       } else if (arg == "--iterations") {

@@ -4,7 +4,8 @@
 # needs that batch, the job stops through the store with rank 0 left in iteration 5's first
 # all_reduce, and the exit status is 1, the whole run within 10 s; its traces go to `petrsim
 # diagnose`.
-execute_process(COMMAND ${TRAIN} ${SCENARIO} --nproc 2 --iterations 6 --set resample.policy=global
+# (`petrsim train` runs petrsim_train with the same arguments.)
+execute_process(COMMAND ${PETRSIM} train ${SCENARIO} --nproc 2 --iterations 6 --set resample.policy=global
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
 if(NOT code EQUAL 0)
   message(FATAL_ERROR "global: exit ${code}\n${out}\n${err}")
@@ -49,6 +50,15 @@ endforeach()
 string(REGEX MATCH "default_pg +default_pg +229 +ALLREDUCE +1 +float32 +1 +0 +\\(iteration 5, reduce_mean\\(num_total_pos\\), decoder layer 0\\)" row "${report}")
 if(row STREQUAL "")
   message(FATAL_ERROR "diagnose of the real run: expected rank 1 missing and rank 0 waiting:\n${report}")
+endif()
+
+# The real run replayed on real ranks (`petrsim replay --against real`): its recorded sample
+# order and getitem results drive petrsim_train again, and the replay hangs as recorded.
+execute_process(COMMAND ${PETRSIM} replay ${WORK_DIR}/train_cli_trace --against real
+                OUTPUT_VARIABLE report ERROR_VARIABLE err RESULT_VARIABLE code)
+string(FIND "${report}" "reproduced: the replay ends as the recording does" at)
+if(NOT code EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "replay --against real: exit ${code}\n${report}\n${err}")
 endif()
 
 # A rank killed with SIGKILL mid-run (the scenario's dead_rank fault, applied by petrsim_train as
