@@ -15,16 +15,11 @@
 namespace petrsim {
 namespace {
 
+// The non-empty items of a comma-separated option value.
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    std::string item = text.substr(start, comma - start);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (!item.empty()) out.push_back(item);
-    start = comma + 1;
+  for (std::string& item : SplitCommaList(text)) {
+    if (!item.empty()) out.push_back(std::move(item));
   }
   return out;
 }

@@ -206,14 +206,23 @@ void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
   }
 }
 
-void ParseRangeOption(const std::string& text, ImportFilters& filters) {
-  std::vector<double> values;
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> out;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     std::string item = text.substr(start, comma - start);
     item.erase(0, item.find_first_not_of(' '));
     item.erase(item.find_last_not_of(' ') + 1);
+    out.push_back(std::move(item));
+    start = comma + 1;
+  }
+  return out;
+}
+
+void ParseRangeOption(const std::string& text, ImportFilters& filters) {
+  std::vector<double> values;
+  for (const std::string& item : SplitCommaList(text)) {
     double value = 0;
     const auto result = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || result.ec != std::errc() || result.ptr != item.data() + item.size() ||
@@ -221,7 +230,6 @@ void ParseRangeOption(const std::string& text, ImportFilters& filters) {
       throw ScenarioError(fmt::format("--range {}: '{}' is not a number", text, item));
     }
     values.push_back(value);
-    start = comma + 1;
   }
   double low = 0, high = 0;
   if (values.size() == 6) {

@@ -81,6 +81,9 @@ void OrderFramesAndCutScenes(
 // (min, max); x and y must share their bounds, as the scenario keeps one BEV range.
 void ParseRangeOption(const std::string& text, ImportFilters& filters);
 
+// The items of a comma-separated option value, each trimmed of spaces; empty items are kept.
+std::vector<std::string> SplitCommaList(const std::string& text);
+
 // The counts the summary prints, per sub-dataset and in total.
 struct ImportCounts {
   std::string name;

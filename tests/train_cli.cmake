@@ -61,25 +61,40 @@ if(NOT code EQUAL 0 OR at EQUAL -1)
   message(FATAL_ERROR "replay --against real: exit ${code}\n${report}\n${err}")
 endif()
 
+# Runs petrsim_train on ${DATA}/NAME.pbtxt (2 ranks, traces in ${WORK_DIR}/train_cli_NAME) and
+# fails unless it exits 1 within MAX_SECONDS; leaves out, err and trace for the checks after it.
+function(train_fails name max_seconds)
+  set(trace ${WORK_DIR}/train_cli_${name})
+  file(REMOVE_RECURSE ${trace})
+  string(TIMESTAMP start "%s")
+  execute_process(COMMAND ${TRAIN} ${DATA}/${name}.pbtxt --nproc 2 --trace ${trace}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+  string(TIMESTAMP end "%s")
+  math(EXPR seconds "${end} - ${start}")
+  if(NOT code EQUAL 1 OR seconds GREATER ${max_seconds})
+    message(FATAL_ERROR "${name}: exit ${code} after ${seconds} s, expected 1 within ${max_seconds} s\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+  set(trace ${trace} PARENT_SCOPE)
+endfunction()
+
+# Fails unless TEXT contains every one of the following strings.
+function(expect_all label text)
+  foreach(expected ${ARGN})
+    string(FIND "${text}" "${expected}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${label}: the report does not say '${expected}':\n${text}")
+    endif()
+  endforeach()
+endfunction()
+
 # A rank killed with SIGKILL mid-run (the scenario's dead_rank fault, applied by petrsim_train as
 # a real SIGKILL 1.5 s in): rank 0's collective fails at once, it says rank 1 never arrived at
 # that sequence number, exits 1 well within the 20 s timeout, and both traces read whole.
-set(trace ${WORK_DIR}/train_cli_kill)
-file(REMOVE_RECURSE ${trace})
-string(TIMESTAMP start "%s")
-execute_process(COMMAND ${TRAIN} ${DATA}/kill_rank1.pbtxt --nproc 2 --trace ${trace}
-                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
-string(TIMESTAMP end "%s")
-math(EXPR seconds "${end} - ${start}")
-if(NOT code EQUAL 1 OR seconds GREATER 15)
-  message(FATAL_ERROR "kill: exit ${code} after ${seconds} s, expected 1 within the timeout\n${out}\n${err}")
-endif()
-foreach(expected "rank 1 was killed by signal 9" "collective watchdog: rank 0: " "rank 1 never arrived: last heard")
-  string(FIND "${err}" "${expected}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "kill: the report does not say '${expected}':\n${err}")
-  endif()
-endforeach()
+train_fails(kill_rank1 15)
+expect_all(kill_rank1 "${err}" "rank 1 was killed by signal 9" "collective watchdog: rank 0: "
+           "rank 1 never arrived: last heard")
 execute_process(COMMAND ${PETRSIM} diagnose ${trace} --json OUTPUT_VARIABLE report ERROR_VARIABLE err RESULT_VARIABLE code)
 string(JSON partial GET "${report}" partial)
 string(JSON missing GET "${report}" groups 0 missing_ranks)
@@ -91,20 +106,8 @@ endif()
 # The collective watchdog: rank 1 straggles 60 s before iteration 2 (a straggler fault); rank 0
 # times out after the scenario's 3 s in iteration 2's first collective, says rank 1 never arrived
 # and that it was straggling, and the job ends (exit 1) long before the 60 s.
-set(trace ${WORK_DIR}/train_cli_straggler)
-file(REMOVE_RECURSE ${trace})
-string(TIMESTAMP start "%s")
-execute_process(COMMAND ${TRAIN} ${DATA}/straggler_rank1.pbtxt --nproc 2 --trace ${trace}
-                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
-string(TIMESTAMP end "%s")
-math(EXPR seconds "${end} - ${start}")
-if(NOT code EQUAL 1 OR seconds GREATER 30)
-  message(FATAL_ERROR "straggler: exit ${code} after ${seconds} s, expected 1 soon after the 3 s timeout\n${out}\n${err}")
-endif()
-string(FIND "${err}" "collective watchdog: rank 0: ALLREDUCE 'reduce_mean(num_total_pos), decoder layer 0' (default_pg seq 94, iteration 2) failed after" at)
-string(FIND "${err}" "rank 1 never arrived: last heard" at2)
-string(FIND "${err}" "at seq 93 (iteration 2), straggling (a fault) in iteration 2" at3)
-string(FIND "${err}" "petrsim_train: rank 1 stops: collective watchdog: rank 0" at4)
-if(at EQUAL -1 OR at2 EQUAL -1 OR at3 EQUAL -1 OR at4 EQUAL -1)
-  message(FATAL_ERROR "straggler: the collective watchdog's report is not as expected:\n${err}")
-endif()
+train_fails(straggler_rank1 30)
+expect_all(straggler_rank1 "${err}"
+           "collective watchdog: rank 0: ALLREDUCE 'reduce_mean(num_total_pos), decoder layer 0' (default_pg seq 94, iteration 2) failed after"
+           "rank 1 never arrived: last heard" "at seq 93 (iteration 2), straggling (a fault) in iteration 2"
+           "petrsim_train: rank 1 stops: collective watchdog: rank 0")
