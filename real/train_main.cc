@@ -71,9 +71,10 @@ uint16_t FreePort() {
 int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, petrsim::real::TrainOptions options) {
   try {
     const auto result = petrsim::real::TrainRank(scenario, dataset, options);
-    std::cout << "rank " << options.rank << ": " << result.losses.size() << " iterations, loss "
-              << (result.losses.empty() ? 0.0 : result.losses.front()) << " -> "
-              << (result.losses.empty() ? 0.0 : result.losses.back()) << ", parameters hash " << std::hex
+    const auto& logged = result.logged_losses;  // as mmdet logs it: the mean over the ranks
+    std::cout << "rank " << options.rank << ": " << logged.size() << " iterations, loss "
+              << (logged.empty() ? 0.0 : logged.front()) << " -> " << (logged.empty() ? 0.0 : logged.back())
+              << ", parameters hash " << std::hex
               << result.parameters_hash << std::dec << ", " << result.step_ms << " ms per iteration after the first\n";
     return 0;
   } catch (const petrsim::real::SampleLivelockError& error) {

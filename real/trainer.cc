@@ -10,11 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <numbers>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -326,6 +328,19 @@ std::mutex& ModelInitMutex() {
 }
 
 }  // namespace
+
+double LearningRateAt(const TrainOptions& options, uint64_t iteration, uint64_t iterations) {
+  // mmcv: the cosine runs over the whole run (progress = iteration / max_iters) from the base
+  // rate to min_lr_ratio x it; during the warmup the rate is that one times
+  // 1 - (1 - iteration / warmup_iters) (1 - warmup_ratio).
+  const double base = options.learning_rate, target = base * options.min_lr_ratio;
+  const double progress = iterations == 0 ? 0.0 : static_cast<double>(iteration) / static_cast<double>(iterations);
+  const double regular = target + 0.5 * (base - target) * (1 + std::cos(std::numbers::pi * progress));
+  if (iteration >= options.warmup_iterations) return regular;
+  const double k = (1 - static_cast<double>(iteration) / static_cast<double>(options.warmup_iterations)) *
+                   (1 - options.warmup_ratio);
+  return regular * (1 - k);
+}
 
 uint64_t HashParameters(torch::nn::Module& module) {
   uint64_t hash = 1469598103934665603ULL;
@@ -846,6 +861,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       flat_grads = torch::cat(grads);
     };
     int64_t term = 0;
+    std::optional<double> logged;
     for (const Collective& step : plan.per_iteration) {
       if (step.only_when_local_batch_has_gt() && positives == 0) continue;
       at::Tensor input;
@@ -866,6 +882,9 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       } else if (name == "_parse_losses: total loss") {
         losses();
         input = total.detach().reshape({1});
+        done = [&logged, world = options.world_size](const at::Tensor& sum) {
+          logged = sum.to(torch::kFloat64).item<double>() / world;
+        };
       } else if (const auto it = bucket_offset.find(&step); it != bucket_offset.end()) {
         backward();
         const int64_t offset = it->second;
@@ -896,8 +915,13 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
         at += it->numel();
       }
     }
+    if (options.grad_clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, options.grad_clip_norm, 2.0);
+    const double lr = LearningRateAt(options, iteration, options.iterations);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     optimizer.step();
     result.losses.push_back(total.item<double>());
+    result.logged_losses.push_back(logged.value_or(result.losses.back()));
+    result.learning_rates.push_back(lr);
     for (const PeriodicCollective& periodic : plan.periodic) {
       if ((iteration + 1) % periodic.every_iterations() != 0) continue;
       const Collective& step = periodic.collective();

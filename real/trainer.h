@@ -50,7 +50,16 @@ struct TrainOptions {
   bool serve_store = true;   // rank 0 serves the TCPStore (false: someone else does, e.g. a test)
   uint64_t iterations = 10;
   int64_t timeout_ms = 0;  // 0: the scenario's comm.timeout_ms
-  double learning_rate = 2e-3;
+  // The optimiser and its schedule as StreamPETR's configs set them (AdamW with weight decay
+  // 0.01; mmcv's CosineAnnealing over the run down to min_lr_ratio x the base rate, after a linear
+  // warmup from warmup_ratio x; gradients clipped to an L2 norm of grad_clip_norm after DDP has
+  // averaged them), with the base rate and the warmup set for short CPU runs (the configs:
+  // lr 4e-4, warmup_iters 500 of 42,192). grad_clip_norm <= 0 turns clipping off.
+  double learning_rate = 1e-3;
+  uint64_t warmup_iterations = 30;
+  double warmup_ratio = 1.0 / 3;
+  double min_lr_ratio = 1e-3;
+  double grad_clip_norm = 35;
   ModelConfig model;       // decoder_layers is taken from a StreamPETR plan
   uint32_t boxes_max = 8;  // boxes rendered per frame (GT count capped)
   // Records the rank's trace (model/trace.proto) to this file when set: streamed, or the last
@@ -70,7 +79,11 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  std::vector<double> losses;     // per iteration, this rank's
+  std::vector<double> losses;     // per iteration, this rank's (its sum over its boxes / the mean box count)
+  // Per iteration, the loss mmdet logs: `_parse_losses`' all-reduced mean over the ranks (the
+  // sum over every rank's boxes / their count); this rank's own where that collective did not run.
+  std::vector<double> logged_losses;
+  std::vector<double> learning_rates;  // per iteration, the rate the optimiser stepped with
   uint64_t parameters_hash = 0;   // of every parameter's bytes at the end
   uint64_t gradient_buckets = 0;  // gradient-bucket all-reduces per iteration
   uint64_t collectives = 0;       // c10d calls issued in all
@@ -86,6 +99,10 @@ struct RealJob {
   uint64_t parameters = 0;
 };
 RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model);
+
+// The learning rate of `iteration` (0-based) of `iterations` under `options`' schedule: mmcv's
+// CosineAnnealingLrUpdaterHook with a linear warmup, evaluated per iteration.
+double LearningRateAt(const TrainOptions& options, uint64_t iteration, uint64_t iterations);
 
 // Runs `options.iterations` iterations of rank `options.rank`. Throws SampleLivelockError when
 // the sampler watchdog fires, CollectiveError when a collective fails or times out, and

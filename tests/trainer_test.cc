@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -33,7 +35,7 @@ struct TrainRun {
 };
 
 TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t timeout_ms,
-                       const std::string& trace_dir = "", ModelConfig model = {}, double learning_rate = 2e-3) {
+                       const std::string& trace_dir = "", ModelConfig model = {}) {
   const Dataset dataset = BuildDataset(scenario, "scenario");
   c10d::TCPStoreOptions server;
   server.port = 0;
@@ -58,7 +60,6 @@ TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t ti
         options.iterations = iterations;
         options.timeout_ms = timeout_ms;
         options.model = model;
-        options.learning_rate = learning_rate;
         if (!trace_dir.empty()) options.trace_path = RankTracePath(trace_dir, rank);
         run.results[rank] = TrainRank(scenario, dataset, options);
       } catch (...) {
@@ -71,30 +72,67 @@ TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t ti
   return run;
 }
 
-// The training check: a small synthetic scenario, 2 ranks, 300 CPU iterations: the
-// loss (mean of the first 20 vs the last 20 iterations) falls by at least half and the ranks'
-// parameters stay identical. Learning rate 3e-3 (measured: 10.36 -> 4.10, ratio 0.40; with the
-// default 2e-3 the ratio was 0.46; ranks as threads build their models one at a time, so the
-// run is deterministic).
+// The training check: a small synthetic scenario, 2 ranks, 300 CPU iterations: the loss mmdet
+// logs (the all-reduced mean over the ranks, i.e. per GT box of the global batch) falls to less
+// than half (mean of the first 20 vs the last 20 iterations) and the ranks' parameters stay
+// identical. With the reference's optimiser (AdamW, warmup, cosine annealing, gradients clipped
+// to 35) at lr 1e-3 the ratio measured 0.24-0.27 on the default, AVX2 and AVX-512 kernels for
+// this seed and 0.24-0.40 over seeds 0-4; ctest also runs this test with ATEN_CPU_CAPABILITY
+// forced (tests/CMakeLists.txt), so a result that depends on the kernels shows up anywhere.
+// Before: a constant lr 3e-3 without clipping, judged on rank 0's own loss (normalised by the
+// global mean box count, so it swings with the local share of boxes), gave 0.40, 0.52, 0.55 and
+// 0.68 on four kernel paths: a bounce around a plateau near half, not learning.
 TEST(Trainer, TwoRanksStayInSyncAndTheLossHalvesIn300Iterations) {
   torch::set_num_threads(1);
   const Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/tests/data/real/train_small.pbtxt");
   ModelConfig model;
   model.channels = 64;
   model.ffn_channels = 128;
-  const TrainRun run = TrainTwoRanks(scenario, 300, 60000, "", model, 3e-3);
+  const TrainRun run = TrainTwoRanks(scenario, 300, 60000, "", model);
   for (const auto& error : run.errors) {
     if (error) std::rethrow_exception(error);
   }
   EXPECT_EQ(run.results[0].parameters_hash, run.results[1].parameters_hash);
-  const auto& losses = run.results[0].losses;
+  // Both ranks log the same all-reduced value, and stepped with the schedule's rates.
+  EXPECT_EQ(run.results[0].logged_losses, run.results[1].logged_losses);
+  ASSERT_EQ(run.results[0].learning_rates.size(), 300u);
+  for (uint64_t i = 0; i < 300; ++i) {
+    EXPECT_EQ(run.results[0].learning_rates[i], LearningRateAt(TrainOptions{}, i, 300)) << i;
+  }
+  const auto& losses = run.results[0].logged_losses;
   ASSERT_EQ(losses.size(), 300u);
   const double first = std::accumulate(losses.begin(), losses.begin() + 20, 0.0) / 20;
   const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
-  std::cout << "loss: mean of the first 20 iterations " << first << ", of the last 20 " << last << " ("
+  const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
+  std::cout << "loss: mean of the first 20 iterations " << first << ", of the last 20 " << last << " (ratio "
+            << last / first << "; ATEN_CPU_CAPABILITY=" << (capability ? capability : "unset") << "; "
             << run.seconds << " s for 300 iterations on 2 ranks; " << MakeRealJob(scenario, model).parameters
             << " parameters)\n";
   EXPECT_LT(last, 0.5 * first) << "first 20: " << first << ", last 20: " << last;
+}
+
+// The schedule is mmcv's CosineAnnealingLrUpdaterHook with a linear warmup, as StreamPETR's
+// configs set it (warmup_ratio 1/3, min_lr_ratio 1e-3), computed by hand here.
+TEST(Trainer, TheLearningRateWarmsUpLinearlyThenFollowsTheCosine) {
+  TrainOptions options;
+  options.learning_rate = 1e-3;
+  options.warmup_iterations = 10;
+  const auto cosine = [](double progress) { return 1e-6 + 0.5 * (1e-3 - 1e-6) * (1 + std::cos(M_PI * progress)); };
+  EXPECT_NEAR(LearningRateAt(options, 0, 100), cosine(0) / 3, 1e-15);
+  EXPECT_NEAR(LearningRateAt(options, 5, 100), cosine(0.05) * (1 - 0.5 * (2.0 / 3)), 1e-15);
+  EXPECT_NEAR(LearningRateAt(options, 10, 100), cosine(0.1), 1e-15);
+  EXPECT_NEAR(LearningRateAt(options, 50, 100), cosine(0.5), 1e-15);
+  EXPECT_NEAR(LearningRateAt(options, 99, 100), cosine(0.99), 1e-15);
+  for (uint64_t i = 1; i < 100; ++i) {
+    if (i < 10) {
+      EXPECT_GT(LearningRateAt(options, i, 100), LearningRateAt(options, i - 1, 100)) << i;
+    }
+    if (i > 10) {
+      EXPECT_LT(LearningRateAt(options, i, 100), LearningRateAt(options, i - 1, 100)) << i;
+    }
+  }
+  options.warmup_iterations = 0;
+  EXPECT_NEAR(LearningRateAt(options, 0, 100), 1e-3, 1e-15);
 }
 
 // What a trace says a rank did, in the terms both backends share.
