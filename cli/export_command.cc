@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/perfetto_writer.h"
+#include "trace/perfetto_writer.h"
 #include "model/error.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 
 namespace petrsim {
 

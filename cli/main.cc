@@ -15,8 +15,9 @@
 #include "cli/diagnose_command.h"
 #include "cli/export_command.h"
 #include "replay/replay.h"
-#include "cli/perfetto_writer.h"
-#include "replay/trace_io.h"
+#include "trace/perfetto_writer.h"
+#include "trace/fan_out_sink.h"
+#include "trace/trace_io.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "cli/sweep_command.h"
@@ -128,19 +129,6 @@ struct RunFlags {
   uint64_t trace_records_max = petrsim::TraceDirectoryWriter::kRecordsMaxDefault;
 };
 
-// Hands every record to each of several sinks (--perfetto and --trace together).
-class FanOutSink : public petrsim::TraceSink {
- public:
-  void Add(petrsim::TraceSink* sink) { sinks_.push_back(sink); }
-  bool empty() const { return sinks_.empty(); }
-  void Record(const petrsim::TraceRecord& record) override {
-    for (auto* sink : sinks_) sink->Record(record);
-  }
-
- private:
-  std::vector<petrsim::TraceSink*> sinks_;
-};
-
 int RunSimulation(const std::string& path, const RunFlags& flags) {
   const petrsim::Scenario scenario = Load(path, flags.sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
@@ -151,7 +139,7 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   // run leaves nothing half-written.
   std::unique_ptr<petrsim::PerfettoWriter> perfetto;
   std::unique_ptr<petrsim::TraceDirectoryWriter> trace;
-  FanOutSink sinks;
+  petrsim::FanOutSink sinks;
   if (!flags.perfetto.empty()) {
     perfetto = std::make_unique<petrsim::PerfettoWriter>(flags.perfetto);
     sinks.Add(perfetto.get());
@@ -175,8 +163,8 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
                                : petrsim::FormatRunReport(scenario, path, dataset, result, wall);
   if (perfetto) {
     perfetto->Finish({{"scenario", path},
-                      {"outcome", petrsim::sim::OutcomeName(result.outcome)},
-                      {"cause", petrsim::sim::CauseName(result.cause)},
+                      {"outcome", petrsim::OutcomeName(result.outcome)},
+                      {"cause", petrsim::CauseName(result.cause)},
                       {"seed", scenario.seed()},
                       {"job_seed", scenario.job().seed()}});
   }

@@ -30,14 +30,14 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
-std::string DescribeCollective(const sim::CollectiveRef& c) {
-  return fmt::format("{} seq {} on {}: \"{}\", {}", sim::OpTypeName(c.op), c.seq,
+std::string DescribeCollective(const CollectiveRef& c) {
+  return fmt::format("{} seq {} on {}: \"{}\", {}", OpTypeName(c.op), c.seq,
                      c.process_group, c.step,
                      c.startup ? std::string("at startup") : fmt::format("iteration {}", c.iteration));
 }
 
-nlohmann::json CollectiveJson(const sim::CollectiveRef& c) {
-  return {{"group", c.process_group}, {"seq", c.seq},         {"op", sim::OpTypeName(c.op)},
+nlohmann::json CollectiveJson(const CollectiveRef& c) {
+  return {{"group", c.process_group}, {"seq", c.seq},         {"op", OpTypeName(c.op)},
           {"step", c.step},           {"iteration", c.iteration}, {"startup", c.startup},
           {"numel_in", c.numel_in},   {"numel_out", c.numel_out}};
 }
@@ -52,9 +52,9 @@ std::string FormatVirtualTime(int64_t ns) {
 
 int RunExitCode(const sim::SimResult& result) {
   switch (result.outcome) {
-    case sim::Outcome::kCompleted:
+    case Outcome::kCompleted:
       return 0;
-    case sim::Outcome::kLimitReached:
+    case Outcome::kLimitReached:
       return 3;
     default:
       return 1;
@@ -85,16 +85,16 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
                    dataset.groups_num()));
   line("");
 
-  const std::string outcome = sim::OutcomeName(result.outcome);
-  if (result.outcome == sim::Outcome::kCompleted) {
+  const std::string outcome = OutcomeName(result.outcome);
+  if (result.outcome == Outcome::kCompleted) {
     line(fmt::format("outcome: completed ({} of {} iterations on every rank)",
                      result.iterations_completed, result.job_iterations));
-  } else if (result.outcome == sim::Outcome::kLimitReached) {
+  } else if (result.outcome == Outcome::kLimitReached) {
     line(fmt::format("outcome: limit_reached: {}; the job itself was still running "
                      "({} of {} iterations)",
                      result.limit_note, result.iterations_completed, result.job_iterations));
   } else {
-    line(fmt::format("outcome: {} ({})", outcome, sim::CauseName(result.cause)));
+    line(fmt::format("outcome: {} ({})", outcome, CauseName(result.cause)));
   }
 
   if (result.desync) {
@@ -102,12 +102,12 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
     line(fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq,
                      d.process_group, FormatVirtualTime(d.at_ns)));
     line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
-                     sim::OpTypeName(d.first.op), d.first.numel_in,
+                     OpTypeName(d.first.op), d.first.numel_in,
                      Collective::Dtype_Name(d.first.dtype), d.first.step, d.first.iteration));
     line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.other_rank,
-                     sim::OpTypeName(d.other.op), d.other.numel_in,
+                     OpTypeName(d.other.op), d.other.numel_in,
                      Collective::Dtype_Name(d.other.dtype), d.other.step, d.other.iteration));
-    if (result.cause == sim::Cause::kConditionalCollective) {
+    if (result.cause == Cause::kConditionalCollective) {
       line("    a rank whose local batch had no GT skipped the conditional collectives "
            "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
     }
@@ -116,7 +116,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
          "mismatch");
   }
 
-  if (result.collective && result.outcome != sim::Outcome::kCompleted) {
+  if (result.collective && result.outcome != Outcome::kCompleted) {
     const auto& c = *result.collective;
     if (!result.stuck_ranks.empty()) {
       line(fmt::format("  {} {} never reached {}",
@@ -155,7 +155,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
                        rank.died_why));
     }
   }
-  if (result.outcome == sim::Outcome::kRankDied) {
+  if (result.outcome == Outcome::kRankDied) {
     line("  under torchrun the agent tears the job down within seconds of a rank's exit; "
          "without it the others wait until their watchdogs fire");
   }
@@ -222,16 +222,16 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path,
   j["name"] = scenario.name();
   j["seed"] = scenario.seed();
   j["job_seed"] = scenario.job().seed();
-  j["outcome"] = sim::OutcomeName(result.outcome);
-  j["cause"] = sim::CauseName(result.cause);
+  j["outcome"] = OutcomeName(result.outcome);
+  j["cause"] = CauseName(result.cause);
   j["iterations_completed"] = result.iterations_completed;
   j["job_iterations"] = result.job_iterations;
   if (!result.limit_note.empty()) j["limit"] = result.limit_note;
 
   nlohmann::json hang = nullptr;
-  if (result.outcome == sim::Outcome::kHang || result.outcome == sim::Outcome::kRankDied) {
+  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
     hang = nlohmann::json::object();
-    hang["cause"] = sim::CauseName(result.cause);
+    hang["cause"] = CauseName(result.cause);
     hang["stuck_ranks"] = result.stuck_ranks;
     hang["waiting_ranks"] = result.waiting_ranks;
     hang["iteration"] = result.collective ? nlohmann::json(result.collective->iteration) : nullptr;

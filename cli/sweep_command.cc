@@ -135,9 +135,9 @@ struct RunRecord {
 
 const std::vector<std::string>& OutcomeNames() {
   static const std::vector<std::string> names = {
-      sim::OutcomeName(sim::Outcome::kCompleted), sim::OutcomeName(sim::Outcome::kHang),
-      sim::OutcomeName(sim::Outcome::kDesync), sim::OutcomeName(sim::Outcome::kRankDied),
-      sim::OutcomeName(sim::Outcome::kLimitReached)};
+      OutcomeName(Outcome::kCompleted), OutcomeName(Outcome::kHang),
+      OutcomeName(Outcome::kDesync), OutcomeName(Outcome::kRankDied),
+      OutcomeName(Outcome::kLimitReached)};
   return names;
 }
 
@@ -177,12 +177,12 @@ Json RecordJson(const SweepIdentity& identity, const RunRecord& record) {
 
 RunRecord RecordFromResult(const sim::SimResult& result) {
   RunRecord record;
-  record.outcome = sim::OutcomeName(result.outcome);
-  record.cause = sim::CauseName(result.cause);
+  record.outcome = OutcomeName(result.outcome);
+  record.cause = CauseName(result.cause);
   record.job_iterations = result.job_iterations;
   record.iterations_completed = result.iterations_completed;
-  if (result.outcome == sim::Outcome::kHang || result.outcome == sim::Outcome::kDesync ||
-      result.outcome == sim::Outcome::kRankDied) {
+  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kDesync ||
+      result.outcome == Outcome::kRankDied) {
     if (result.blocked_at_ns >= 0) {
       record.time_to_hang_ns = result.blocked_at_ns;
     } else if (result.desync) {

@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "model/error.h"
-#include "replay/pickle.h"
+#include "formats/pickle/pickle.h"
 
 namespace petrsim {
 namespace {

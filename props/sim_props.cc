@@ -104,8 +104,8 @@ void CheckVerdictAgreesBody(bool mutant) {
   const auto& error = check.first_bounded_error;
   if (error && (!check.first_hit || error->iteration <= check.first_hit->iteration)) {
     RC_TAG("bounded error");
-    RC_ASSERT(result.outcome == sim::Outcome::kRankDied);
-    RC_ASSERT(result.cause == sim::Cause::kDatasetError);
+    RC_ASSERT(result.outcome == Outcome::kRankDied);
+    RC_ASSERT(result.cause == Cause::kDatasetError);
     RC_ASSERT(result.iterations_completed == error->iteration);
     for (const auto& rank : result.ranks) {
       if (rank.died_ns >= 0) RC_ASSERT(rank.iterations_completed == error->iteration);
@@ -113,14 +113,14 @@ void CheckVerdictAgreesBody(bool mutant) {
     return;
   }
   if (!check.first_hit) {
-    RC_ASSERT(result.outcome == sim::Outcome::kCompleted);
+    RC_ASSERT(result.outcome == Outcome::kCompleted);
     RC_ASSERT(result.iterations_completed == JobIterations(scenario, *dataset));
     RC_TAG(check.terminates ? "proven" : "pool never drawn");
     return;
   }
   RC_TAG("hang");
-  RC_ASSERT(result.outcome == sim::Outcome::kHang);
-  RC_ASSERT(result.cause == sim::Cause::kSamplerLivelock);
+  RC_ASSERT(result.outcome == Outcome::kHang);
+  RC_ASSERT(result.cause == Cause::kSamplerLivelock);
   RC_ASSERT(result.stuck.has_value());
   RC_ASSERT(result.stuck->rank == check.first_hit->rank);
   RC_ASSERT(result.stuck->slot == check.first_hit->slot);
@@ -172,12 +172,12 @@ void TerminatingPoliciesNeverHangBody(bool mutant) {
   ForgetfulPolicy forgetful(*real_policy);
   if (mutant) options.resample_policy = &forgetful;
   const sim::SimResult result = sim::Simulate(scenario, *dataset, options);
-  RC_TAG(Resample::Policy_Name(policy), sim::OutcomeName(result.outcome));
-  if (policy == Resample::bounded && result.outcome == sim::Outcome::kRankDied) {
-    RC_ASSERT(result.cause == sim::Cause::kDatasetError);
+  RC_TAG(Resample::Policy_Name(policy), OutcomeName(result.outcome));
+  if (policy == Resample::bounded && result.outcome == Outcome::kRankDied) {
+    RC_ASSERT(result.cause == Cause::kDatasetError);
     return;
   }
-  RC_ASSERT(result.outcome == sim::Outcome::kCompleted);
+  RC_ASSERT(result.outcome == Outcome::kCompleted);
 }
 
 RC_GTEST_PROP(SimProps, TerminatingPoliciesNeverHang, ()) { TerminatingPoliciesNeverHangBody(false); }
@@ -217,12 +217,12 @@ void DeterminismBody(bool mutant) {
   sim::SimOptions other = options;
   other.run_seed = *rc::gen::inRange<uint64_t>(1, 1000);
   const sim::SimResult c = sim::Simulate(scenario, *dataset, other);
-  RC_TAG(sim::OutcomeName(a.outcome));
+  RC_TAG(OutcomeName(a.outcome));
   RC_ASSERT(c.outcome == a.outcome);
   RC_ASSERT(c.cause == a.cause);
   RC_ASSERT(c.iterations_completed == a.iterations_completed);
   RC_ASSERT(c.stuck_ranks == a.stuck_ranks);
-  if (a.outcome == sim::Outcome::kCompleted) {
+  if (a.outcome == Outcome::kCompleted) {
     // Every batch was consumed: the same samples, resamples and stream breaks.
     RC_ASSERT(c.samples == a.samples);
     RC_ASSERT(c.resample_attempts == a.resample_attempts);
@@ -292,8 +292,8 @@ void FillingEveryEmptyPoolBody(bool mutant) {
   sim::SimOptions options;
   if (mutant) options.resample_policy = &off_by_one;
   const sim::SimResult after = sim::Simulate(filled, *filled_dataset, options);
-  RC_ASSERT(after.cause != sim::Cause::kSamplerLivelock);
-  RC_ASSERT(after.outcome == sim::Outcome::kCompleted);
+  RC_ASSERT(after.cause != Cause::kSamplerLivelock);
+  RC_ASSERT(after.outcome == Outcome::kCompleted);
 }
 
 RC_GTEST_PROP(SimProps, FillingEveryEmptyPoolRemovesTheLivelock, ()) {
@@ -339,7 +339,7 @@ RC_GTEST_PROP(SimProps, RenumberingRanksMovesTheDiagnosis, ()) {
   CounterexampleOnFailure guard(scenario, "RenumberingRanksMovesTheDiagnosis");
   const sim::SimResult a = sim::Simulate(scenario, *dataset, sim::SimOptions{});
   const sim::SimResult b = sim::Simulate(moved, *dataset, sim::SimOptions{});
-  RC_TAG(sim::OutcomeName(a.outcome));
+  RC_TAG(OutcomeName(a.outcome));
   RC_ASSERT(a.outcome == b.outcome);
   RC_ASSERT(a.cause == b.cause);
   RC_ASSERT(a.iterations_completed == b.iterations_completed);
@@ -381,14 +381,14 @@ void EveryStopIsExplainedBody(bool mutant) {
   if (mutant) {
     for (uint32_t& rank : result.stuck_ranks) rank = (rank + 1) % world;
   }
-  RC_TAG(sim::OutcomeName(result.outcome), sim::CauseName(result.cause));
+  RC_TAG(OutcomeName(result.outcome), CauseName(result.cause));
   // Slow factors multiply (a slow worker on a slow rank can load for centuries): only they may
   // run the job past petrsim's one-year limit.
-  if (result.outcome == sim::Outcome::kLimitReached) {
+  if (result.outcome == Outcome::kLimitReached) {
     RC_ASSERT(timing_fault);
     return;
   }
-  if (result.outcome == sim::Outcome::kCompleted) {
+  if (result.outcome == Outcome::kCompleted) {
     for (const auto& rank : result.ranks) {
       RC_ASSERT(rank.iterations_completed == result.ranks[0].iterations_completed);
       RC_ASSERT(rank.collectives == result.ranks[0].collectives);
@@ -396,7 +396,7 @@ void EveryStopIsExplainedBody(bool mutant) {
     if (!uneven_fault) RC_ASSERT(result.iterations_completed == JobIterations(scenario, *dataset));
     return;
   }
-  if (result.outcome == sim::Outcome::kDesync) {
+  if (result.outcome == Outcome::kDesync) {
     RC_ASSERT(result.desync.has_value());
     RC_ASSERT(conditional || uneven_fault);
     const uint32_t first = result.desync->first_rank, other = result.desync->other_rank;
@@ -417,26 +417,26 @@ void EveryStopIsExplainedBody(bool mutant) {
               (conditional && skipped) || bounded_error);
   }
   switch (result.cause) {
-    case sim::Cause::kSamplerLivelock:
+    case Cause::kSamplerLivelock:
       RC_ASSERT(check.first_hit.has_value());
       break;
-    case sim::Cause::kRankDied:
-    case sim::Cause::kWorkerDied:
+    case Cause::kRankDied:
+    case Cause::kWorkerDied:
       RC_ASSERT(death_fault);
       break;
-    case sim::Cause::kStragglerTimeout:
+    case Cause::kStragglerTimeout:
       RC_ASSERT(timing_fault);
       break;
-    case sim::Cause::kUnevenBatches:
+    case Cause::kUnevenBatches:
       RC_ASSERT(uneven_fault);
       break;
-    case sim::Cause::kConditionalCollective:
+    case Cause::kConditionalCollective:
       RC_ASSERT(conditional);
       break;
-    case sim::Cause::kDatasetError:
+    case Cause::kDatasetError:
       RC_ASSERT(check.first_bounded_error.has_value());
       break;
-    case sim::Cause::kNone:
+    case Cause::kNone:
       RC_FAIL("a stop without a cause");
   }
 }

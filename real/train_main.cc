@@ -36,7 +36,7 @@
 #include "model/scenario_validation.h"
 #include "real/trainer.h"
 #include "replay/replay.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 
 namespace {
 
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       }
     }
     std::optional<petrsim::RecordedJob> recorded;
-    std::unique_ptr<petrsim::sim::ReplaySource> replay;
+    std::unique_ptr<petrsim::ReplaySource> replay;
     if (!replay_dir.empty()) {
       recorded = petrsim::LoadRecordedJob(replay_dir);
       replay = petrsim::MakeRecordedSource(*recorded, true, !replay_samples_only);

@@ -34,8 +34,8 @@
 #include "real/renderer.h"
 #include "real/sampler_watchdog.h"
 #include "real/threaded_loader.h"
-#include "replay/trace_io.h"
-#include "sim/simulator.h"
+#include "trace/trace_io.h"
+#include "model/outcome.h"
 
 namespace petrsim::real {
 namespace {
@@ -538,7 +538,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     const std::string first_line = error.substr(0, error.find('\n'));
     const std::string report = fmt::format(
         "collective watchdog: rank {}: {} '{}' ({} seq {}, iteration {}) failed after {:.1f} s (timeout {} ms): {}{}",
-        rank, sim::OpTypeName(step.op()), step.name(), step.process_group(), issued.seq, issued.iteration, waited_s,
+        rank, OpTypeName(step.op()), step.name(), step.process_group(), issued.seq, issued.iteration, waited_s,
         timeout_ms, first_line, missing);
     control.Stop(report);
     finish_trace(TraceKind::kWatchdog, issued.iteration, report, "stopped by the collective watchdog (exit 1)");
@@ -554,7 +554,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     control.Update([&](Progress& p) {
       p.iteration = iteration;
       p.seqs[step.process_group()] = issued.seq;
-      p.doing = fmt::format("in {} '{}'", sim::OpTypeName(step.op()), step.name());
+      p.doing = fmt::format("in {} '{}'", OpTypeName(step.op()), step.name());
     });
     issued.start_ns = now();
     ++result.collectives;
@@ -696,7 +696,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       out.draw = drawn[slot];
       if (out.draw.index < 0) continue;  // padding of a short last batch
       const int64_t load_start = now();
-      const sim::RecordedLoad* recorded = options.replay != nullptr ? options.replay->Load(rank, batch, slot) : nullptr;
+      const RecordedLoad* recorded = options.replay != nullptr ? options.replay->Load(rank, batch, slot) : nullptr;
       WatchedItem item;
       if (recorded != nullptr && !recorded->livelock && !recorded->error && recorded->final_index >= 0 &&
           recorded->final_index < dataset.size()) {

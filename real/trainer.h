@@ -37,7 +37,7 @@
 #include "model/dataset.h"
 #include "model/scenario.pb.h"
 #include "real/streampetr_model.h"
-#include "sim/simulator.h"
+#include "model/replay_source.h"
 
 namespace petrsim::real {
 
@@ -75,7 +75,7 @@ struct TrainOptions {
   // the sampler's index of each (batch, slot) it recorded replaces the sampler's draw, and a
   // recorded getitem that returned replaces the resample loop (a recorded livelock or error is
   // run again by the policy, under the watchdog). Not owned; may be null.
-  const sim::ReplaySource* replay = nullptr;
+  const ReplaySource* replay = nullptr;
 };
 
 struct TrainResult {

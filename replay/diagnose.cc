@@ -22,7 +22,7 @@
 #include "model/preflight.h"
 #include "model/trace.pb.h"
 #include "replay/flight_recorder.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 #include "sim/simulator.h"
 
 namespace petrsim {
@@ -159,7 +159,7 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
         call.group = group;
         call.seq = seq;
         // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
-        call.op = event.op == Collective::barrier ? std::string("BARRIER") : sim::OpTypeName(event.op);
+        call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
         call.input_sizes = {{static_cast<int64_t>(event.numel)}};
         call.dtype = Collective::Dtype_Name(event.dtype);
         call.time_ns = event.start_ns;
@@ -875,8 +875,8 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     }
   }
   const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
-  cross.sim_outcome = sim::OutcomeName(result.outcome);
-  cross.sim_cause = sim::CauseName(result.cause);
+  cross.sim_outcome = OutcomeName(result.outcome);
+  cross.sim_cause = CauseName(result.cause);
   cross.sim_stuck_ranks = result.stuck_ranks;
   if (result.collective) {
     cross.sim_group = result.collective->process_group;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
-#include "replay/pickle.h"
+#include "formats/pickle/pickle.h"
 
 namespace petrsim {
 namespace {

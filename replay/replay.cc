@@ -20,7 +20,7 @@
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
 #include "replay/diagnose.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 
 namespace petrsim {
 namespace {
@@ -36,7 +36,7 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
 }
 
 // The recording as the backend saw it: sample order and worker results by (rank, batch, slot).
-class RecordedSource final : public sim::ReplaySource {
+class RecordedSource final : public ReplaySource {
  public:
   RecordedSource(const RecordedJob& job, bool use_samples, bool use_loads)
       : job_(job), use_samples_(use_samples), use_loads_(use_loads) {}
@@ -46,7 +46,7 @@ class RecordedSource final : public sim::ReplaySource {
     if (it == job_.sample_index.end()) return std::nullopt;
     return it->second;
   }
-  const sim::RecordedLoad* Load(uint32_t rank, uint64_t batch, uint32_t slot) const override {
+  const RecordedLoad* Load(uint32_t rank, uint64_t batch, uint32_t slot) const override {
     if (!use_loads_) return nullptr;
     const auto it = job_.loads.find({rank, batch, slot});
     return it == job_.loads.end() ? nullptr : &it->second;
@@ -70,7 +70,7 @@ std::string Describe(const ReplayOutcome& o) {
 
 }  // namespace
 
-std::unique_ptr<sim::ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads) {
+std::unique_ptr<ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads) {
   return std::make_unique<RecordedSource>(job, use_samples, use_loads);
 }
 
@@ -168,7 +168,7 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
           break;
         case TraceEventKind::load: {
           job.sample_index.try_emplace(key, event.index());
-          sim::RecordedLoad load;
+          RecordedLoad load;
           load.final_index = event.final_index();
           load.attempts = event.attempts();
           if (!event.completed()) {
@@ -182,7 +182,7 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
         }
         case TraceEventKind::livelock: {
           job.sample_index.try_emplace(key, event.index());
-          sim::RecordedLoad load;
+          RecordedLoad load;
           load.final_index = event.final_index();
           load.livelock = true;
           job.loads.try_emplace(key, load);  // the pending load slice, recorded at the end, says more
@@ -232,11 +232,11 @@ ReplayOutcome SimReplayBackend::Run(const RecordedJob& job, const Scenario& scen
   options.replay = &source;
   const sim::SimResult result = sim::Simulate(scenario, dataset, options);
   ReplayOutcome out;
-  out.outcome = sim::OutcomeName(result.outcome);
-  out.cause = sim::CauseName(result.cause);
+  out.outcome = OutcomeName(result.outcome);
+  out.cause = CauseName(result.cause);
   out.stuck_ranks = result.stuck_ranks;
   out.iterations_completed = result.iterations_completed;
-  if (result.collective && result.outcome != sim::Outcome::kCompleted) {
+  if (result.collective && result.outcome != Outcome::kCompleted) {
     out.has_collective = true;
     out.group = result.collective->process_group;
     out.seq = result.collective->seq;

@@ -52,7 +52,7 @@ struct RecordedJob {
   uint32_t world_size = 0;
   using Key = std::tuple<uint32_t, uint64_t, uint32_t>;  // rank, batch, slot
   std::map<Key, int64_t> sample_index;
-  std::map<Key, sim::RecordedLoad> loads;
+  std::map<Key, RecordedLoad> loads;
   ReplayOutcome recorded;
   std::vector<std::string> partial;  // files cut short
 };
@@ -74,7 +74,7 @@ class ReplayBackend {
 // The recording as the backend saw it, through the simulator's seam (the real trainer takes it
 // too): sample order (when `use_samples`) and worker results (when `use_loads`) by (rank, batch,
 // slot). `job` must outlive it.
-std::unique_ptr<sim::ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads);
+std::unique_ptr<ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads);
 
 // The real LibTorch backend, run as its own program (`petrsim_train`: this executable links no
 // LibTorch): the scenario is written to `work_dir`, the job runs on `world_size` local ranks

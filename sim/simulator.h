@@ -12,44 +12,13 @@
 #include <vector>
 
 #include "model/dataset.h"
+#include "model/outcome.h"
+#include "model/replay_source.h"
 #include "model/resample_policy.h"
 #include "model/scenario.pb.h"
 #include "model/trace_sink.h"
 
 namespace petrsim::sim {
-
-// kLimitReached is petrsim's own: the run hit a limit on events or virtual time (STYLE 7); it
-// says nothing about the job.
-enum class Outcome { kCompleted, kHang, kDesync, kRankDied, kLimitReached };
-
-// Why the job did not complete, in the user's terms (DESIGN "Vocabulary of outcomes").
-enum class Cause {
-  kNone,
-  kSamplerLivelock,         // a worker spins forever in the resample loop
-  kWorkerDied,              // a DataLoader worker died; its rank raised
-  kRankDied,                // a rank's process died
-  kDatasetError,            // the bounded resample policy gave up; the rank raised
-  kStragglerTimeout,        // a rank was slower than the collective timeout
-  kUnevenBatches,           // a rank ran out of batches and finished early
-  kConditionalCollective,   // a rank skipped collectives the others issued
-};
-
-std::string OutcomeName(Outcome outcome);
-std::string CauseName(Cause cause);
-// c10d's OpType name (ALLREDUCE, BROADCAST, ...) of a planned collective.
-std::string OpTypeName(Collective::Op op);
-
-struct CollectiveRef {
-  std::string process_group;
-  uint64_t seq = 0;  // c10d sequence number on that group, from 1
-  Collective::Op op = Collective::allreduce;
-  Collective::Dtype dtype = Collective::float32;
-  uint64_t numel_in = 0;
-  uint64_t numel_out = 0;
-  std::string step;        // plan step name
-  uint64_t iteration = 0;  // training iteration it belongs to (startup: 0)
-  bool startup = false;
-};
 
 // A worker that spins forever in the resample loop (or past petrsim's attempts bound).
 struct StuckWorker {
@@ -129,27 +98,6 @@ struct SimResult {
   uint64_t stream_breaks = 0;
   uint64_t events = 0;
   uint64_t trace_hash = 0;
-};
-
-// What a recorded job's worker did with one batch slot (replay/: read from its trace).
-struct RecordedLoad {
-  int64_t final_index = -1;  // the index getitem returned (or was stuck on)
-  uint64_t attempts = 1;     // loads, the first included
-  int64_t duration_ns = -1;  // how long the loads took; -1: not recorded (the cost model's)
-  bool livelock = false;     // the worker never returned (recorded spinning)
-  bool error = false;        // the bounded policy gave up
-};
-
-// The seam a replay drives the simulator through (replay/replay.h): the recorded job's sample
-// order and getitem results, where recorded. Where it says nothing, the simulator runs its own
-// sampler and resample policy (with its own random draws from then on).
-class ReplaySource {
- public:
-  virtual ~ReplaySource() = default;
-  // The index the recorded sampler gave batch `batch`'s slot `slot` of `rank`.
-  virtual std::optional<int64_t> SampleIndex(uint32_t rank, uint64_t batch, uint32_t slot) const = 0;
-  // What the recorded worker did with it; null: run the resample policy.
-  virtual const RecordedLoad* Load(uint32_t rank, uint64_t batch, uint32_t slot) const = 0;
 };
 
 struct SimOptions {

@@ -1,6 +1,6 @@
 # The petrsim executable on bad input: exit status 2, nothing on standard output (nothing
 # half-written), and an error on standard error that names the file and the field or line.
-set(dir ${CMAKE_CURRENT_BINARY_DIR}/cli_bad_input)
+set(dir ${WORK_DIR}/cli_bad_input)
 file(MAKE_DIRECTORY ${dir})
 file(WRITE ${dir}/rule.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1] } } } }\njob { world_size: 0 }\n")
 file(WRITE ${dir}/syntax.pbtxt "job {\n  world_size: 2\n")

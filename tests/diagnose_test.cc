@@ -20,8 +20,8 @@
 #include "model/scenario_loader.h"
 #include "replay/diagnose.h"
 #include "replay/flight_recorder.h"
-#include "replay/pickle.h"
-#include "replay/trace_io.h"
+#include "formats/pickle/pickle.h"
+#include "trace/trace_io.h"
 #include "sim/simulator.h"
 
 namespace petrsim {
@@ -256,7 +256,7 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
     result = sim::Simulate(scenario, dataset, options);
     writer.Finish();
   }
-  ASSERT_EQ(result.outcome, sim::Outcome::kHang);
+  ASSERT_EQ(result.outcome, Outcome::kHang);
   ASSERT_TRUE(result.collective.has_value());
   // The trace holds the kinds a post-mortem reads: sampler draws, getitem attempts of the
   // getitems that resampled, batches ready, collectives with their start, exits.
@@ -408,7 +408,7 @@ TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
     result = sim::Simulate(scenario, dataset, options);
     writer.Finish();
   }
-  ASSERT_EQ(result.outcome, sim::Outcome::kDesync);
+  ASSERT_EQ(result.outcome, Outcome::kDesync);
   ASSERT_TRUE(result.desync.has_value());
   const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
   ASSERT_FALSE(diagnosis.desyncs.empty()) << FormatDiagnosis(diagnosis);

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/perfetto_writer.h"
+#include "trace/perfetto_writer.h"
 #include "model/dataset.h"
 #include "model/error.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
 

@@ -1,5 +1,6 @@
 # Runs petrsim with ARGS on SCENARIO and compares stdout with the golden file EXPECTED, and the
-# exit code with EXIT. Prints a diff-friendly message on mismatch.
+# exit code with EXIT. On a mismatch writes the actual output to OUT_DIR/actual_<golden file>
+# (under the build directory: nothing is written into the source tree) and says how to diff it.
 # With RECORD: first simulate RECORD with --trace into a fresh directory under WORK_DIR, which
 # becomes SCENARIO (for the reports of `diagnose`, `replay` and the like on a recorded run); the
 # report names it TRACE_DIR wherever it prints that path.
@@ -28,8 +29,11 @@ endif()
 file(READ ${EXPECTED} expected)
 if(NOT actual STREQUAL expected)
   get_filename_component(name ${EXPECTED} NAME)
-  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/actual_${name} "${actual}")
+  if(NOT DEFINED OUT_DIR)
+    message(FATAL_ERROR "golden_compare.cmake: OUT_DIR (a directory under the build tree) is not set")
+  endif()
+  file(MAKE_DIRECTORY ${OUT_DIR})
+  file(WRITE ${OUT_DIR}/actual_${name} "${actual}")
   message(FATAL_ERROR "output differs from ${EXPECTED}; actual output written to "
-                      "${CMAKE_CURRENT_BINARY_DIR}/actual_${name}; run: diff ${EXPECTED} "
-                      "${CMAKE_CURRENT_BINARY_DIR}/actual_${name}")
+                      "${OUT_DIR}/actual_${name}; run: diff ${EXPECTED} ${OUT_DIR}/actual_${name}")
 endif()

@@ -1,7 +1,7 @@
 // The Perfetto timeline: the JSON parses, ranks and threads are named, times keep every
 // nanosecond, hung collectives stand out, the record limit holds and an unfinished writer
 // leaves nothing behind.
-#include "cli/perfetto_writer.h"
+#include "trace/perfetto_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -279,7 +279,7 @@ TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
   sim::SimOptions options;
   options.trace = &writer;
   const sim::SimResult result = sim::Simulate(scenario, dataset, options);
-  ASSERT_EQ(result.outcome, sim::Outcome::kHang);
+  ASSERT_EQ(result.outcome, Outcome::kHang);
   writer.Finish(nullptr);
 
   const nlohmann::json timeline = nlohmann::json::parse(ReadText(path_));

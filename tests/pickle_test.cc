@@ -1,7 +1,7 @@
 // The pickle reader's numpy mode and record mode (replay/pickle.h), against pickles written by
 // Debian's python3-numpy (tests/data/importers/, scripts/make_import_fixtures.py) and by hand.
 // The plain-data reader's own tests are in diagnose_test.cc.
-#include "replay/pickle.h"
+#include "formats/pickle/pickle.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Per-rank trace files: records come back from ReadRankTrace as they went in, in order, with
 // the header; truncated and corrupt files fail with the file and the byte offset; an
 // unfinished writer leaves no files.
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>

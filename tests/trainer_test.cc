@@ -22,7 +22,7 @@
 
 #include "model/preflight.h"
 #include "model/scenario_loader.h"
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 #include "sim/simulator.h"
 
 namespace petrsim::real {
@@ -187,7 +187,7 @@ TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
     sim::SimOptions options;
     options.trace = &writer;
     const sim::SimResult result = sim::Simulate(job.scenario, dataset, options);
-    ASSERT_EQ(result.outcome, sim::Outcome::kCompleted);
+    ASSERT_EQ(result.outcome, Outcome::kCompleted);
     writer.Finish();
   }
   uint64_t resampled = 0;

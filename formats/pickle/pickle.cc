@@ -1,5 +1,5 @@
 // The strict pickle reader (plain data, and numpy arrays when asked); see pickle.h.
-#include "replay/pickle.h"
+#include "formats/pickle/pickle.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The Chrome/Perfetto trace-event JSON timeline; see perfetto_writer.h.
-#include "cli/perfetto_writer.h"
+#include "trace/perfetto_writer.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "model/assert.h"
 #include "model/error.h"
 #include "model/trace.pb.h"
-#include "sim/simulator.h"
+#include "model/outcome.h"
 
 namespace petrsim {
 namespace {
@@ -208,7 +208,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
       fmt::format_to(to,
                      ",\"seq\":{},\"op\":\"{}\",\"plan_op\":\"{}\",\"numel\":{},"
                      "\"dtype\":\"{}\",\"iteration\":{},\"completed\":{},\"started_ns\":{}}}",
-                     record.seq, sim::OpTypeName(record.op), plan_op, record.numel,
+                     record.seq, OpTypeName(record.op), plan_op, record.numel,
                      Collective::Dtype_Name(record.dtype), record.iteration, record.completed,
                      record.started_ns);
       break;

@@ -1,5 +1,5 @@
 // Per-rank trace files; see trace_io.h.
-#include "replay/trace_io.h"
+#include "trace/trace_io.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
