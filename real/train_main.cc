@@ -18,16 +18,21 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
-#include <optional>
-#include <thread>
-#include <filesystem>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "model/dataset.h"
 #include "model/error.h"
@@ -40,17 +45,24 @@
 
 namespace {
 
-const char kUsage[] =
-    "petrsim_train SCENARIO [options]   (also: petrsim train SCENARIO [options])\n"
-    "Trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration plan.\n"
-    "  --nproc N              start N local ranks (must equal job.world_size); without it, run one rank\n"
-    "                         under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK)\n"
-    "  --iterations K         iterations (default: job.iterations, else 10)\n"
-    "  --timeout-ms T         collective timeout (default: comm.timeout_ms)\n"
-    "  --set field=value      change the scenario (repeatable)\n"
-    "  --trace DIR            record rank_<r>.pbtrace files for `petrsim diagnose` (--trace-ring N: last N events)\n"
-    "  --replay TRACE_DIR     re-run a recorded job's sample order and getitem results (--replay-samples-only)\n"
-    "Exit: 0 every rank finished; 1 a rank failed (sampler watchdog, collective watchdog, killed); 2 bad input.\n";
+// Limits of the command line (bad input beyond them exits 2).
+constexpr uint32_t kRanksMax = 1024;                         // local ranks or WORLD_SIZE
+constexpr uint64_t kIterationsMax = 1'000'000'000'000ULL;    // far beyond any job
+constexpr int64_t kTimeoutMsMax = int64_t{7} * 24 * 3600 * 1000;  // a week
+constexpr uint64_t kTraceRingMax = uint64_t{1} << 32;
+
+// An environment variable of the launcher as a whole decimal number in [min, max].
+uint64_t EnvNumber(const char* name, const char* text, uint64_t min, uint64_t max) {
+  uint64_t value = 0;
+  const char* end = text + std::strlen(text);
+  const auto [at, error] = std::from_chars(text, end, value);
+  if (*text == '\0' || error != std::errc() || at != end || value < min || value > max) {
+    throw petrsim::ScenarioError(fmt::format("the environment variable {}={}: expected a whole number "
+                                             "in [{}, {}]",
+                                             name, text, min, max));
+  }
+  return value;
+}
 
 uint16_t FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -95,50 +107,46 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string path;
+  uint32_t nproc = 0;
+  petrsim::real::TrainOptions options;
+  options.own_process = true;
+  std::vector<std::string> sets;
+  std::string trace_dir, replay_dir;
+  bool replay_samples_only = false;
+  // Every number is parsed whole, within its range (CLI11 refuses "5x", "-1" for an unsigned
+  // and values that overflow); bad input exits 2.
+  CLI::App app{"petrsim_train: trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration "
+               "plan (also: petrsim train SCENARIO [options])"};
+  app.add_option("scenario", path, "the scenario (.pbtxt, .pb, .json); optional with --replay");
+  app.add_option("--nproc", nproc,
+                 "start N local ranks (must equal job.world_size); without it, run one rank under a launcher that "
+                 "sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK)")
+      ->check(CLI::Range(uint32_t{1}, kRanksMax));
+  auto* iterations = app.add_option("--iterations", options.iterations, "iterations (default: job.iterations, else 10)")
+                         ->check(CLI::Range(uint64_t{1}, kIterationsMax));
+  app.add_option("--timeout-ms", options.timeout_ms, "collective timeout (default: comm.timeout_ms)")
+      ->check(CLI::Range(int64_t{1}, kTimeoutMsMax));
+  app.add_option("--set", sets, "change the scenario: field=value (repeatable)");
+  auto* trace = app.add_option("--trace", trace_dir,
+                               "record rank_<r>.pbtrace files for `petrsim diagnose` to this directory");
+  app.add_option("--trace-ring", options.trace_ring, "with --trace: keep only the last N events of each rank")
+      ->check(CLI::Range(uint64_t{1}, kTraceRingMax))
+      ->needs(trace);
+  auto* replay_option = app.add_option("--replay", replay_dir,
+                                       "re-run a recorded job's sample order and getitem results (a trace directory)");
+  app.add_flag("--replay-samples-only", replay_samples_only, "with --replay: replay the sample order only")
+      ->needs(replay_option);
+  app.footer(
+      "Exit: 0 every rank finished; 1 a rank failed (sampler watchdog, collective watchdog, killed); 2 bad input.");
   try {
-    std::string path;
-    uint32_t nproc = 0;
-    petrsim::real::TrainOptions options;
-    options.own_process = true;
-    std::vector<std::string> sets;
-    bool iterations_given = false;
-    std::string trace_dir, replay_dir;
-    bool replay_samples_only = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      const auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw petrsim::ScenarioError("petrsim_train: " + arg + " needs a value");
-        return argv[++i];
-      };
-      if (arg == "--help" || arg == "-h") {
-        std::cout << kUsage;
-        return 0;
-      }
-      if (arg == "--nproc") {
-        nproc = static_cast<uint32_t>(std::stoul(value()));
-      } else if (arg == "--iterations") {
-        options.iterations = std::stoull(value());
-        iterations_given = true;
-      } else if (arg == "--timeout-ms") {
-        options.timeout_ms = std::stoll(value());
-      } else if (arg == "--set") {
-        sets.push_back(value());
-      } else if (arg == "--trace") {
-        trace_dir = value();
-      } else if (arg == "--replay") {
-        replay_dir = value();
-      } else if (arg == "--replay-samples-only") {
-        replay_samples_only = true;
-      } else if (arg == "--trace-ring") {
-        options.trace_ring = std::stoull(value());
-      } else if (!arg.empty() && arg[0] == '-') {
-        throw petrsim::ScenarioError("petrsim_train: unknown option " + arg);
-      } else if (path.empty()) {
-        path = arg;
-      } else {
-        throw petrsim::ScenarioError("petrsim_train: one scenario only (got " + path + " and " + arg + ")");
-      }
-    }
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? 0 : 2;
+  }
+  const bool iterations_given = iterations->count() > 0;
+  try {
     std::optional<petrsim::RecordedJob> recorded;
     std::unique_ptr<petrsim::ReplaySource> replay;
     if (!replay_dir.empty()) {
@@ -148,8 +156,7 @@ int main(int argc, char** argv) {
       if (nproc == 0 && std::getenv("RANK") == nullptr) nproc = recorded->world_size;
     }
     if (path.empty() && !recorded) {
-      throw petrsim::ScenarioError("usage: petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
-                                   "[--set field=value ...] [--trace DIR [--trace-ring N]] [--replay TRACE_DIR]");
+      throw petrsim::ScenarioError("give a SCENARIO, or --replay TRACE_DIR (petrsim_train --help)");
     }
     petrsim::Scenario scenario = path.empty() ? recorded->scenario : petrsim::LoadScenarioFile(path);
     if (path.empty()) path = replay_dir + " (the recorded scenario)";
@@ -176,11 +183,13 @@ int main(int argc, char** argv) {
         throw petrsim::ScenarioError("petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
                                      "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
       }
-      options.rank = static_cast<uint32_t>(std::stoul(rank));
-      options.world_size = static_cast<uint32_t>(std::stoul(world));
+      options.world_size = static_cast<uint32_t>(EnvNumber("WORLD_SIZE", world, 1, kRanksMax));
+      options.rank = static_cast<uint32_t>(EnvNumber("RANK", rank, 0, options.world_size - 1));
       if (addr != nullptr) options.master_addr = addr;
-      options.master_port = static_cast<uint16_t>(std::stoul(port));
-      if (const char* local = std::getenv("LOCAL_RANK")) options.local_rank = std::stoi(local);
+      options.master_port = static_cast<uint16_t>(EnvNumber("MASTER_PORT", port, 1, 65535));
+      if (const char* local = std::getenv("LOCAL_RANK")) {
+        options.local_rank = static_cast<int32_t>(EnvNumber("LOCAL_RANK", local, 0, kRanksMax - 1));
+      }
       options.trace_path = trace_path(options.rank);
       if (options.world_size != scenario.job().world_size()) {
         std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
