@@ -147,7 +147,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
                      "GT after the filters",
                      s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
     line(fmt::format("    spinning since {}: {} attempts when the run ended",
-                     FormatVirtualTime(s.since_ns), s.attempts_so_far));
+                     FormatVirtualTime(s.since_ns), s.attempts));
   }
   for (const auto& rank : result.ranks) {
     if (rank.died_ns >= 0) {
@@ -255,7 +255,7 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path,
                        {"first_frame_in_scene", s.pool_first_in_scene},
                        {"last_frame_in_scene", s.pool_last_in_scene},
                        {"since_ns", s.since_ns},
-                       {"attempts_so_far", s.attempts_so_far},
+                       {"attempts_so_far", s.attempts},
                        {"proven", s.proven}};
     } else {
       hang["stuck"] = nullptr;

@@ -32,7 +32,7 @@
 #include "real/losses.h"
 #include "real/rank_comm.h"
 #include "real/renderer.h"
-#include "real/sampler_watchdog.h"
+#include "model/sampler_watchdog.h"
 #include "real/threaded_loader.h"
 #include "trace/trace_io.h"
 #include "model/outcome.h"

@@ -170,32 +170,34 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
         break;
       }
       case TraceEventKind::livelock: {
-        SpinRecord spin;
+        StuckGetitem spin;
+        spin.rank = rank.rank;
         spin.worker = event.worker;
         spin.batch = event.iteration;
         spin.slot = event.slot;
         spin.index = event.index;
-        spin.start_ns = event.start_ns;
+        spin.since_ns = event.start_ns;
         spin.attempts = event.attempts;
-        spin.text = std::string(event.text);
+        spin.report = std::string(event.text);
         rank.spins.push_back(spin);
         break;
       }
       case TraceEventKind::load:
         if (!event.completed) {
           // A getitem the worker was still in at the end: its attempts so far.
-          SpinRecord* found = nullptr;
-          for (SpinRecord& spin : rank.spins) {
+          StuckGetitem* found = nullptr;
+          for (StuckGetitem& spin : rank.spins) {
             if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
           }
           if (found == nullptr) {  // its livelock instant was not kept (a ring)
-            SpinRecord spin;
+            StuckGetitem spin;
+            spin.rank = rank.rank;
             spin.worker = event.worker;
             spin.batch = event.iteration;
             spin.slot = event.slot;
             spin.index = event.index;
-            spin.start_ns = event.start_ns;
-            spin.text = "the resample loop never ends";
+            spin.since_ns = event.start_ns;
+            spin.report = "the resample loop never ends";
             rank.spins.push_back(spin);
             found = &rank.spins.back();
           }
@@ -297,7 +299,7 @@ std::string DtypeName(const std::string& dtype) { return dtype.empty() ? "-" : d
 
 // The pool a spinning getitem cannot leave, from the scenario the trace carries (empty when the
 // dataset cannot be rebuilt or the index is in no trap pool).
-std::string DescribePool(const Scenario& scenario, const SpinRecord& spin, int64_t end_ns) {
+std::string DescribePool(const Scenario& scenario, const StuckGetitem& spin, int64_t end_ns) {
   try {
     const Dataset dataset = BuildDataset(scenario, "the trace's scenario");
     if (spin.index < 0 || spin.index >= dataset.size()) return {};
@@ -305,7 +307,7 @@ std::string DescribePool(const Scenario& scenario, const SpinRecord& spin, int64
     for (const TrapPool& pool : check.pools) {
       if (spin.index < pool.first_frame || spin.index > pool.last_frame) continue;
       const double load_s = static_cast<double>(scenario.cost().sample_load_ns()) / 1e9;
-      const double attempts = load_s > 0 ? static_cast<double>(end_ns - spin.start_ns) / 1e9 / load_s : 0;
+      const double attempts = load_s > 0 ? static_cast<double>(end_ns - spin.since_ns) / 1e9 / load_s : 0;
       return fmt::format(
           ".\n  The loop resamples within sampler group {} of sub-dataset '{}', scene '{}': its pool is "
           "frames {}..{} of the scene (dataset indices {}..{}, {} frames), none with GT after the "
@@ -696,21 +698,21 @@ Diagnosis Diagnose(const Recordings& rec) {
       if (!rank.spins.empty()) {
         // The spin on the batch the rank waits for (the stuck collective's iteration), else the
         // earliest one recorded.
-        const SpinRecord* chosen = nullptr;
-        for (const SpinRecord& spin : rank.spins) {
+        const StuckGetitem* chosen = nullptr;
+        for (const StuckGetitem& spin : rank.spins) {
           if (stuck.iteration && spin.batch == *stuck.iteration) chosen = &spin;
         }
         if (chosen == nullptr) {
           chosen = &*std::min_element(rank.spins.begin(), rank.spins.end(),
-                                      [](const SpinRecord& a, const SpinRecord& b) { return a.batch < b.batch; });
+                                      [](const StuckGetitem& a, const StuckGetitem& b) { return a.batch < b.batch; });
         }
-        const SpinRecord& spin = *chosen;
+        const StuckGetitem& spin = *chosen;
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
             "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}",
             m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m,
-            spin.batch, spin.slot, spin.index, spin.text.empty() ? "the resample loop never ends" : spin.text,
-            static_cast<double>(spin.start_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
+            spin.batch, spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
+            static_cast<double>(spin.since_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
             spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
         if (rec.scenario) *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
         if (stuck.iteration && spin.batch != *stuck.iteration && rank.records_dropped > 0) {

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/scenario.pb.h"
+#include "model/stuck_getitem.h"
 
 namespace petrsim {
 
@@ -51,16 +52,6 @@ struct GroupProgress {
 };
 
 // A DataLoader worker that never returned (petrsim traces).
-struct SpinRecord {
-  int32_t worker = 0;
-  uint64_t batch = 0;
-  uint32_t slot = 0;
-  int64_t index = -1;
-  int64_t start_ns = 0;
-  uint64_t attempts = 0;
-  std::string text;
-};
-
 struct RankRecording {
   uint32_t rank = 0;
   bool present = false;  // a file of this rank was read
@@ -72,7 +63,7 @@ struct RankRecording {
   uint64_t calls_read = 0;   // collective calls in the file
   uint64_t events_read = 0;  // events of any kind (petrsim traces) or entries (dumps)
   std::map<std::string, GroupProgress> progress;  // by group name
-  std::vector<SpinRecord> spins;
+  std::vector<StuckGetitem> spins;  // getitems recorded spinning
   std::optional<std::string> died;     // why, if it died
   std::optional<std::string> partial;  // the file was cut short: what went wrong
   uint64_t records_dropped = 0;        // the writer left out this many (record limit, ring)

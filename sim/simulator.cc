@@ -325,7 +325,7 @@ class JobSim {
   uint32_t ranks_done_ = 0;
   std::optional<Desync> desync_;
   // Every getitem that spins forever, in the order they began (at most one per worker).
-  std::vector<StuckWorker> spins_;
+  std::vector<StuckGetitem> spins_;
   Cause first_death_cause_ = Cause::kNone;
   int64_t first_death_ns_ = -1;
   bool stop_ = false;
@@ -595,7 +595,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
       worker.stuck = true;
       entry.state = BatchState::kStuck;
       {
-        StuckWorker stuck;
+        StuckGetitem stuck;
         stuck.rank = rank.rank;
         stuck.worker = trace_worker;
         stuck.batch = batch;
@@ -614,7 +614,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
         stuck.pool_first_in_scene = dataset_.frame(pool.begin).frame_in_scene;
         stuck.pool_last_in_scene = dataset_.frame(pool.end - 1).frame_in_scene;
         stuck.since_ns = t;
-        stuck.attempts_so_far = result.attempts;
+        stuck.attempts = result.attempts;
         stuck.proven = result.outcome == GetItemOutcome::kLivelock;
         spins_.push_back(stuck);
       }
@@ -1381,14 +1381,14 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     result.resample_attempts += rank.stats.resample_attempts;
     result.stream_breaks += rank.stats.stream_breaks;
   }
-  for (StuckWorker& stuck : spins_) {
+  for (StuckGetitem& stuck : spins_) {
     // Loads made by the time the run ended (the loop is not simulated, it is counted).
     const int64_t load_ns = ScalePpm(
         sample_load_ns_, ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm,
                                   ranks_[stuck.rank].slow_ppm));
     if (load_ns > 0 && end > stuck.since_ns) {
-      stuck.attempts_so_far = std::max<uint64_t>(
-          stuck.attempts_so_far, static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
+      stuck.attempts = std::max<uint64_t>(
+          stuck.attempts, static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
     }
     if (tracing_) {
       TraceRecord spin;
@@ -1401,16 +1401,16 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       spin.slot = stuck.slot;
       spin.index = stuck.index;
       spin.final_index = stuck.last_index;
-      spin.attempts = stuck.attempts_so_far;
+      spin.attempts = stuck.attempts;
       spin.completed = false;  // the worker never returned it
       spin.text = "resample loop never ends (still spinning when the run ended)";
       Trace(spin);
     }
   }
   // The spin that keeps a rank waiting: the one on the batch it waits for.
-  const auto spin_blocking = [&](const RankState& rank) -> const StuckWorker* {
+  const auto spin_blocking = [&](const RankState& rank) -> const StuckGetitem* {
     if (rank.phase != Phase::kWaitData) return nullptr;
-    for (const StuckWorker& stuck : spins_) {
+    for (const StuckGetitem& stuck : spins_) {
       if (stuck.rank == rank.rank && stuck.batch == rank.iteration) return &stuck;
     }
     return nullptr;
@@ -1492,7 +1492,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       result.cause = Cause::kNone;
       for (const uint32_t r : result.stuck_ranks) {
         const RankState& rank = ranks_[r];
-        if (const StuckWorker* stuck = spin_blocking(rank)) {
+        if (const StuckGetitem* stuck = spin_blocking(rank)) {
           result.cause = Cause::kSamplerLivelock;
           result.stuck = *stuck;
         } else if (rank.phase == Phase::kDone) {

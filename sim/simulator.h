@@ -16,31 +16,10 @@
 #include "model/replay_source.h"
 #include "model/resample_policy.h"
 #include "model/scenario.pb.h"
+#include "model/stuck_getitem.h"
 #include "model/trace_sink.h"
 
 namespace petrsim::sim {
-
-// A worker that spins forever in the resample loop (or past petrsim's attempts bound).
-struct StuckWorker {
-  uint32_t rank = 0;
-  int32_t worker = 0;  // -1: the main process loads (workers_per_gpu 0)
-  uint64_t batch = 0;  // the iteration whose batch it never returns
-  uint32_t slot = 0;
-  int64_t index = 0;       // the sampler's index for that slot
-  int64_t last_index = 0;  // the last index the loop tried
-  int64_t group = 0;
-  uint32_t subdataset = 0;
-  std::string subdataset_name;
-  uint32_t scene = 0;
-  std::string scene_name;
-  int64_t pool_first = 0;  // the pool it cannot leave (dataset indices, inclusive)
-  int64_t pool_last = 0;
-  uint32_t pool_first_in_scene = 0;
-  uint32_t pool_last_in_scene = 0;
-  int64_t since_ns = 0;            // virtual time the endless loop began (the batch's start)
-  uint64_t attempts_so_far = 0;    // loads of that getitem when the run ended
-  bool proven = true;              // false: petrsim's attempts bound, not a proof
-};
 
 struct RankStats {
   uint32_t rank = 0;
@@ -48,7 +27,7 @@ struct RankStats {
   uint64_t samples = 0;            // consumed by the main process
   uint64_t loads = 0;  // getitem attempts of every batch loaded, consumed or not (timing-bound)
   // Loads after the first of each getitem of the batches consumed (trained on); a spinning
-  // getitem's loads are in StuckWorker::attempts_so_far.
+  // getitem's loads are in StuckGetitem::attempts.
   uint64_t resample_attempts = 0;
   uint64_t resample_jumps = 0;     // getitems that returned another frame than asked
   uint64_t stream_breaks = 0;      // frames fed with prev_exists true after a different frame
@@ -89,7 +68,7 @@ struct SimResult {
   int64_t blocked_at_ns = -1;             // when the last waiting rank blocked
   int64_t first_watchdog_ns = -1;
   // A sampler livelock: the spinning getitem of the batch the stuck rank waits for.
-  std::optional<StuckWorker> stuck;
+  std::optional<StuckGetitem> stuck;
   std::optional<Desync> desync;
   std::vector<std::string> nccl_log;  // the lines the ranks' backends print, by time then rank
   std::vector<RankStats> ranks;

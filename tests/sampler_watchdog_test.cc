@@ -1,7 +1,7 @@
-// The real backend's sampler watchdog (real/sampler_watchdog.h): on the tiny scenario's empty
+// The sampler watchdog (model/sampler_watchdog.h): on the tiny scenario's empty
 // chunk it fires at exactly the rank, worker, batch, slot and index `check` predicts; its
 // probabilistic bound never fires on a pool that has GT; its report is in user terms.
-#include "real/sampler_watchdog.h"
+#include "model/sampler_watchdog.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "model/sampler.h"
 #include "model/scenario_loader.h"
 
-namespace petrsim::real {
+namespace petrsim {
 namespace {
 
 TEST(SamplerWatchdog, FiresWhereCheckPredictsTheFirstHit) {
@@ -21,7 +21,7 @@ TEST(SamplerWatchdog, FiresWhereCheckPredictsTheFirstHit) {
   ASSERT_TRUE(check.first_hit.has_value());
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
   const uint32_t world = scenario.job().world_size(), batch_size = scenario.job().samples_per_gpu();
-  std::optional<SampleLivelock> first;
+  std::optional<StuckGetitem> first;
   for (uint32_t rank = 0; rank < world; ++rank) {
     auto sampler = MakeRankSampler(scenario, dataset, rank);
     NumpyRandomState rng(rank);
@@ -46,7 +46,7 @@ TEST(SamplerWatchdog, FiresWhereCheckPredictsTheFirstHit) {
   EXPECT_EQ(static_cast<uint32_t>(first->worker), check.first_hit->worker);
   EXPECT_EQ(first->index, check.first_hit->index);
   EXPECT_EQ(first->group, check.first_hit->group);
-  EXPECT_EQ(first->scene, "c");
+  EXPECT_EQ(first->scene_name, "c");
   EXPECT_EQ(first->attempts, 1u);  // proven at the first load
   const std::string line = first->Describe();
   EXPECT_NE(line.find("sub-dataset 'mini', scene 'c', its pool is frames 3..5 of the scene"), std::string::npos)
@@ -96,4 +96,4 @@ TEST(SamplerWatchdog, APoolWithOneGoodFrameInThousandsIsNotFlagged) {
 }
 
 }  // namespace
-}  // namespace petrsim::real
+}  // namespace petrsim

@@ -123,7 +123,7 @@ TEST(SimulatorTest, SeedScenarioHangsWhereCheckAndSamplePredict) {
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kSamplerLivelock);
   ASSERT_TRUE(result.stuck.has_value());
-  const StuckWorker& stuck = *result.stuck;
+  const StuckGetitem& stuck = *result.stuck;
   EXPECT_EQ(stuck.rank, check.first_hit->rank);
   EXPECT_EQ(static_cast<uint32_t>(stuck.worker), check.first_hit->worker);
   EXPECT_EQ(stuck.batch, check.first_hit->iteration);

@@ -1,22 +1,10 @@
 // The sampler watchdog; see sampler_watchdog.h.
-#include "real/sampler_watchdog.h"
+#include "model/sampler_watchdog.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
-namespace petrsim::real {
-
-std::string SampleLivelock::Describe() const {
-  return fmt::format(
-      "rank {}, {} {}: the resample loop of batch {} slot {} (index {}, sampler group {}) {} after {} load(s): "
-      "sub-dataset '{}', scene '{}', its pool is frames {}..{} of the scene (dataset indices {}..{}){}",
-      rank, worker < 0 ? "main process" : "worker", worker < 0 ? std::string() : std::to_string(worker), batch, slot,
-      index, group, proven ? "can never end" : "passed the watchdog's bound", attempts, subdataset, scene,
-      pool_first_in_scene, pool_last_in_scene, pool_first, pool_last,
-      proven ? ", none with GT after the filters" : "");
-}
+namespace petrsim {
 
 uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& policy, int64_t index) {
   if (policy.attempts_max() != 0) return policy.attempts_max();  // bounded: its own error ends it
@@ -40,7 +28,7 @@ WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy,
   out.result = GetItem(dataset, policy, index, rng, pipeline_draws, bound);
   const GetItemOutcome outcome = out.result.outcome;
   if (outcome != GetItemOutcome::kLivelock && outcome != GetItemOutcome::kAttemptsLimit) return out;
-  SampleLivelock report;
+  StuckGetitem report;
   report.rank = rank;
   report.worker = worker;
   report.batch = batch;
@@ -51,8 +39,10 @@ WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy,
   report.attempts = out.result.attempts;
   report.proven = outcome == GetItemOutcome::kLivelock;
   const FrameInfo& frame = dataset.frame(out.result.index);
-  report.subdataset = dataset.subdatasets()[frame.subdataset].name;
-  report.scene = dataset.scenes()[frame.scene].name;
+  report.subdataset = frame.subdataset;
+  report.subdataset_name = dataset.subdatasets()[frame.subdataset].name;
+  report.scene = frame.scene;
+  report.scene_name = dataset.scenes()[frame.scene].name;
   const IndexRange pool = policy.Candidates(out.result.index);
   report.pool_first = pool.begin;
   report.pool_last = pool.end - 1;
@@ -62,4 +52,4 @@ WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy,
   return out;
 }
 
-}  // namespace petrsim::real
+}  // namespace petrsim

@@ -1,4 +1,4 @@
-// The real backend's sampler watchdog (issue "real backend", Hang diagnosis): every getitem of
+// The sampler watchdog (the real backend's, and any backend's that loads for real): every getitem of
 // a DataLoader worker runs under a bound from the scenario, so a sample that can never (or
 // almost surely will not) load is reported in user terms at once, instead of 30 minutes later
 // by the collective watchdog. Plain C++ over model/ (no LibTorch): the same GetItem, policy and
@@ -12,33 +12,17 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "model/dataset.h"
 #include "model/numpy_random.h"
 #include "model/resample_policy.h"
+#include "model/stuck_getitem.h"
 
-namespace petrsim::real {
-
-struct SampleLivelock {
-  uint32_t rank = 0;
-  int32_t worker = 0;   // -1: the main process
-  uint64_t batch = 0;   // the iteration
-  uint32_t slot = 0;
-  int64_t index = 0;    // the sampler's index
-  int64_t last_index = 0;
-  int64_t group = 0;
-  uint64_t attempts = 0;
-  bool proven = true;   // false: the probabilistic bound, not a proof
-  std::string subdataset, scene;
-  uint32_t pool_first_in_scene = 0, pool_last_in_scene = 0;
-  int64_t pool_first = 0, pool_last = 0;
-  std::string Describe() const;  // one line in user terms
-};
+namespace petrsim {
 
 struct WatchedItem {
   GetItemResult result;
-  std::optional<SampleLivelock> livelock;  // set when the watchdog fired
+  std::optional<StuckGetitem> livelock;  // set when the watchdog fired (since_ns left 0)
 };
 
 // The loads a getitem of `index` may take before the watchdog fires (at least 1).
@@ -49,4 +33,4 @@ WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy,
                            NumpyRandomState& rng, uint32_t pipeline_draws, uint32_t rank, int32_t worker,
                            uint64_t batch, uint32_t slot);
 
-}  // namespace petrsim::real
+}  // namespace petrsim
