@@ -10,7 +10,8 @@
 
 #include "trace/perfetto_writer.h"
 #include "model/error.h"
-#include "trace/trace_io.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 
 namespace petrsim {
 

@@ -17,7 +17,7 @@
 #include "replay/replay.h"
 #include "trace/perfetto_writer.h"
 #include "trace/fan_out_sink.h"
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
 #include "cli/sweep_command.h"

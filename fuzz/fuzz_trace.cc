@@ -10,7 +10,7 @@
 #include <string>
 
 #include "model/error.h"
-#include "trace/trace_io.h"
+#include "trace/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const int fd = ::memfd_create("petrsim_fuzz_trace", 0);

@@ -41,7 +41,7 @@
 #include "model/scenario_validation.h"
 #include "real/trainer.h"
 #include "replay/replay.h"
-#include "trace/trace_io.h"
+#include "trace/trace_event.h"
 
 namespace {
 

@@ -34,7 +34,7 @@
 #include "real/renderer.h"
 #include "model/sampler_watchdog.h"
 #include "real/threaded_loader.h"
-#include "trace/trace_io.h"
+#include "trace/rank_writer.h"
 #include "model/outcome.h"
 
 namespace petrsim::real {

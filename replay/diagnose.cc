@@ -22,7 +22,7 @@
 #include "model/preflight.h"
 #include "model/trace.pb.h"
 #include "replay/flight_recorder.h"
-#include "trace/trace_io.h"
+#include "trace/reader.h"
 #include "sim/simulator.h"
 
 namespace petrsim {

@@ -20,7 +20,8 @@
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
 #include "replay/diagnose.h"
-#include "trace/trace_io.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 
 namespace petrsim {
 namespace {

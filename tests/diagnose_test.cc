@@ -21,7 +21,9 @@
 #include "replay/diagnose.h"
 #include "replay/flight_recorder.h"
 #include "formats/pickle/pickle.h"
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 #include "sim/simulator.h"
 
 namespace petrsim {

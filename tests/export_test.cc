@@ -15,7 +15,7 @@
 #include "trace/perfetto_writer.h"
 #include "model/dataset.h"
 #include "model/error.h"
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
 

@@ -11,7 +11,7 @@
 
 #include "model/dataset.h"
 #include "model/error.h"
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
 

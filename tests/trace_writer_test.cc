@@ -1,7 +1,10 @@
 // Per-rank trace files: records come back from ReadRankTrace as they went in, in order, with
 // the header; truncated and corrupt files fail with the file and the byte offset; an
 // unfinished writer leaves no files.
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
+#include "trace/rank_writer.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>

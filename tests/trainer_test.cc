@@ -22,7 +22,9 @@
 
 #include "model/preflight.h"
 #include "model/scenario_loader.h"
-#include "trace/trace_io.h"
+#include "trace/directory_writer.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 #include "sim/simulator.h"
 
 namespace petrsim::real {
