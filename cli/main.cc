@@ -20,6 +20,7 @@
 #include "trace/directory_writer.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
+#include "cli/progress_bar.h"
 #include "cli/sweep_command.h"
 #include "importers/import_command.h"
 #include "model/dataset.h"
@@ -74,50 +75,7 @@ int RunSample(const std::string& path, const std::vector<std::string>& sets,
   return 0;
 }
 
-// A progress bar on stderr, only when stderr is a terminal and the run has taken a second.
-class ProgressBar {
- public:
-  explicit ProgressBar(uint64_t total) : total_(total), start_(Clock::now()), tty_(isatty(2) != 0) {}
-  ~ProgressBar() {
-    if (shown_) std::fputs("\r\033[K", stderr);
-  }
-  // Sweeps: runs done of total.
-  void Count(uint64_t done, uint64_t total) {
-    if (!tty_) return;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (elapsed < 1.0) return;
-    shown_ = true;
-    std::fprintf(stderr, "\r%llu/%llu runs, wall %.1f s", static_cast<unsigned long long>(done),
-                 static_cast<unsigned long long>(total), elapsed);
-    std::fflush(stderr);
-  }
-  void Update(int64_t now_ns, uint64_t iterations) {
-    if (!tty_) return;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (elapsed < 1.0) return;
-    shown_ = true;
-    const double fraction = total_ > 0 ? static_cast<double>(iterations) / total_ : 0.0;
-    const int filled = static_cast<int>(fraction * 30);
-    std::fprintf(stderr, "\r[%.*s%*s] iteration %llu/%llu, virtual %.0f s, wall %.1f s",
-                 filled, "##############################", 30 - filled, "",
-                 static_cast<unsigned long long>(iterations),
-                 static_cast<unsigned long long>(total_), now_ns / 1e9, elapsed);
-    std::fflush(stderr);
-  }
 
- private:
-  using Clock = std::chrono::steady_clock;
-  uint64_t total_;
-  Clock::time_point start_;
-  bool tty_;
-  bool shown_ = false;
-};
-
-petrsim::SweepFormat Format(bool json, bool csv) {
-  if (json && csv) throw petrsim::ScenarioError("--json and --csv: choose one");
-  return json ? petrsim::SweepFormat::kJson
-              : csv ? petrsim::SweepFormat::kCsv : petrsim::SweepFormat::kTable;
-}
 
 struct RunFlags {
   std::vector<std::string> sets;
@@ -133,7 +91,7 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
   const petrsim::Scenario scenario = Load(path, flags.sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
   petrsim::CheckSamplerConstructible(scenario, dataset, path);
-  ProgressBar bar(petrsim::JobIterations(scenario, dataset));
+  petrsim::ProgressBar bar(petrsim::JobIterations(scenario, dataset));
   petrsim::sim::SimOptions options;
   // The writers stream into temporary files and rename them only after the run, so a failed
   // run leaves nothing half-written.
@@ -215,38 +173,10 @@ int main(int argc, char** argv) {
   sample->add_flag("--json", json, "print a JSON list of rows");
   sample->add_option("--set", sets, set_help);
 
-  petrsim::SweepSpec sweep_spec;
-  std::vector<std::string> vary_flags;
-  std::string shard_flag;
-  bool sweep_json = false, sweep_csv = false;
-  auto* sweep = app.add_subcommand(
-      "sweep",
-      "Many simulated runs: every combination of the --vary values x --seeds seeds, in "
-      "parallel, summarised in one table (hang probability, time to hang, iterations/s, stream "
-      "breaks).");
-  sweep->add_option("scenario", sweep_spec.scenario_path, "scenario file (.pbtxt, .pb or .json)")
-      ->required();
-  sweep->add_option("--vary", vary_flags,
-                    "a field and its values, e.g. --vary job.world_size=8,16,32 (repeatable)");
-  sweep->add_option("--seeds", sweep_spec.seeds,
-                    "seeds per combination: run i uses job.seed + i and run seed i (default 1)");
-  sweep->add_option("--seed-base", sweep_spec.seed_base, "the first run seed (default 0)");
-  sweep->add_option("--jobs", sweep_spec.jobs, "parallel runs (default: the cores available)");
-  sweep->add_option("--shard", shard_flag,
-                    "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
-  sweep->add_option("--set", sweep_spec.sets, set_help);
-  sweep->add_flag("--json", sweep_json, "print a JSON object");
-  sweep->add_flag("--csv", sweep_csv, "print CSV, one line per combination");
-  sweep->add_flag("--runs", sweep_spec.json_runs, "with --json: list every run's record");
-
-  std::vector<std::string> merge_paths;
-  bool merge_json = false, merge_csv = false, merge_runs = false;
-  auto* merge = app.add_subcommand(
-      "merge", "Join the JSON of `petrsim sweep --shard K/N` runs into the sweep's table.");
-  merge->add_option("shards", merge_paths, "shard files, one per K")->required();
-  merge->add_flag("--json", merge_json, "print a JSON object");
-  merge->add_flag("--csv", merge_csv, "print CSV, one line per combination");
-  merge->add_flag("--runs", merge_runs, "with --json: list every run's record");
+  petrsim::SweepFlags sweep_flags;
+  auto* sweep = petrsim::AddSweepCommand(app, sweep_flags, set_help);
+  petrsim::MergeFlags merge_flags;
+  auto* merge = petrsim::AddMergeCommand(app, merge_flags);
 
   petrsim::DiagnoseFlags diagnose_flags;
   auto* diagnose = app.add_subcommand(
@@ -329,17 +259,8 @@ int main(int argc, char** argv) {
   try {
     if (check->parsed()) return RunCheck(scenario_path, sets, json);
     if (sample->parsed()) return RunSample(scenario_path, sets, ranks, iterations, json);
-    if (sweep->parsed()) {
-      for (const auto& flag : vary_flags) sweep_spec.vary.push_back(petrsim::ParseVary(flag));
-      if (!shard_flag.empty()) sweep_spec.shard = petrsim::ParseShard(shard_flag);
-      sweep_spec.format = Format(sweep_json, sweep_csv);
-      ProgressBar bar(0);
-      sweep_spec.progress = [&bar](uint64_t done, uint64_t total) { bar.Count(done, total); };
-      return petrsim::RunSweep(sweep_spec, stdout);
-    }
-    if (merge->parsed()) {
-      return petrsim::RunMerge(merge_paths, Format(merge_json, merge_csv), merge_runs, stdout);
-    }
+    if (sweep->parsed()) return petrsim::RunSweepCommand(sweep_flags, stdout);
+    if (merge->parsed()) return petrsim::RunMergeCommand(merge_flags, stdout);
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
     if (export_command->parsed()) return petrsim::RunExport(export_dir, export_perfetto);
     if (import->parsed()) return petrsim::RunImport(*import, import_flags, stdout);

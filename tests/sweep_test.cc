@@ -1,6 +1,6 @@
 // `petrsim sweep` and `petrsim merge`: flag parsing, the combination order, determinism across
 // --jobs, and shards merged back into the unsharded output byte for byte.
-#include "cli/sweep_command.h"
+#include "sweep/sweep.h"
 
 #include <gtest/gtest.h>
 
@@ -45,7 +45,7 @@ std::string Merge(const std::vector<std::string>& paths, SweepFormat format,
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "sweep_command_test_" + name;
+  const std::string path = ::testing::TempDir() + "sweep_test_" + name;
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
