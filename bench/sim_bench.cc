@@ -22,16 +22,15 @@ void BM_EngineCoreTrivialEvent(benchmark::State& state) {
   Engine engine(pending + 16);
   Rng rng(1);
   for (uint64_t i = 0; i < pending; ++i) {
-    engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4),
-                    static_cast<uint32_t>(i), 0);
+    engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4), static_cast<uint32_t>(i),
+                    0);
   }
   uint64_t counters[4] = {0, 0, 0, 0};
   uint64_t delay_state = 12345;
   auto handler = [&](const Event& event) {
     ++counters[event.kind];  // the "dispatch": a switch-free table update
     delay_state = delay_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    engine.Schedule(event.time_ns + 1 + static_cast<int64_t>(delay_state >> 44), event.kind,
-                    event.actor, 0);
+    engine.Schedule(event.time_ns + 1 + static_cast<int64_t>(delay_state >> 44), event.kind, event.actor, 0);
     return true;
   };
   const uint64_t batch = 1 << 16;
@@ -65,8 +64,7 @@ void RunModel(benchmark::State& state, const Scenario& scenario, bool wake_each_
     benchmark::DoNotOptimize(result.trace_hash);
   }
   state.SetItemsProcessed(static_cast<int64_t>(events));
-  state.counters["events_per_run"] =
-      static_cast<double>(events) / static_cast<double>(state.iterations());
+  state.counters["events_per_run"] = static_cast<double>(events) / static_cast<double>(state.iterations());
 }
 
 // The seed scenario to its hang (159 iterations of 8 ranks, then the watchdog).

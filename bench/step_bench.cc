@@ -47,7 +47,8 @@ Inputs MakeInputs(const ModelConfig& config, int64_t batch) {
   in.images = torch::rand({batch, 6, 3, config.image_height, config.image_width});
   // The trainer's cameras: the surround rig's inverse(lidar2img), the same for every slot.
   std::vector<double> inverses;
-  for (const Camera& camera : SurroundRig(static_cast<int>(config.image_width), static_cast<int>(config.image_height))) {
+  for (const Camera& camera :
+       SurroundRig(static_cast<int>(config.image_width), static_cast<int>(config.image_height))) {
     const Mat4 m = Inverse(camera.Lidar2Img());
     inverses.insert(inverses.end(), m.m.begin(), m.m.end());
   }
@@ -102,9 +103,12 @@ double Step(StreamPetr& model, torch::optim::AdamW& optimizer, StreamingMemory& 
 void WriteTensor(const std::filesystem::path& dir, std::ofstream& index, const std::string& name, torch::Tensor t) {
   t = t.detach().contiguous();
   std::string dtype;
-  if (t.scalar_type() == torch::kFloat32) dtype = "float32";
-  else if (t.scalar_type() == torch::kFloat64) dtype = "float64";
-  else if (t.scalar_type() == torch::kInt64) dtype = "int64";
+  if (t.scalar_type() == torch::kFloat32)
+    dtype = "float32";
+  else if (t.scalar_type() == torch::kFloat64)
+    dtype = "float64";
+  else if (t.scalar_type() == torch::kInt64)
+    dtype = "int64";
   else if (t.scalar_type() == torch::kBool) {
     t = t.to(torch::kInt64);
     dtype = "bool";
@@ -134,12 +138,18 @@ int Main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--threads") threads = std::stoi(value());
-    else if (arg == "--warmup") warmup = std::stoi(value());
-    else if (arg == "--steps") steps = std::stoi(value());
-    else if (arg == "--reps") reps = std::stoi(value());
-    else if (arg == "--batch") batch = std::stoll(value());
-    else if (arg == "--dump") dump = value();
+    if (arg == "--threads")
+      threads = std::stoi(value());
+    else if (arg == "--warmup")
+      warmup = std::stoi(value());
+    else if (arg == "--steps")
+      steps = std::stoi(value());
+    else if (arg == "--reps")
+      reps = std::stoi(value());
+    else if (arg == "--batch")
+      batch = std::stoll(value());
+    else if (arg == "--dump")
+      dump = value();
     else {
       std::cerr << "usage: step_bench [--threads N] [--warmup W] [--steps S] [--reps R] [--batch B] [--dump DIR]\n";
       return 2;
@@ -197,7 +207,7 @@ int Main(int argc, char** argv) {
   std::vector<double> sorted = per_step;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 == 1 ? sorted[sorted.size() / 2]
-                                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+                                               : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   std::printf("RESULT impl=cpp threads=%d params=%lld median_ms=%.3f min_ms=%.3f\n", torch::get_num_threads(),
               static_cast<long long>(params), median, sorted.front());
   return 0;

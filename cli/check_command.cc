@@ -56,49 +56,45 @@ std::string Loader(const Job& job, uint32_t worker) {
 
 int CheckExitCode(const CheckReport& report) { return report.job_fails ? 1 : 0; }
 
-std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
-                              const Dataset& dataset, const CheckReport& report) {
+std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                              const CheckReport& report) {
   const auto& job = scenario.job();
   const auto& stats = report.statistics;
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
 
-  line(fmt::format("petrsim check: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(),
-                   path));
+  line(fmt::format("petrsim check: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
   std::string subs;
   for (const auto& sub : dataset.subdatasets()) {
     if (!subs.empty()) subs += ", ";
-    subs += fmt::format("{} [{}, {}) {} scenes", sub.name, sub.begin, sub.end,
-                        sub.scene_end - sub.scene_begin);
+    subs += fmt::format("{} [{}, {}) {} scenes", sub.name, sub.begin, sub.end, sub.scene_end - sub.scene_begin);
   }
-  line(fmt::format("  dataset   {} frames, {} scenes, {} sub-dataset(s): {}", dataset.size(),
-                   dataset.scenes().size(), dataset.subdatasets().size(), subs));
+  line(fmt::format("  dataset   {} frames, {} scenes, {} sub-dataset(s): {}", dataset.size(), dataset.scenes().size(),
+                   dataset.subdatasets().size(), subs));
   const auto classes = EffectiveClasses(scenario.filters());
   line(fmt::format("  filters   filter_empty_gt {}, use_valid_flag {}, {} classes, BEV ({}, {}) m",
-                   OnOff(RejectsEmptyFrames(scenario)), OnOff(scenario.filters().use_valid_flag()),
-                   classes.size(), scenario.filters().bev_range_min_m(),
-                   scenario.filters().bev_range_max_m()));
-  line(fmt::format("            frames with zero GT after the filters: {} of {}{}",
-                   stats.frames_without_gt, stats.frames,
-                   RejectsEmptyFrames(scenario) ? "" : " (kept: filter_empty_gt is off)"));
+                   OnOff(RejectsEmptyFrames(scenario)), OnOff(scenario.filters().use_valid_flag()), classes.size(),
+                   scenario.filters().bev_range_min_m(), scenario.filters().bev_range_max_m()));
+  line(fmt::format("            frames with zero GT after the filters: {} of {}{}", stats.frames_without_gt,
+                   stats.frames, RejectsEmptyFrames(scenario) ? "" : " (kept: filter_empty_gt is off)"));
   line(fmt::format("  grouping  {}: {} chunks ({} all without GT, {} partly), {} sampler groups",
                    SplitDescription(scenario.grouping()), stats.chunks, stats.chunks_all_rejected,
                    stats.chunks_partly_rejected, report.groups_num));
   if (stats.chunks_dropped > 0) {
-    line(fmt::format("            drop_empty_groups removed {} chunks ({} frames)",
-                     stats.chunks_dropped, stats.frames_dropped));
+    line(fmt::format("            drop_empty_groups removed {} chunks ({} frames)", stats.chunks_dropped,
+                     stats.frames_dropped));
   }
   line(fmt::format("  sampler   {}, seed {}, {} ranks x {} samples = global batch {}",
-                   SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(),
-                   job.samples_per_gpu(), report.global_batch));
-  line(fmt::format("  job       {} iterations ({} per epoch), {} workers per rank",
-                   report.job_iterations, report.iterations_per_epoch, job.workers_per_gpu()));
+                   SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(), job.samples_per_gpu(),
+                   report.global_batch));
+  line(fmt::format("  job       {} iterations ({} per epoch), {} workers per rank", report.job_iterations,
+                   report.iterations_per_epoch, job.workers_per_gpu()));
   line(fmt::format("  resample  {}{}", PolicyName(scenario.resample().policy()),
                    scenario.resample().policy() == Resample::bounded
                        ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())
                        : ""));
-  line(fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices,
-                   report.graph_edges, report.closed_classes));
+  line(fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices, report.graph_edges,
+                   report.closed_classes));
   line("");
 
   if (!report.sampler_failure.empty()) {
@@ -108,12 +104,10 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
   if (!report.batches_equal) {
     std::string counts;
     for (size_t r = 0; r < report.batches_per_epoch_by_rank.size(); ++r) {
-      if (report.batches_per_epoch_by_rank[r] == report.batches_per_epoch_by_rank.front() &&
-          r != 0) {
+      if (report.batches_per_epoch_by_rank[r] == report.batches_per_epoch_by_rank.front() && r != 0) {
         continue;
       }
-      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", r,
-                            report.batches_per_epoch_by_rank[r]);
+      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", r, report.batches_per_epoch_by_rank[r]);
     }
     line("UNEVEN BATCHES: ranks get different batch counts per epoch (" + counts +
          "); the rank that runs out first stops issuing collectives and the others wait in one.");
@@ -128,32 +122,32 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
                  : "TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
   } else {
     line(fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",
-                     bounded ? "ERROR POOLS (bounded: every draw of them gives up)" : "LIVELOCK",
-                     report.pools.size()));
+                     bounded ? "ERROR POOLS (bounded: every draw of them gives up)" : "LIVELOCK", report.pools.size()));
     for (size_t p = 0; p < report.pools.size(); ++p) {
       const TrapPool& pool = report.pools[p];
       if (pool.scenes_spanned == 1) {
-        line(fmt::format("  [{}] sub-dataset {} '{}', scene {} '{}', frames {}..{} of the scene "
-                         "(dataset indices {}..{}), group {}, {} frames",
-                         p + 1, pool.subdataset, pool.subdataset_name,
-                         pool.scene_index_in_subdataset, pool.scene_name,
-                         pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
-                         pool.last_frame, pool.group, pool.frames));
+        line(
+            fmt::format("  [{}] sub-dataset {} '{}', scene {} '{}', frames {}..{} of the scene "
+                        "(dataset indices {}..{}), group {}, {} frames",
+                        p + 1, pool.subdataset, pool.subdataset_name, pool.scene_index_in_subdataset, pool.scene_name,
+                        pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame, pool.last_frame,
+                        pool.group, pool.frames));
       } else {
-        line(fmt::format("  [{}] {} frames over {} scenes, dataset indices {}..{} (from sub-dataset "
-                         "{} '{}', scene '{}')",
-                         p + 1, pool.frames, pool.scenes_spanned, pool.first_frame,
-                         pool.last_frame, pool.subdataset, pool.subdataset_name, pool.scene_name));
+        line(
+            fmt::format("  [{}] {} frames over {} scenes, dataset indices {}..{} (from sub-dataset "
+                        "{} '{}', scene '{}')",
+                        p + 1, pool.frames, pool.scenes_spanned, pool.first_frame, pool.last_frame, pool.subdataset,
+                        pool.subdataset_name, pool.scene_name));
       }
       if (pool.first_hit) {
         const SamplerHit& hit = *pool.first_hit;
-        line(fmt::format("      first hit: iteration {}, rank {}, slot {}, {} (index {}, "
-                         "sampler group {})",
-                         hit.iteration, hit.rank, hit.slot, Loader(job, hit.worker), hit.index,
-                         hit.group));
+        line(
+            fmt::format("      first hit: iteration {}, rank {}, slot {}, {} (index {}, "
+                        "sampler group {})",
+                        hit.iteration, hit.rank, hit.slot, Loader(job, hit.worker), hit.index, hit.group));
       } else {
-        line(fmt::format("      not drawn within the job's {} iterations for job.seed {}",
-                         report.job_iterations, job.seed()));
+        line(fmt::format("      not drawn within the job's {} iterations for job.seed {}", report.job_iterations,
+                         job.seed()));
       }
     }
   }
@@ -167,38 +161,36 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
       consequence = fmt::format(
           "Every other rank blocks in its first collective of iteration {} (c10d sequence "
           "number {} on default_pg) and its watchdog aborts after Timeout(ms)={}.",
-          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration),
-          scenario.comm().timeout_ms());
+          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms());
     }
-    line(fmt::format("Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
-                     "starts iteration {}. {}",
-                     hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
-                     hit.rank, hit.iteration, consequence));
+    line(fmt::format(
+        "Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
+        "starts iteration {}. {}",
+        hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index, hit.rank, hit.iteration, consequence));
   }
   if (bounded && report.first_bounded_error) {
     const SamplerHit& hit = *report.first_bounded_error;
     line("");
-    line(fmt::format("Replayed with the workers' numpy draws: rank {}'s {} gives up on batch {} "
-                     "(slot {}, index {}) after {} loads and raises; the job fails at iteration "
-                     "{}.",
-                     hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
-                     scenario.resample().attempts_max(), hit.iteration));
+    line(
+        fmt::format("Replayed with the workers' numpy draws: rank {}'s {} gives up on batch {} "
+                    "(slot {}, index {}) after {} loads and raises; the job fails at iteration "
+                    "{}.",
+                    hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
+                    scenario.resample().attempts_max(), hit.iteration));
   } else if (bounded && RejectsEmptyFrames(scenario)) {
     line("");
-    line(fmt::format("Replayed with the workers' numpy draws: no getitem gives up within the "
-                     "job's {} iterations.",
-                     report.job_iterations));
+    line(
+        fmt::format("Replayed with the workers' numpy draws: no getitem gives up within the "
+                    "job's {} iterations.",
+                    report.job_iterations));
   }
   line("");
-  line(fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames,
-                   stats.epochs_in_job));
-  line(fmt::format("  draws of a frame without GT {:.0f}, expected extra loads {:.1f}, expected "
-                   "stream breaks {:.1f}{}",
-                   stats.resample_visits_per_epoch, stats.extra_loads_per_epoch,
-                   stats.stream_breaks_per_epoch,
-                   bounded ? fmt::format(", expected bounded errors {:.3g}",
-                                         stats.bounded_errors_per_epoch)
-                           : ""));
+  line(fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames, stats.epochs_in_job));
+  line(
+      fmt::format("  draws of a frame without GT {:.0f}, expected extra loads {:.1f}, expected "
+                  "stream breaks {:.1f}{}",
+                  stats.resample_visits_per_epoch, stats.extra_loads_per_epoch, stats.stream_breaks_per_epoch,
+                  bounded ? fmt::format(", expected bounded errors {:.3g}", stats.bounded_errors_per_epoch) : ""));
   if (!report.pools.empty() && !bounded) {
     line("  (frames of the livelock pools are left out: their getitem never returns)");
   }
@@ -218,13 +210,13 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
   } else {
     verdict = "a livelock is possible (not drawn within this job for this seed)";
   }
-  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}", verdict, exit_code,
-                   scenario.seed(), job.seed()));
+  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}", verdict, exit_code, scenario.seed(),
+                   job.seed()));
   return out;
 }
 
-std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
-                            const Dataset& dataset, const CheckReport& report) {
+std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                            const CheckReport& report) {
   const auto& stats = report.statistics;
   nlohmann::json livelock = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
@@ -253,16 +245,15 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
       {"error_pools", errors},
       {"first_hit", HitJson(report.first_hit)},
       {"first_bounded_error", HitJson(report.first_bounded_error)},
-      {"first_hit_collective_seq",
-       report.first_hit ? nlohmann::json(FirstSeqOfIteration(scenario, report.first_hit->iteration))
-                        : nlohmann::json(nullptr)},
+      {"first_hit_collective_seq", report.first_hit
+                                       ? nlohmann::json(FirstSeqOfIteration(scenario, report.first_hit->iteration))
+                                       : nlohmann::json(nullptr)},
       {"sampler",
        {{"kind", SamplerKindName(scenario.sampler().kind())},
         {"groups_num", report.groups_num},
         {"global_batch", report.global_batch},
         {"assertion_fails", report.sampler_assertion_fails},
-        {"failure", report.sampler_failure.empty() ? nlohmann::json(nullptr)
-                                                   : nlohmann::json(report.sampler_failure)},
+        {"failure", report.sampler_failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.sampler_failure)},
         {"batches_per_epoch_by_rank", report.batches_per_epoch_by_rank},
         {"batches_equal", report.batches_equal}}},
       {"job", {{"iterations", report.job_iterations}, {"iterations_per_epoch", report.iterations_per_epoch}}},
@@ -276,9 +267,7 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
         {"chunks_partly_without_gt", stats.chunks_partly_rejected},
         {"chunks_dropped", stats.chunks_dropped}}},
       {"graph",
-       {{"vertices", report.graph_vertices},
-        {"edges", report.graph_edges},
-        {"closed_classes", report.closed_classes}}},
+       {{"vertices", report.graph_vertices}, {"edges", report.graph_edges}, {"closed_classes", report.closed_classes}}},
       {"statistics",
        {{"resampled_draws_per_epoch", stats.resample_visits_per_epoch},
         {"bounded_errors_per_epoch", stats.bounded_errors_per_epoch},

@@ -14,9 +14,9 @@ namespace petrsim {
 // built, a bounded getitem gives up in the exact replay, uneven batches); 2 on bad input.
 int CheckExitCode(const CheckReport& report);
 
-std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
-                              const Dataset& dataset, const CheckReport& report);
-std::string FormatCheckJson(const Scenario& scenario, const std::string& path,
-                            const Dataset& dataset, const CheckReport& report);
+std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                              const CheckReport& report);
+std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                            const CheckReport& report);
 
 }  // namespace petrsim

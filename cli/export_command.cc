@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "trace/perfetto_writer.h"
 #include "model/error.h"
+#include "trace/perfetto_writer.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 

@@ -8,19 +8,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <iostream>
+#include <memory>
 
 #include "cli/check_command.h"
 #include "cli/diagnose_command.h"
 #include "cli/export_command.h"
-#include "replay/replay.h"
-#include "trace/perfetto_writer.h"
-#include "trace/fan_out_sink.h"
-#include "trace/directory_writer.h"
+#include "cli/progress_bar.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
-#include "cli/progress_bar.h"
 #include "cli/sweep_command.h"
 #include "importers/import_command.h"
 #include "model/dataset.h"
@@ -30,7 +26,11 @@
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
+#include "replay/replay.h"
 #include "sim/simulator.h"
+#include "trace/directory_writer.h"
+#include "trace/fan_out_sink.h"
+#include "trace/perfetto_writer.h"
 
 namespace {
 
@@ -57,15 +57,14 @@ int RunCheck(const std::string& path, const std::vector<std::string>& sets, bool
   return petrsim::CheckExitCode(report);
 }
 
-int RunSample(const std::string& path, const std::vector<std::string>& sets,
-              const std::string& ranks, uint64_t iterations, bool json) {
+int RunSample(const std::string& path, const std::vector<std::string>& sets, const std::string& ranks,
+              uint64_t iterations, bool json) {
   const petrsim::Scenario scenario = Load(path, sets);
   const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
   // Checked here, before any output, so the error names the file and nothing is half-written.
   petrsim::CheckSamplerConstructible(scenario, dataset, path);
   if (iterations > petrsim::kIterationsMax) {
-    throw petrsim::ScenarioError("--iterations: must be <= " +
-                                 std::to_string(petrsim::kIterationsMax) + ", got " +
+    throw petrsim::ScenarioError("--iterations: must be <= " + std::to_string(petrsim::kIterationsMax) + ", got " +
                                  std::to_string(iterations));
   }
   petrsim::SampleStreamOptions options;
@@ -74,8 +73,6 @@ int RunSample(const std::string& path, const std::vector<std::string>& sets,
   petrsim::WriteSampleStream(scenario, dataset, options, json, stdout);
   return 0;
 }
-
-
 
 struct RunFlags {
   std::vector<std::string> sets;
@@ -103,22 +100,19 @@ int RunSimulation(const std::string& path, const RunFlags& flags) {
     sinks.Add(perfetto.get());
   }
   if (!flags.trace_dir.empty()) {
-    trace = std::make_unique<petrsim::TraceDirectoryWriter>(
-        flags.trace_dir, scenario, path, scenario.job().world_size(), "sim", kBuildId,
-        flags.trace_records_max, flags.trace_ring);
+    trace =
+        std::make_unique<petrsim::TraceDirectoryWriter>(flags.trace_dir, scenario, path, scenario.job().world_size(),
+                                                        "sim", kBuildId, flags.trace_records_max, flags.trace_ring);
     sinks.Add(trace.get());
   }
   if (!sinks.empty()) options.trace = &sinks;
   options.progress = [&bar](int64_t now_ns, uint64_t iterations) { bar.Update(now_ns, iterations); };
   const auto start = std::chrono::steady_clock::now();
   const petrsim::sim::SimResult result = petrsim::sim::Simulate(scenario, dataset, options);
-  const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const std::optional<double> wall =
-      flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
-  const std::string text = flags.json
-                               ? petrsim::FormatRunJson(scenario, path, dataset, result, wall)
-                               : petrsim::FormatRunReport(scenario, path, dataset, result, wall);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
+  const std::string text = flags.json ? petrsim::FormatRunJson(scenario, path, dataset, result, wall)
+                                      : petrsim::FormatRunReport(scenario, path, dataset, result, wall);
   if (perfetto) {
     perfetto->Finish({{"scenario", path},
                       {"outcome", petrsim::OutcomeName(result.outcome)},
@@ -154,19 +148,18 @@ int main(int argc, char** argv) {
   bool json = false;
   std::vector<std::string> sets;
   const char* set_help = "override a scenario field, e.g. --set resample.policy=global (repeatable)";
-  auto* check = app.add_subcommand(
-      "check",
-      "Static pre-flight: prove the resample loop terminates, or list every pool it can never "
-      "leave and when the sampler first hits it. Exit 0 proven, 1 livelock possible or job "
-      "fails, 2 bad input.");
+  auto* check =
+      app.add_subcommand("check",
+                         "Static pre-flight: prove the resample loop terminates, or list every pool it can never "
+                         "leave and when the sampler first hits it. Exit 0 proven, 1 livelock possible or job "
+                         "fails, 2 bad input.");
   check->add_option("scenario", scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   check->add_flag("--json", json, "print a JSON object");
   check->add_option("--set", sets, set_help);
 
   std::string ranks;
   uint64_t iterations = 0;
-  auto* sample = app.add_subcommand(
-      "sample", "Print the exact per-rank, per-slot index stream and resample draws.");
+  auto* sample = app.add_subcommand("sample", "Print the exact per-rank, per-slot index stream and resample draws.");
   sample->add_option("scenario", scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   sample->add_option("--ranks", ranks, "ranks to print, e.g. 0,3,5-7 (default: all)");
   sample->add_option("--iterations", iterations, "iterations to print (default: the job length)");
@@ -179,14 +172,13 @@ int main(int argc, char** argv) {
   auto* merge = petrsim::AddMergeCommand(app, merge_flags);
 
   petrsim::DiagnoseFlags diagnose_flags;
-  auto* diagnose = app.add_subcommand(
-      "diagnose",
-      "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace) "
-      "or PyTorch Flight Recorder dumps (pickle or JSON). Names, per process group, the first "
-      "collective not every member joined and the missing ranks, desyncs, wait-for cycles and "
-      "the cause on the missing rank. Exit 0 nothing stuck, 1 stuck or desync, 2 bad input.");
-  diagnose->add_option("paths", diagnose_flags.paths, "a directory of per-rank files, or the files")
-      ->required();
+  auto* diagnose =
+      app.add_subcommand("diagnose",
+                         "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace) "
+                         "or PyTorch Flight Recorder dumps (pickle or JSON). Names, per process group, the first "
+                         "collective not every member joined and the missing ranks, desyncs, wait-for cycles and "
+                         "the cause on the missing rank. Exit 0 nothing stuck, 1 stuck or desync, 2 bad input.");
+  diagnose->add_option("paths", diagnose_flags.paths, "a directory of per-rank files, or the files")->required();
   diagnose->add_flag("--json", diagnose_flags.json, "print a JSON object");
   diagnose->add_option("--scenario", diagnose_flags.scenario_path,
                        "the job's scenario: place the stuck collective in its plan and check it "
@@ -194,9 +186,9 @@ int main(int argc, char** argv) {
   diagnose->add_option("--set", diagnose_flags.sets, set_help);
 
   std::string export_dir, export_perfetto;
-  auto* export_command = app.add_subcommand(
-      "export", "Write the timeline of recorded per-rank traces (rank_<r>.pbtrace) for "
-                "ui.perfetto.dev or chrome://tracing.");
+  auto* export_command = app.add_subcommand("export",
+                                            "Write the timeline of recorded per-rank traces (rank_<r>.pbtrace) for "
+                                            "ui.perfetto.dev or chrome://tracing.");
   export_command->add_option("trace_dir", export_dir, "directory of rank_<r>.pbtrace files")->required();
   export_command->add_option("--perfetto", export_perfetto, "the Chrome/Perfetto trace-event JSON to write")
       ->required();
@@ -204,15 +196,16 @@ int main(int argc, char** argv) {
   std::string replay_dir, replay_against = "sim";
   std::vector<std::string> replay_sets;
   bool replay_json = false;
-  auto* replay = app.add_subcommand(
-      "replay",
-      "Re-run a recorded job (rank_<r>.pbtrace files) driven by its recorded sample order, "
-      "getitem results and times, and say whether it ends as recorded; with --set, what-if on "
-      "the recorded job. Exit 0 reproduced (or what-if answered), 1 not reproduced, 2 bad input.");
+  auto* replay =
+      app.add_subcommand("replay",
+                         "Re-run a recorded job (rank_<r>.pbtrace files) driven by its recorded sample order, "
+                         "getitem results and times, and say whether it ends as recorded; with --set, what-if on "
+                         "the recorded job. Exit 0 reproduced (or what-if answered), 1 not reproduced, 2 bad input.");
   replay->add_option("trace_dir", replay_dir, "directory of rank_<r>.pbtrace files")->required();
-  replay->add_option("--against", replay_against,
-                     "the backend to replay on: sim (the simulator), or real (the LibTorch trainer, petrsim_train, on "
-                     "as many local Gloo ranks as were recorded; its traces go to a new directory under $TMPDIR)")
+  replay
+      ->add_option("--against", replay_against,
+                   "the backend to replay on: sim (the simulator), or real (the LibTorch trainer, petrsim_train, on "
+                   "as many local Gloo ranks as were recorded; its traces go to a new directory under $TMPDIR)")
       ->check(CLI::IsMember({"sim", "real"}));
   replay->add_option("--set", replay_sets, set_help);
   replay->add_flag("--json", replay_json, "print a JSON object");
@@ -236,8 +229,7 @@ int main(int argc, char** argv) {
                  "dead rank, 2 bad input, 3 petrsim's own limit reached");
   app.add_flag("--json", run_flags.json, "print the run's report as a JSON object");
   app.add_option("--set", run_flags.sets, set_help);
-  app.add_option("--perfetto", run_flags.perfetto,
-                 "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  app.add_option("--perfetto", run_flags.perfetto, "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
   app.add_option("--trace-records-max", run_flags.trace_records_max,
                  "with --trace: write at most this many events in all (default 100,000,000); each "
                  "rank's file then ends with a `truncated` event counting the rest");
@@ -302,10 +294,11 @@ int main(int argc, char** argv) {
       throw petrsim::ScenarioError("--trace-ring and --trace-records-max need --trace DIR");
     }
     if (!bare_scenario.empty()) return RunSimulation(bare_scenario, run_flags);
-    if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() ||
-        !run_flags.perfetto.empty() || !run_flags.trace_dir.empty()) {
-      throw petrsim::ScenarioError("no scenario given: petrsim SCENARIO [--json] [--set ...] "
-                                   "[--perfetto FILE] [--trace DIR]");
+    if (run_flags.json || run_flags.no_wall_time || !run_flags.sets.empty() || !run_flags.perfetto.empty() ||
+        !run_flags.trace_dir.empty()) {
+      throw petrsim::ScenarioError(
+          "no scenario given: petrsim SCENARIO [--json] [--set ...] "
+          "[--perfetto FILE] [--trace DIR]");
     }
     std::cout << app.help();
     return 0;

@@ -33,9 +33,8 @@ class ProgressBar {
     shown_ = true;
     const double fraction = total_ > 0 ? static_cast<double>(iterations) / total_ : 0.0;
     const int filled = static_cast<int>(fraction * 30);
-    std::fprintf(stderr, "\r[%.*s%*s] iteration %llu/%llu, virtual %.0f s, wall %.1f s",
-                 filled, "##############################", 30 - filled, "",
-                 static_cast<unsigned long long>(iterations),
+    std::fprintf(stderr, "\r[%.*s%*s] iteration %llu/%llu, virtual %.0f s, wall %.1f s", filled,
+                 "##############################", 30 - filled, "", static_cast<unsigned long long>(iterations),
                  static_cast<unsigned long long>(total_), now_ns / 1e9, elapsed);
     std::fflush(stderr);
   }

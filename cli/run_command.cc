@@ -31,23 +31,20 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
 }
 
 std::string DescribeCollective(const CollectiveRef& c) {
-  return fmt::format("{} seq {} on {}: \"{}\", {}", OpTypeName(c.op), c.seq,
-                     c.process_group, c.step,
+  return fmt::format("{} seq {} on {}: \"{}\", {}", OpTypeName(c.op), c.seq, c.process_group, c.step,
                      c.startup ? std::string("at startup") : fmt::format("iteration {}", c.iteration));
 }
 
 nlohmann::json CollectiveJson(const CollectiveRef& c) {
-  return {{"group", c.process_group}, {"seq", c.seq},         {"op", OpTypeName(c.op)},
-          {"step", c.step},           {"iteration", c.iteration}, {"startup", c.startup},
-          {"numel_in", c.numel_in},   {"numel_out", c.numel_out}};
+  return {{"group", c.process_group}, {"seq", c.seq},         {"op", OpTypeName(c.op)}, {"step", c.step},
+          {"iteration", c.iteration}, {"startup", c.startup}, {"numel_in", c.numel_in}, {"numel_out", c.numel_out}};
 }
 
 }  // namespace
 
 std::string FormatVirtualTime(int64_t ns) {
   const int64_t seconds = ns / 1'000'000'000;
-  return fmt::format("{} s ({}:{:02}:{:02})", Seconds(ns), seconds / 3600, seconds / 60 % 60,
-                     seconds % 60);
+  return fmt::format("{} s ({}:{:02}:{:02})", Seconds(ns), seconds / 3600, seconds / 60 % 60, seconds % 60);
 }
 
 int RunExitCode(const sim::SimResult& result) {
@@ -61,66 +58,65 @@ int RunExitCode(const sim::SimResult& result) {
   }
 }
 
-std::string FormatRunReport(const Scenario& scenario, const std::string& path,
-                            const Dataset& dataset, const sim::SimResult& result,
-                            std::optional<double> wall_ms) {
+std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                            const sim::SimResult& result, std::optional<double> wall_ms) {
   const auto& job = scenario.job();
   const ExpandedPlan plan = ExpandPlan(scenario.plan());
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
 
-  line(fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(),
-                   path));
-  line(fmt::format("  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
-                   "resample; {} iterations",
-                   job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(),
-                   job.prefetch_factor(), SamplerKindName(scenario.sampler().kind()),
-                   PolicyName(scenario.resample().policy()), result.job_iterations));
-  line(fmt::format("  plan      {} collectives at startup, {} per iteration, {} periodic; {}, "
-                   "timeout {} ms",
-                   plan.startup.size(), plan.per_iteration.size(), plan.periodic.size(),
-                   scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo",
-                   scenario.comm().timeout_ms()));
-  line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(),
-                   dataset.groups_num()));
+  line(fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
+  line(fmt::format(
+      "  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
+      "resample; {} iterations",
+      job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
+      SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()), result.job_iterations));
+  line(
+      fmt::format("  plan      {} collectives at startup, {} per iteration, {} periodic; {}, "
+                  "timeout {} ms",
+                  plan.startup.size(), plan.per_iteration.size(), plan.periodic.size(),
+                  scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().timeout_ms()));
+  line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(), dataset.groups_num()));
   line("");
 
   const std::string outcome = OutcomeName(result.outcome);
   if (result.outcome == Outcome::kCompleted) {
-    line(fmt::format("outcome: completed ({} of {} iterations on every rank)",
-                     result.iterations_completed, result.job_iterations));
+    line(fmt::format("outcome: completed ({} of {} iterations on every rank)", result.iterations_completed,
+                     result.job_iterations));
   } else if (result.outcome == Outcome::kLimitReached) {
-    line(fmt::format("outcome: limit_reached: {}; the job itself was still running "
-                     "({} of {} iterations)",
-                     result.limit_note, result.iterations_completed, result.job_iterations));
+    line(
+        fmt::format("outcome: limit_reached: {}; the job itself was still running "
+                    "({} of {} iterations)",
+                    result.limit_note, result.iterations_completed, result.job_iterations));
   } else {
     line(fmt::format("outcome: {} ({})", outcome, CauseName(result.cause)));
   }
 
   if (result.desync) {
     const auto& d = *result.desync;
-    line(fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq,
-                     d.process_group, FormatVirtualTime(d.at_ns)));
+    line(fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq, d.process_group,
+                     FormatVirtualTime(d.at_ns)));
     line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
-                     OpTypeName(d.first.op), d.first.numel_in,
-                     Collective::Dtype_Name(d.first.dtype), d.first.step, d.first.iteration));
+                     OpTypeName(d.first.op), d.first.numel_in, Collective::Dtype_Name(d.first.dtype), d.first.step,
+                     d.first.iteration));
     line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.other_rank,
-                     OpTypeName(d.other.op), d.other.numel_in,
-                     Collective::Dtype_Name(d.other.dtype), d.other.step, d.other.iteration));
+                     OpTypeName(d.other.op), d.other.numel_in, Collective::Dtype_Name(d.other.dtype), d.other.step,
+                     d.other.iteration));
     if (result.cause == Cause::kConditionalCollective) {
-      line("    a rank whose local batch had no GT skipped the conditional collectives "
-           "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
+      line(
+          "    a rank whose local batch had no GT skipped the conditional collectives "
+          "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
     }
-    line("    NCCL pairs the calls by sequence number and does not compare them: the real job "
-         "reduces mismatched buffers or hangs; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the "
-         "mismatch");
+    line(
+        "    NCCL pairs the calls by sequence number and does not compare them: the real job "
+        "reduces mismatched buffers or hangs; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the "
+        "mismatch");
   }
 
   if (result.collective && result.outcome != Outcome::kCompleted) {
     const auto& c = *result.collective;
     if (!result.stuck_ranks.empty()) {
-      line(fmt::format("  {} {} never reached {}",
-                       result.stuck_ranks.size() == 1 ? "rank" : "ranks",
+      line(fmt::format("  {} {} never reached {}", result.stuck_ranks.size() == 1 ? "rank" : "ranks",
                        RankList(result.stuck_ranks), DescribeCollective(c)));
     }
     if (!result.waiting_ranks.empty()) {
@@ -137,33 +133,32 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
   }
   if (result.stuck) {
     const auto& s = *result.stuck;
-    line(fmt::format("  stuck: rank {}, {}, batch of iteration {}, slot {}: the resample loop {}",
-                     s.rank, s.worker < 0 ? std::string("main process") : fmt::format("worker {}", s.worker),
-                     s.batch, s.slot,
+    line(fmt::format("  stuck: rank {}, {}, batch of iteration {}, slot {}: the resample loop {}", s.rank,
+                     s.worker < 0 ? std::string("main process") : fmt::format("worker {}", s.worker), s.batch, s.slot,
                      s.proven ? "never ends" : "ran past petrsim's attempts bound"));
-    line(fmt::format("    index {} of sampler group {}: sub-dataset {} '{}', scene '{}' (dataset scene {})",
-                     s.index, s.group, s.subdataset, s.subdataset_name, s.scene_name, s.scene));
-    line(fmt::format("    its pool is frames {}..{} of the scene (dataset indices {}..{}), none with "
-                     "GT after the filters",
-                     s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
-    line(fmt::format("    spinning since {}: {} attempts when the run ended",
-                     FormatVirtualTime(s.since_ns), s.attempts));
+    line(fmt::format("    index {} of sampler group {}: sub-dataset {} '{}', scene '{}' (dataset scene {})", s.index,
+                     s.group, s.subdataset, s.subdataset_name, s.scene_name, s.scene));
+    line(
+        fmt::format("    its pool is frames {}..{} of the scene (dataset indices {}..{}), none with "
+                    "GT after the filters",
+                    s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
+    line(fmt::format("    spinning since {}: {} attempts when the run ended", FormatVirtualTime(s.since_ns),
+                     s.attempts));
   }
   for (const auto& rank : result.ranks) {
     if (rank.died_ns >= 0) {
-      line(fmt::format("  rank {} died at {}: {}", rank.rank, FormatVirtualTime(rank.died_ns),
-                       rank.died_why));
+      line(fmt::format("  rank {} died at {}: {}", rank.rank, FormatVirtualTime(rank.died_ns), rank.died_why));
     }
   }
   if (result.outcome == Outcome::kRankDied) {
-    line("  under torchrun the agent tears the job down within seconds of a rank's exit; "
-         "without it the others wait until their watchdogs fire");
+    line(
+        "  under torchrun the agent tears the job down within seconds of a rank's exit; "
+        "without it the others wait until their watchdogs fire");
   }
 
   if (!result.nccl_log.empty()) {
     line("");
-    line(fmt::format("{} log (what the job prints):",
-                     scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo"));
+    line(fmt::format("{} log (what the job prints):", scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo"));
     for (const auto& text : result.nccl_log) line("  " + text);
   }
 
@@ -186,37 +181,37 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path,
     }
     line(fmt::format("  {:>4}  {:>10}  {:>7}  {:>10}  {:>11}  {:>10}  {:>8}  {:>6}  {}", rank.rank,
                      rank.iterations_completed, rank.samples, Seconds(rank.data_wait_ns),
-                     Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns),
-                     rank.resample_attempts, rank.stream_breaks, rank.state));
+                     Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns), rank.resample_attempts,
+                     rank.stream_breaks, rank.state));
   }
   if (hidden > 0) line(fmt::format("  ... {} more ranks (--json lists every rank)", hidden));
   line("");
   uint64_t jumps = 0;
   for (const auto& rank : result.ranks) jumps += rank.resample_jumps;
-  line(fmt::format("iterations  {} of {} on every rank; virtual time {}",
-                   result.iterations_completed, result.job_iterations,
-                   FormatVirtualTime(result.end_ns)));
-  line(fmt::format("throughput  {:.2f} iterations/s, {:.2f} samples/s (virtual, up to the last "
-                   "iteration every rank completed)",
-                   PerSecond(result.iterations_completed, result.last_iteration_end_ns),
-                   PerSecond(result.samples, result.last_iteration_end_ns)));
-  line(fmt::format("data        {} samples, {} resample attempts, {} resample jumps, {} stream "
-                   "breaks (frames fed with prev_exists after another frame)",
-                   result.samples, result.resample_attempts, jumps, result.stream_breaks));
+  line(fmt::format("iterations  {} of {} on every rank; virtual time {}", result.iterations_completed,
+                   result.job_iterations, FormatVirtualTime(result.end_ns)));
+  line(
+      fmt::format("throughput  {:.2f} iterations/s, {:.2f} samples/s (virtual, up to the last "
+                  "iteration every rank completed)",
+                  PerSecond(result.iterations_completed, result.last_iteration_end_ns),
+                  PerSecond(result.samples, result.last_iteration_end_ns)));
+  line(
+      fmt::format("data        {} samples, {} resample attempts, {} resample jumps, {} stream "
+                  "breaks (frames fed with prev_exists after another frame)",
+                  result.samples, result.resample_attempts, jumps, result.stream_breaks));
   if (wall_ms) {
-    line(fmt::format("engine      {} events in {:.1f} ms wall ({:.2f} M events/s)", result.events,
-                     *wall_ms, *wall_ms > 0 ? result.events / *wall_ms / 1e3 : 0.0));
+    line(fmt::format("engine      {} events in {:.1f} ms wall ({:.2f} M events/s)", result.events, *wall_ms,
+                     *wall_ms > 0 ? result.events / *wall_ms / 1e3 : 0.0));
   } else {
     line(fmt::format("engine      {} events", result.events));
   }
-  line(fmt::format("reproduce   petrsim {} (seed {}, job.seed {}, trace hash {:016x})", path,
-                   scenario.seed(), job.seed(), result.trace_hash));
+  line(fmt::format("reproduce   petrsim {} (seed {}, job.seed {}, trace hash {:016x})", path, scenario.seed(),
+                   job.seed(), result.trace_hash));
   return out;
 }
 
-std::string FormatRunJson(const Scenario& scenario, const std::string& path,
-                          const Dataset& dataset, const sim::SimResult& result,
-                          std::optional<double> wall_ms) {
+std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                          const sim::SimResult& result, std::optional<double> wall_ms) {
   nlohmann::json j;
   j["scenario"] = path;
   j["name"] = scenario.name();

@@ -15,12 +15,10 @@ namespace petrsim {
 int RunExitCode(const sim::SimResult& result);
 
 // wall_ms: the run's wall-clock time, or nullopt to leave it out (golden files).
-std::string FormatRunReport(const Scenario& scenario, const std::string& path,
-                            const Dataset& dataset, const sim::SimResult& result,
-                            std::optional<double> wall_ms);
-std::string FormatRunJson(const Scenario& scenario, const std::string& path,
-                          const Dataset& dataset, const sim::SimResult& result,
-                          std::optional<double> wall_ms);
+std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                            const sim::SimResult& result, std::optional<double> wall_ms);
+std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                          const sim::SimResult& result, std::optional<double> wall_ms);
 
 // Virtual nanoseconds as "1835.120 s (0:30:35)".
 std::string FormatVirtualTime(int64_t ns);

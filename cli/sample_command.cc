@@ -46,8 +46,8 @@ std::vector<uint32_t> ParseRankList(const std::string& text, uint32_t world_size
   return ranks;
 }
 
-uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
-                           const SampleStreamOptions& options, bool json, std::FILE* out) {
+uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset, const SampleStreamOptions& options,
+                           bool json, std::FILE* out) {
   uint64_t rows = 0;
   fmt::memory_buffer buffer;
   auto flush = [&](bool force) {
@@ -59,8 +59,8 @@ uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
   if (json) {
     fmt::format_to(std::back_inserter(buffer), "[");
   } else {
-    fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}\n",
-                   "iteration", "rank", "slot", "worker", "index", "group", "status");
+    fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}\n", "iteration", "rank", "slot",
+                   "worker", "index", "group", "status");
   }
   GenerateSampleStream(scenario, dataset, options, [&](const SampleRow& row) {
     const std::string status = SampleStatusName(row.status);
@@ -69,29 +69,25 @@ uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
                      "{}\n{{\"iteration\": {}, \"rank\": {}, \"slot\": {}, \"worker\": {}, "
                      "\"index\": {}, \"group\": {}, \"status\": \"{}\", \"final_index\": {}, "
                      "\"attempts\": {}, \"consumed\": {}}}",
-                     rows == 0 ? "" : ",", row.iteration, row.rank, row.slot, row.worker, row.index,
-                     row.group, status, row.final_index, row.attempts, row.consumed);
+                     rows == 0 ? "" : ",", row.iteration, row.rank, row.slot, row.worker, row.index, row.group, status,
+                     row.final_index, row.attempts, row.consumed);
     } else {
-      fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}",
-                     row.iteration, row.rank, row.slot, row.worker, row.index, row.group, status);
+      fmt::format_to(std::back_inserter(buffer), "{:>9} {:>5} {:>4} {:>6} {:>9} {:>7}  {}", row.iteration, row.rank,
+                     row.slot, row.worker, row.index, row.group, status);
       switch (row.status) {
         case SampleStatus::kResampled:
-          fmt::format_to(std::back_inserter(buffer), " -> {} after {} loads", row.final_index,
-                         row.attempts);
+          fmt::format_to(std::back_inserter(buffer), " -> {} after {} loads", row.final_index, row.attempts);
           break;
         case SampleStatus::kLivelock:
-          fmt::format_to(std::back_inserter(buffer),
-                         " (no frame of its pool has GT: the loader spins forever)");
+          fmt::format_to(std::back_inserter(buffer), " (no frame of its pool has GT: the loader spins forever)");
           break;
         case SampleStatus::kAttemptsLimit:
           fmt::format_to(std::back_inserter(buffer),
-                         " (petrsim stopped after {} loads, its limit; the pool has frames with GT)",
-                         row.attempts);
+                         " (petrsim stopped after {} loads, its limit; the pool has frames with GT)", row.attempts);
           break;
         case SampleStatus::kError:
           fmt::format_to(std::back_inserter(buffer),
-                         " (bounded: gave up after {} loads; the batch raises, the job fails)",
-                         row.attempts);
+                         " (bounded: gave up after {} loads; the batch raises, the job fails)", row.attempts);
           break;
         default:
           break;

@@ -14,7 +14,7 @@ namespace petrsim {
 std::vector<uint32_t> ParseRankList(const std::string& text, uint32_t world_size);
 
 // Writes the stream as a table or as a JSON list to `out`. Returns the number of rows.
-uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset,
-                           const SampleStreamOptions& options, bool json, std::FILE* out);
+uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset, const SampleStreamOptions& options,
+                           bool json, std::FILE* out);
 
 }  // namespace petrsim

@@ -17,18 +17,19 @@ SweepFormat Format(bool json, bool csv) {
 }  // namespace
 
 CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags, const std::string& set_help) {
-  auto* sweep = app.add_subcommand(
-      "sweep",
-      "Many simulated runs: every combination of the --vary values x --seeds seeds, in "
-      "parallel, summarised in one table (hang probability, time to hang, iterations/s, stream "
-      "breaks).");
+  auto* sweep =
+      app.add_subcommand("sweep",
+                         "Many simulated runs: every combination of the --vary values x --seeds seeds, in "
+                         "parallel, summarised in one table (hang probability, time to hang, iterations/s, stream "
+                         "breaks).");
   sweep->add_option("scenario", flags.spec.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   sweep->add_option("--vary", flags.vary, "a field and its values, e.g. --vary job.world_size=8,16,32 (repeatable)");
   sweep->add_option("--seeds", flags.spec.seeds,
                     "seeds per combination: run i uses job.seed + i and run seed i (default 1)");
   sweep->add_option("--seed-base", flags.spec.seed_base, "the first run seed (default 0)");
   sweep->add_option("--jobs", flags.spec.jobs, "parallel runs (default: the cores available)");
-  sweep->add_option("--shard", flags.shard, "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
+  sweep->add_option("--shard", flags.shard,
+                    "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
   sweep->add_option("--set", flags.spec.sets, set_help);
   sweep->add_flag("--json", flags.json, "print a JSON object");
   sweep->add_flag("--csv", flags.csv, "print CSV, one line per combination");
@@ -46,7 +47,8 @@ int RunSweepCommand(SweepFlags& flags, std::FILE* out) {
 }
 
 CLI::App* AddMergeCommand(CLI::App& app, MergeFlags& flags) {
-  auto* merge = app.add_subcommand("merge", "Join the JSON of `petrsim sweep --shard K/N` runs into the sweep's table.");
+  auto* merge =
+      app.add_subcommand("merge", "Join the JSON of `petrsim sweep --shard K/N` runs into the sweep's table.");
   merge->add_option("shards", flags.paths, "shard files, one per K")->required();
   merge->add_flag("--json", flags.json, "print a JSON object");
   merge->add_flag("--csv", flags.csv, "print CSV, one line per combination");

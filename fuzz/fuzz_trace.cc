@@ -24,14 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string slow_error, fast_error;
     try {
       std::string cut;
-      petrsim::ForEachTraceEvent(path, [&](const petrsim::TraceEvent&) { ++slow; }, partial ? &cut : nullptr);
+      petrsim::ForEachTraceEvent(
+          path, [&](const petrsim::TraceEvent&) { ++slow; }, partial ? &cut : nullptr);
       slow_error = cut;
     } catch (const petrsim::ScenarioError& error) {
       slow_error = error.what();
     }
     try {
       std::string cut;
-      petrsim::ScanTraceEvents(path, [&](const petrsim::TraceEventView&) { ++fast; }, partial ? &cut : nullptr);
+      petrsim::ScanTraceEvents(
+          path, [&](const petrsim::TraceEventView&) { ++fast; }, partial ? &cut : nullptr);
       fast_error = cut;
     } catch (const petrsim::ScenarioError& error) {
       fast_error = error.what();

@@ -28,8 +28,7 @@ Filters FiltersProto(const ImportFilters& filters) {
   Filters proto;
   proto.set_filter_empty_gt(filters.filter_empty_gt);
   proto.set_use_valid_flag(filters.use_valid_flag);
-  const std::vector<std::string>& classes =
-      filters.classes.empty() ? NuScenesClasses() : filters.classes;
+  const std::vector<std::string>& classes = filters.classes.empty() ? NuScenesClasses() : filters.classes;
   for (const auto& name : classes) proto.add_classes(name);
   proto.set_bev_range_min_m(filters.bev_range_min_m);
   proto.set_bev_range_max_m(filters.bev_range_max_m);
@@ -45,9 +44,7 @@ bool Keeps(const BoxFilter& filter, bool use_valid_flag, bool target, const Impo
   return filter.Keeps(target, box.x, box.y, box.num_lidar_pts, box.num_radar_pts);
 }
 
-std::string ShortToken(const std::string& token) {
-  return token.size() > 12 ? token.substr(0, 12) + "..." : token;
-}
+std::string ShortToken(const std::string& token) { return token.size() > 12 ? token.substr(0, 12) + "..." : token; }
 
 // A text-format string literal.
 std::string Quote(std::string_view text) {
@@ -105,8 +102,7 @@ class AtomicFile {
   explicit AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp") {
     file_ = std::fopen(tmp_path_.c_str(), "wb");
     if (file_ == nullptr) {
-      throw ScenarioError(
-          fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
+      throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
     }
   }
   ~AtomicFile() {
@@ -131,8 +127,7 @@ class AtomicFile {
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
       const int error = errno;
       std::remove(tmp_path_.c_str());
-      throw ScenarioError(
-          fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
+      throw ScenarioError(fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
     }
   }
 
@@ -143,8 +138,7 @@ class AtomicFile {
 };
 
 bool EndsWith(const std::string& text, std::string_view suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The scenario without its dataset: name, description, filters, grouping.
@@ -166,9 +160,8 @@ Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters
 void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
                              const std::vector<std::pair<std::string, std::string>>& scene_names) {
   auto& frames = subdataset.frames;
-  std::stable_sort(
-      frames.begin(), frames.end(),
-      [](const ImportedFrame& a, const ImportedFrame& b) { return a.timestamp < b.timestamp; });
+  std::stable_sort(frames.begin(), frames.end(),
+                   [](const ImportedFrame& a, const ImportedFrame& b) { return a.timestamp < b.timestamp; });
   std::unordered_map<std::string, std::string> names(scene_names.begin(), scene_names.end());
   std::unordered_map<std::string, int> name_uses;
   subdataset.scenes.clear();
@@ -182,13 +175,12 @@ void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
         ++subdataset.scene_token_disagreements;
         if (subdataset.warnings.size() < kWarningsShownMax) {
           subdataset.warnings.push_back(
-              rule_starts
-                  ? fmt::format("frame {} (token {}): no lidar sweeps, so StreamPETR starts a new "
-                                "scene there, but its scene_token is the previous frame's",
-                                k, ShortToken(frame.token))
-                  : fmt::format("frame {} (token {}): its scene_token changes, but it has lidar "
-                                "sweeps, so StreamPETR keeps it in the previous scene",
-                                k, ShortToken(frame.token)));
+              rule_starts ? fmt::format("frame {} (token {}): no lidar sweeps, so StreamPETR starts a new "
+                                        "scene there, but its scene_token is the previous frame's",
+                                        k, ShortToken(frame.token))
+                          : fmt::format("frame {} (token {}): its scene_token changes, but it has lidar "
+                                        "sweeps, so StreamPETR keeps it in the previous scene",
+                                        k, ShortToken(frame.token)));
         }
       }
     }
@@ -196,8 +188,7 @@ void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
       ImportedScene scene;
       const auto known = names.find(frame.scene_token);
       std::string name = known != names.end() ? known->second : frame.scene_token;
-      if (!name.empty() && ++name_uses[name] > 1)
-        name += fmt::format(" (part {})", name_uses[name]);
+      if (!name.empty() && ++name_uses[name] > 1) name += fmt::format(" (part {})", name_uses[name]);
       scene.name = name;
       scene.frame_begin = k;
       subdataset.scenes.push_back(scene);
@@ -225,8 +216,7 @@ void ParseRangeOption(const std::string& text, ImportFilters& filters) {
   for (const std::string& item : SplitCommaList(text)) {
     double value = 0;
     const auto result = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || result.ec != std::errc() || result.ptr != item.data() + item.size() ||
-        !std::isfinite(value)) {
+    if (item.empty() || result.ec != std::errc() || result.ptr != item.data() + item.size() || !std::isfinite(value)) {
       throw ScenarioError(fmt::format("--range {}: '{}' is not a number", text, item));
     }
     values.push_back(value);
@@ -251,8 +241,7 @@ void ParseRangeOption(const std::string& text, ImportFilters& filters) {
                     "z_min, x_max, y_max, z_max) or 2 (min, max), got {}",
                     text, values.size()));
   }
-  if (!(low < high))
-    throw ScenarioError(fmt::format("--range {}: the minimum must be below the maximum", text));
+  if (!(low < high)) throw ScenarioError(fmt::format("--range {}: the minimum must be below the maximum", text));
   filters.bev_range_min_m = low;
   filters.bev_range_max_m = high;
 }
@@ -283,32 +272,31 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
       const uint32_t n = scene.frame_end - scene.frame_begin;
       const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
       if (lengths.size() != filters.seq_split_num && ++unsplittable <= kWarningsShownMax) {
-        summary.warnings.push_back(fmt::format(
-            "{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
-            "chunk(s), "
-            "but mmdet3d asserts every scene yields {} (the real job fails when it builds the "
-            "dataset; petrsim check reports it)",
-            sub.name, scene.name, scene.frame_begin, scene.frame_end - 1, n, filters.seq_split_num,
-            lengths.size(), filters.seq_split_num));
+        summary.warnings.push_back(
+            fmt::format("{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
+                        "chunk(s), "
+                        "but mmdet3d asserts every scene yields {} (the real job fails when it builds the "
+                        "dataset; petrsim check reports it)",
+                        sub.name, scene.name, scene.frame_begin, scene.frame_end - 1, n, filters.seq_split_num,
+                        lengths.size(), filters.seq_split_num));
       }
       uint32_t at = scene.frame_begin;
       for (const uint32_t length : lengths) {
         ++counts.groups;
-        counts.zero_gt_groups += std::all_of(gt.begin() + at, gt.begin() + at + length,
-                                             [](uint32_t g) { return g == 0; });
+        counts.zero_gt_groups +=
+            std::all_of(gt.begin() + at, gt.begin() + at + length, [](uint32_t g) { return g == 0; });
         at += length;
       }
     }
     if (unsplittable > kWarningsShownMax) {
-      summary.warnings.push_back(fmt::format("{}: {} more scene(s) seq_split_num {} cannot cut",
-                                             sub.name, unsplittable - kWarningsShownMax,
-                                             filters.seq_split_num));
+      summary.warnings.push_back(fmt::format("{}: {} more scene(s) seq_split_num {} cannot cut", sub.name,
+                                             unsplittable - kWarningsShownMax, filters.seq_split_num));
     }
     if (sub.scene_token_disagreements > 0) {
-      summary.warnings.push_back(fmt::format(
-          "{}: {} frame(s) where a new scene by the zero-sweeps rule (which StreamPETR uses) and a "
-          "scene_token change disagree; the scenes follow the rule",
-          sub.name, sub.scene_token_disagreements));
+      summary.warnings.push_back(
+          fmt::format("{}: {} frame(s) where a new scene by the zero-sweeps rule (which StreamPETR uses) and a "
+                      "scene_token change disagree; the scenes follow the rule",
+                      sub.name, sub.scene_token_disagreements));
     }
     for (const auto& warning : sub.warnings) summary.warnings.push_back(sub.name + ": " + warning);
     summary.sampler_groups = std::max(summary.sampler_groups, counts.groups);
@@ -326,33 +314,28 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
   return summary;
 }
 
-std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters,
-                          const std::string& output_path) {
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path) {
   std::string out = fmt::format("wrote {}\n", output_path);
   size_t width = 5;
   for (const auto& counts : summary.subdatasets) width = std::max(width, counts.name.size());
-  out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", "", width,
-                     "frames", "scenes", "groups", "zero-GT frames", "zero-GT groups", "boxes",
-                     "boxes kept");
+  out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", "", width, "frames", "scenes",
+                     "groups", "zero-GT frames", "zero-GT groups", "boxes", "boxes kept");
   auto row = [&](const ImportCounts& c) {
-    out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", c.name,
-                       width, c.frames, c.scenes, c.groups, c.zero_gt_frames, c.zero_gt_groups,
-                       c.boxes, c.boxes_kept);
+    out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", c.name, width, c.frames,
+                       c.scenes, c.groups, c.zero_gt_frames, c.zero_gt_groups, c.boxes, c.boxes_kept);
   };
   for (const auto& counts : summary.subdatasets) row(counts);
   if (summary.subdatasets.size() > 1) row(summary.total);
-  const std::vector<std::string>& classes =
-      filters.classes.empty() ? NuScenesClasses() : filters.classes;
+  const std::vector<std::string>& classes = filters.classes.empty() ? NuScenesClasses() : filters.classes;
   std::string class_list;
   for (size_t i = 0; i < classes.size(); ++i) class_list += (i ? ", " : "") + classes[i];
   out += fmt::format(
       "groups: seq_split_num {} chunks per scene; the sampler sees {} group(s) (sub-datasets' "
       "flags are concatenated without offset)\n",
       filters.seq_split_num, summary.sampler_groups);
-  out += fmt::format(
-      "filters: {} class(es) ({}), BEV range ({}, {}) m, use_valid_flag {}, filter_empty_gt {}\n",
-      classes.size(), class_list, filters.bev_range_min_m, filters.bev_range_max_m,
-      filters.use_valid_flag, filters.filter_empty_gt);
+  out += fmt::format("filters: {} class(es) ({}), BEV range ({}, {}) m, use_valid_flag {}, filter_empty_gt {}\n",
+                     classes.size(), class_list, filters.bev_range_min_m, filters.bev_range_max_m,
+                     filters.use_valid_flag, filters.filter_empty_gt);
   for (const auto& warning : summary.warnings) out += "warning: " + warning + "\n";
   out += fmt::format("next: petrsim check {}\n", output_path);
   return out;
@@ -400,8 +383,7 @@ void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Import
       options.add_whitespace = true;
       const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
       if (!status.ok())
-        throw ScenarioError(
-            fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
+        throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
     }
     AtomicFile file(path);
     file.Write(bytes);
@@ -447,8 +429,7 @@ void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Import
           out += " num_lidar_pts: ";
           out += std::to_string(box.num_lidar_pts);
           if (box.num_radar_pts != 0) out += " num_radar_pts: " + std::to_string(box.num_radar_pts);
-          if (box.valid_flag >= 0)
-            out += box.valid_flag ? " valid_flag: true" : " valid_flag: false";
+          if (box.valid_flag >= 0) out += box.valid_flag ? " valid_flag: true" : " valid_flag: false";
           out += " }\n";
         }
         out += "        }\n";

@@ -73,9 +73,8 @@ struct ImportFilters {
 // as Python's sorted), cuts scenes with the zero-sweeps rule, names each scene by
 // `scene_names[its first frame's scene_token]` when given, else by that token, and counts the
 // frames where a scene_token change and the rule disagree.
-void OrderFramesAndCutScenes(
-    ImportedSubDataset& subdataset,
-    const std::vector<std::pair<std::string, std::string>>& scene_names = {});
+void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
+                             const std::vector<std::pair<std::string, std::string>>& scene_names = {});
 
 // "--range": 6 numbers (a point_cloud_range: x_min, y_min, z_min, x_max, y_max, z_max) or 2
 // (min, max); x and y must share their bounds, as the scenario keeps one BEV range.
@@ -102,8 +101,7 @@ struct ImportSummary {
   std::vector<std::string> warnings;
 };
 ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters);
-std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters,
-                          const std::string& output_path);
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path);
 
 // The scenario: the data as explicit sub-datasets, the filters, and petrsim's defaults
 // (StreamPETR's reference configuration) for everything else.

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "model/error.h"
 #include "formats/pickle/pickle.h"
+#include "model/error.h"
 
 namespace petrsim {
 namespace {
@@ -25,23 +25,20 @@ using Type = PickleNode::Type;
 // The info keys the importer reads; the reader drops every other value while it parses (the
 // cameras, sweeps' details and 2D annotations are most of a real file).
 const std::vector<std::string>& KeptKeys() {
-  static const std::vector<std::string> keys = {"token",         "timestamp", "scene_token",
-                                                "gt_boxes",      "gt_names",  "num_lidar_pts",
-                                                "num_radar_pts", "valid_flag"};
+  static const std::vector<std::string> keys = {"token",    "timestamp",     "scene_token",   "gt_boxes",
+                                                "gt_names", "num_lidar_pts", "num_radar_pts", "valid_flag"};
   return keys;
 }
 
 std::string StemOf(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".pkl") == 0)
-    name.resize(name.size() - 4);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".pkl") == 0) name.resize(name.size() - 4);
   return name;
 }
 
 class InfoReader {
  public:
-  InfoReader(const std::string& file, uint64_t file_bytes, const Mmdet3dInfosOptions& options,
-             ImportedSubDataset& out)
+  InfoReader(const std::string& file, uint64_t file_bytes, const Mmdet3dInfosOptions& options, ImportedSubDataset& out)
       : file_(file), file_bytes_(file_bytes), options_(options), out_(out) {}
 
   void ReadRoot(const PickleNode& root) {
@@ -61,17 +58,14 @@ class InfoReader {
       std::string keys;
       for (const auto& [key, value] : root.entries) {
         if (keys.size() > 80) break;
-        keys += (keys.empty() ? "'" : ", '") +
-                (key->type == Type::kString ? key->text : key->TypeName()) + "'";
+        keys += (keys.empty() ? "'" : ", '") + (key->type == Type::kString ? key->text : key->TypeName()) + "'";
       }
-      Fail("top level",
-           fmt::format("no key 'infos' (found {})", keys.empty() ? "an empty dict" : keys));
+      Fail("top level", fmt::format("no key 'infos' (found {})", keys.empty() ? "an empty dict" : keys));
     }
     if (infos->type != Type::kList)
       Fail("infos", fmt::format("expected a list, found a {}", DescribePickleValue(*infos)));
     if (const PickleNode* metadata = root.Get("metadata"); metadata != nullptr) {
-      if (const PickleNode* version = metadata->Get("version");
-          version != nullptr && version->type == Type::kString) {
+      if (const PickleNode* version = metadata->Get("version"); version != nullptr && version->type == Type::kString) {
         out_.version = version->text;
       }
     }
@@ -84,12 +78,9 @@ class InfoReader {
   [[noreturn]] void Fail(const std::string& where, const std::string& what) const {
     throw ScenarioError(fmt::format("{}: {}: {}", file_, where, what));
   }
-  static std::string Where(size_t i, const char* key) {
-    return fmt::format("infos[{}].{}", i, key);
-  }
+  static std::string Where(size_t i, const char* key) { return fmt::format("infos[{}].{}", i, key); }
 
-  const PickleNode& Need(const PickleNode& info, size_t i, const char* key,
-                         const char* why = "") const {
+  const PickleNode& Need(const PickleNode& info, size_t i, const char* key, const char* why = "") const {
     const PickleNode* value = info.Get(key);
     if (value == nullptr) {
       Fail(fmt::format("infos[{}]", i), fmt::format("missing key '{}'{}", key, why));
@@ -104,8 +95,7 @@ class InfoReader {
 
   void ReadInfo(const PickleNode& info, size_t i) {
     if (info.type != Type::kDict) {
-      Fail(fmt::format("infos[{}]", i),
-           fmt::format("expected a dict, found a {}", DescribePickleValue(info)));
+      Fail(fmt::format("infos[{}]", i), fmt::format("expected a dict, found a {}", DescribePickleValue(info)));
     }
     ImportedFrame frame;
     const PickleNode& token = Need(info, i, "token");
@@ -115,29 +105,24 @@ class InfoReader {
     const PickleNode& timestamp = Need(info, i, "timestamp");
     if (timestamp.type == Type::kInt) {
       frame.timestamp = timestamp.integer;
-    } else if (timestamp.type == Type::kNumpyScalar &&
-               (timestamp.dtype.kind == 'i' || timestamp.dtype.kind == 'u')) {
+    } else if (timestamp.type == Type::kNumpyScalar && (timestamp.dtype.kind == 'i' || timestamp.dtype.kind == 'u')) {
       if (!NumpyIntFits(timestamp, 0)) {
-        Fail(Where(i, "timestamp"),
-             fmt::format("a numpy uint64 timestamp {} above the int64 range (microseconds "
-                         "since 1970 fit in int64)",
-                         NumpyUint64(timestamp, 0)));
+        Fail(Where(i, "timestamp"), fmt::format("a numpy uint64 timestamp {} above the int64 range (microseconds "
+                                                "since 1970 fit in int64)",
+                                                NumpyUint64(timestamp, 0)));
       }
       frame.timestamp = NumpyInt(timestamp, 0);
     } else {
       Fail(Where(i, "timestamp"),
            fmt::format("expected an int (microseconds), found {}", DescribePickleValue(timestamp)));
     }
-    const PickleNode& sweeps =
-        Need(info, i, "sweeps", " (StreamPETR starts a scene at every frame without sweeps)");
+    const PickleNode& sweeps = Need(info, i, "sweeps", " (StreamPETR starts a scene at every frame without sweeps)");
     if (!sweeps.is_sequence())
-      Fail(Where(i, "sweeps"),
-           fmt::format("expected a list, found {}", DescribePickleValue(sweeps)));
+      Fail(Where(i, "sweeps"), fmt::format("expected a list, found {}", DescribePickleValue(sweeps)));
     frame.sweeps = static_cast<uint32_t>(std::min<size_t>(sweeps.items.size(), UINT32_MAX));
     if (const PickleNode* scene_token = info.Get("scene_token"); scene_token != nullptr) {
       if (scene_token->type != Type::kString) {
-        Fail(Where(i, "scene_token"),
-             fmt::format("expected a str, found {}", DescribePickleValue(*scene_token)));
+        Fail(Where(i, "scene_token"), fmt::format("expected a str, found {}", DescribePickleValue(*scene_token)));
       }
       frame.scene_token = scene_token->text;
     }
@@ -146,20 +131,17 @@ class InfoReader {
   }
 
   void ReadBoxes(const PickleNode& info, size_t i, ImportedFrame& frame) {
-    const char* no_gt =
-        " (a test-split info file has no annotations; import the train and val infos)";
+    const char* no_gt = " (a test-split info file has no annotations; import the train and val infos)";
     const PickleNode& boxes = Need(info, i, "gt_boxes", no_gt);
     uint64_t n = 0;
     uint64_t columns = 0;
-    if (IsArray(boxes) && boxes.dtype.kind == 'f' && boxes.shape.size() == 2 &&
-        boxes.shape[1] >= 7) {
+    if (IsArray(boxes) && boxes.dtype.kind == 'f' && boxes.shape.size() == 2 && boxes.shape[1] >= 7) {
       n = static_cast<uint64_t>(boxes.shape[0]);
       columns = static_cast<uint64_t>(boxes.shape[1]);
     } else if (!Empty1D(boxes)) {
-      Fail(Where(i, "gt_boxes"),
-           fmt::format("expected a float array of shape (N, 7) (x, y, z, dx, dy, "
-                       "dz, yaw), found {}",
-                       DescribePickleValue(boxes)));
+      Fail(Where(i, "gt_boxes"), fmt::format("expected a float array of shape (N, 7) (x, y, z, dx, dy, "
+                                             "dz, yaw), found {}",
+                                             DescribePickleValue(boxes)));
     }
     const PickleNode& names = Need(info, i, "gt_names", no_gt);
     const PickleNode& lidar = Need(info, i, "num_lidar_pts", no_gt);
@@ -171,23 +153,19 @@ class InfoReader {
            "import with --no-valid-flag if your config sets use_valid_flag=False)");
     }
     // An empty frame's arrays come out of np.array([]) as float64: any dtype is fine at length 0.
-    auto check_1d = [&](const PickleNode& array, const char* key, const char* kinds,
-                        const char* expected) {
+    auto check_1d = [&](const PickleNode& array, const char* key, const char* kinds, const char* expected) {
       if (n == 0 && Empty1D(array)) return;
-      const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr &&
-                           array.dtype.kind != 0;
+      const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr && array.dtype.kind != 0;
       if (!kind_ok || array.shape.size() != 1 || static_cast<uint64_t>(array.shape[0]) != n) {
-        Fail(Where(i, key),
-             fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
-                         DescribePickleValue(array)));
+        Fail(Where(i, key), fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
+                                        DescribePickleValue(array)));
       }
     };
     if (IsArray(names) && names.dtype.kind == 'S' && !(n == 0 && Empty1D(names))) {
       // mmdet3d compares the names with its str class names: b'car' never matches 'car'.
-      Fail(Where(i, "gt_names"),
-           fmt::format("expected a str array ('<U..') or an object array of str, found a bytes "
-                       "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
-                       DescribePickleValue(names)));
+      Fail(Where(i, "gt_names"), fmt::format("expected a str array ('<U..') or an object array of str, found a bytes "
+                                             "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
+                                             DescribePickleValue(names)));
     }
     check_1d(names, "gt_names", "UO", "a str array");
     check_1d(lidar, "num_lidar_pts", "iu", "an int array");
@@ -198,11 +176,10 @@ class InfoReader {
     // but the dataset its rows once per info: a real box costs the file at least its 7 float32
     // of gt_boxes (28 bytes), so more boxes than one per kFileBytesPerBox bytes are refused.
     if (n > 0 && out_.boxes.size() + n > MaxBoxes()) {
-      Fail(Where(i, "gt_boxes"),
-           fmt::format("the infos so far hold {} boxes, more than a {}-byte file can hold (at "
-                       "most {}, one per {} bytes; a real box costs at least 28 bytes of "
-                       "gt_boxes): are arrays shared between infos?",
-                       out_.boxes.size() + n, file_bytes_, MaxBoxes(), kFileBytesPerBox));
+      Fail(Where(i, "gt_boxes"), fmt::format("the infos so far hold {} boxes, more than a {}-byte file can hold (at "
+                                             "most {}, one per {} bytes; a real box costs at least 28 bytes of "
+                                             "gt_boxes): are arrays shared between infos?",
+                                             out_.boxes.size() + n, file_bytes_, MaxBoxes(), kFileBytesPerBox));
     }
     frame.box_begin = static_cast<uint32_t>(out_.boxes.size());
     for (uint64_t b = 0; b < n; ++b) {
@@ -239,8 +216,7 @@ class InfoReader {
     }
     const int64_t value = NumpyInt(array, b);
     if (value < 0 || value > int64_t{UINT32_MAX}) {
-      Fail(fmt::format("infos[{}].{}[{}]", i, key, b),
-           fmt::format("expected a count in [0, 2^32), found {}", value));
+      Fail(fmt::format("infos[{}].{}[{}]", i, key, b), fmt::format("expected a count in [0, 2^32), found {}", value));
     }
     return static_cast<uint32_t>(value);
   }
@@ -256,8 +232,7 @@ class InfoReader {
       name = item.text;
     } else {
       // The raw element (UCS-4 or bytes, NUL padded) is the cache key: one decode per class.
-      const std::string_view raw(names.text.data() + b * names.dtype.itemsize,
-                                 names.dtype.itemsize);
+      const std::string_view raw(names.text.data() + b * names.dtype.itemsize, names.dtype.itemsize);
       auto& cache = names.dtype.kind == 'U' ? unicode_cache_ : bytes_cache_;
       const auto hit = cache.find(raw);
       if (hit != cache.end()) return hit->second;
@@ -270,8 +245,7 @@ class InfoReader {
   }
   uint32_t Intern(const std::string& name, size_t i, uint64_t b) {
     if (name.empty()) Fail(fmt::format("infos[{}].gt_names[{}]", i, b), "an empty class name");
-    const auto [it, inserted] =
-        classes_.emplace(name, static_cast<uint32_t>(out_.class_names.size()));
+    const auto [it, inserted] = classes_.emplace(name, static_cast<uint32_t>(out_.class_names.size()));
     if (inserted) out_.class_names.push_back(name);
     return it->second;
   }
@@ -316,8 +290,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
 ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosOptions& options) {
   // Mapped rather than read: the pages come straight from the page cache, without a copy.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw ScenarioError(fmt::format("{}: cannot open info file: {}", path, std::strerror(errno)));
+  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open info file: {}", path, std::strerror(errno)));
   struct stat info;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
@@ -331,8 +304,7 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (data == MAP_FAILED)
-    throw ScenarioError(
-        fmt::format("{}: cannot map the info file: {}", path, std::strerror(errno)));
+    throw ScenarioError(fmt::format("{}: cannot map the info file: {}", path, std::strerror(errno)));
   struct Unmap {
     void* data;
     size_t size;

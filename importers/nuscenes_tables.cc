@@ -128,8 +128,7 @@ class Table {
  public:
   using OnRecord = std::function<void(const Table&, uint64_t index)>;
 
-  Table(std::string path, std::vector<std::string> keys)
-      : path_(std::move(path)), keys_(std::move(keys)) {
+  Table(std::string path, std::vector<std::string> keys) : path_(std::move(path)), keys_(std::move(keys)) {
     fields_.resize(keys_.size());
   }
 
@@ -152,32 +151,24 @@ class Table {
   const Field& Need(uint64_t index, size_t key, Field::Kind kind) const {
     const Field& field = fields_[key];
     if (field.kind != kind) {
-      Fail(
-          index, key,
-          fmt::format("expected {}, found {}", Field::KindName(kind), Field::KindName(field.kind)));
+      Fail(index, key, fmt::format("expected {}, found {}", Field::KindName(kind), Field::KindName(field.kind)));
     }
     return field;
   }
-  const std::string& String(uint64_t index, size_t key) const {
-    return Need(index, key, Field::Kind::kString).text;
-  }
+  const std::string& String(uint64_t index, size_t key) const { return Need(index, key, Field::Kind::kString).text; }
   int64_t Integer(uint64_t index, size_t key) const {
     const Field& field = Need(index, key, Field::Kind::kNumber);
-    if (!field.integral)
-      Fail(index, key, fmt::format("expected an integer, found {}", field.number));
+    if (!field.integral) Fail(index, key, fmt::format("expected an integer, found {}", field.number));
     return field.integer;
   }
-  bool Bool(uint64_t index, size_t key) const {
-    return Need(index, key, Field::Kind::kBool).boolean;
-  }
+  bool Bool(uint64_t index, size_t key) const { return Need(index, key, Field::Kind::kBool).boolean; }
   // An array of exactly n finite numbers.
   const std::vector<double>& Numbers(uint64_t index, size_t key, size_t n) const {
     const Field& field = Need(index, key, Field::Kind::kArray);
     if (field.numbers.size() != n || field.non_numbers != 0) {
       Fail(index, key,
-           fmt::format(
-               "expected {} numbers, found {} number(s){}", n, field.numbers.size(),
-               field.non_numbers ? fmt::format(" and {} other item(s)", field.non_numbers) : ""));
+           fmt::format("expected {} numbers, found {} number(s){}", n, field.numbers.size(),
+                       field.non_numbers ? fmt::format(" and {} other item(s)", field.non_numbers) : ""));
     }
     for (const double v : field.numbers) {
       if (!std::isfinite(v)) Fail(index, key, "expected finite numbers");
@@ -205,16 +196,12 @@ class TableSax : public nlohmann::json_sax<nlohmann::json> {
       f.boolean = value;
     });
   }
-  bool number_integer(number_integer_t value) override {
-    return Number(static_cast<double>(value), true, value);
-  }
+  bool number_integer(number_integer_t value) override { return Number(static_cast<double>(value), true, value); }
   bool number_unsigned(number_unsigned_t value) override {
     const bool fits = value <= static_cast<uint64_t>(INT64_MAX);
     return Number(static_cast<double>(value), fits, fits ? static_cast<int64_t>(value) : 0);
   }
-  bool number_float(number_float_t value, const string_t&) override {
-    return Number(value, false, 0);
-  }
+  bool number_float(number_float_t value, const string_t&) override { return Number(value, false, 0); }
   bool string(string_t& value) override {
     return Scalar([&value](Field& f) {
       f.kind = Field::Kind::kString;
@@ -317,8 +304,7 @@ class TableSax : public nlohmann::json_sax<nlohmann::json> {
 void Table::Read(const OnRecord& on_record) {
   std::FILE* file = std::fopen(path_.c_str(), "rb");
   if (file == nullptr) {
-    throw ScenarioError(
-        fmt::format("{}: cannot open nuScenes table: {}", path_, std::strerror(errno)));
+    throw ScenarioError(fmt::format("{}: cannot open nuScenes table: {}", path_, std::strerror(errno)));
   }
   struct Closer {
     std::FILE* file;
@@ -326,10 +312,8 @@ void Table::Read(const OnRecord& on_record) {
   } closer{file};
   ChunkedFile chunks(file);
   TableSax sax(*this, on_record);
-  const bool ok =
-      nlohmann::json::sax_parse(ChunkedFile::Iterator(&chunks), ChunkedFile::Iterator(), &sax);
-  if (chunks.failed())
-    throw ScenarioError(fmt::format("{}: read error: {}", path_, std::strerror(errno)));
+  const bool ok = nlohmann::json::sax_parse(ChunkedFile::Iterator(&chunks), ChunkedFile::Iterator(), &sax);
+  if (chunks.failed()) throw ScenarioError(fmt::format("{}: read error: {}", path_, std::strerror(errno)));
   if (!ok || !sax.error().empty()) {
     throw ScenarioError(sax.error().empty() ? path_ + ": invalid JSON" : sax.error());
   }
@@ -438,9 +422,8 @@ class TablesReader {
             missing, splits[s].second.size(), directory_, missing_example);
       }
       if (samples.empty()) {
-        throw ScenarioError(
-            fmt::format("{}scene.json: split '{}': none of its {} scenes is in this table set",
-                        directory_, splits[s].first, splits[s].second.size()));
+        throw ScenarioError(fmt::format("{}scene.json: split '{}': none of its {} scenes is in this table set",
+                                        directory_, splits[s].first, splits[s].second.size()));
       }
       wanted_samples.insert(samples.begin(), samples.end());
       split_samples.push_back(std::move(samples));
@@ -467,8 +450,7 @@ class TablesReader {
     if (!options_.split_file.empty()) {
       std::FILE* file = std::fopen(options_.split_file.c_str(), "rb");
       if (file == nullptr) {
-        throw ScenarioError(fmt::format("{}: cannot open split file: {}", options_.split_file,
-                                        std::strerror(errno)));
+        throw ScenarioError(fmt::format("{}: cannot open split file: {}", options_.split_file, std::strerror(errno)));
       }
       nlohmann::ordered_json json;
       try {
@@ -480,32 +462,29 @@ class TablesReader {
       std::fclose(file);
       if (!json.is_object()) {
         throw ScenarioError(
-            fmt::format("{}: expected a JSON object {{\"split\": [\"scene-0001\", ...]}}",
-                        options_.split_file));
+            fmt::format("{}: expected a JSON object {{\"split\": [\"scene-0001\", ...]}}", options_.split_file));
       }
       for (const auto& [name, scenes] : json.items()) {
-        if (!options_.splits.empty() && std::find(options_.splits.begin(), options_.splits.end(),
-                                                  name) == options_.splits.end()) {
+        if (!options_.splits.empty() &&
+            std::find(options_.splits.begin(), options_.splits.end(), name) == options_.splits.end()) {
           continue;
         }
         std::vector<std::string> names;
         if (!scenes.is_array()) {
-          throw ScenarioError(fmt::format("{}: split '{}': expected an array of scene names",
-                                          options_.split_file, name));
+          throw ScenarioError(
+              fmt::format("{}: split '{}': expected an array of scene names", options_.split_file, name));
         }
         for (const auto& scene : scenes) {
           if (!scene.is_string()) {
-            throw ScenarioError(
-                fmt::format("{}: split '{}': expected scene names (strings), found {}",
-                            options_.split_file, name, scene.dump()));
+            throw ScenarioError(fmt::format("{}: split '{}': expected scene names (strings), found {}",
+                                            options_.split_file, name, scene.dump()));
           }
           names.push_back(scene.get<std::string>());
         }
         splits.emplace_back(name, std::move(names));
       }
       for (const auto& wanted : options_.splits) {
-        if (std::none_of(splits.begin(), splits.end(),
-                         [&](const auto& split) { return split.first == wanted; })) {
+        if (std::none_of(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; })) {
           throw ScenarioError(fmt::format("{}: no split '{}'", options_.split_file, wanted));
         }
       }
@@ -514,16 +493,14 @@ class TablesReader {
       if (!options_.splits.empty()) {
         std::vector<std::pair<std::string, std::vector<std::string>>> ordered;
         for (const auto& wanted : options_.splits) {
-          ordered.push_back(*std::find_if(splits.begin(), splits.end(), [&](const auto& split) {
-            return split.first == wanted;
-          }));
+          ordered.push_back(
+              *std::find_if(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; }));
         }
         splits = std::move(ordered);
       }
       return splits;
     }
-    if (options_.splits.empty())
-      throw ScenarioError("import nuscenes: --split is required (e.g. --split train,val)");
+    if (options_.splits.empty()) throw ScenarioError("import nuscenes: --split is required (e.g. --split train,val)");
     std::vector<std::string> allowed;
     if (options_.version == "v1.0-trainval") {
       allowed = {"train", "val"};
@@ -542,12 +519,10 @@ class TablesReader {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
         throw ScenarioError(
-            fmt::format("--split {}: not an official split of {} (expected one of {})", name,
-                        options_.version, list));
+            fmt::format("--split {}: not an official split of {} (expected one of {})", name, options_.version, list));
       }
       std::string official = name;
-      if (options_.version == "v1.0-mini" && (name == "train" || name == "val"))
-        official = "mini_" + name;
+      if (options_.version == "v1.0-mini" && (name == "train" || name == "val")) official = "mini_" + name;
       splits.emplace_back(name, *OfficialNuScenesSplit(official));
     }
     return splits;
@@ -561,8 +536,7 @@ class TablesReader {
     Table table(Path("instance"), {"token", "category_token"});
     table.Read([&](const Table& t, uint64_t i) {
       const auto it = categories_.find(t.String(i, 1));
-      if (it == categories_.end())
-        t.Fail(i, 1, fmt::format("category {} is not in category.json", t.String(i, 1)));
+      if (it == categories_.end()) t.Fail(i, 1, fmt::format("category {} is not in category.json", t.String(i, 1)));
       instance_class_[t.String(i, 0)] = NuScenesDetectionName(it->second);
     });
   }
@@ -571,8 +545,7 @@ class TablesReader {
     table.Read([&](const Table& t, uint64_t i) {
       if (t.String(i, 1) == "LIDAR_TOP") lidar_sensors_.insert(t.String(i, 0));
     });
-    if (lidar_sensors_.empty())
-      throw ScenarioError(Path("sensor") + ": no sensor with channel LIDAR_TOP");
+    if (lidar_sensors_.empty()) throw ScenarioError(Path("sensor") + ": no sensor with channel LIDAR_TOP");
   }
   void ReadCalibratedSensors() {
     Table table(Path("calibrated_sensor"), {"token", "sensor_token", "translation", "rotation"});
@@ -618,21 +591,19 @@ class TablesReader {
                         Path("sample"), token, scene.name, it->second.scene_token));
       }
       if (++count > samples_.size()) {
-        throw ScenarioError(
-            fmt::format("{}: the next links of scene {} form a cycle", Path("sample"), scene.name));
+        throw ScenarioError(fmt::format("{}: the next links of scene {} form a cycle", Path("sample"), scene.name));
       }
       out.push_back(token);
       token = it->second.next;
     }
     if (static_cast<int64_t>(count) != scene.nbr_samples) {
-      throw ScenarioError(
-          fmt::format("{}: scene {} has nbr_samples {}, but its samples' next links count {}",
-                      Path("scene"), scene.name, scene.nbr_samples, count));
+      throw ScenarioError(fmt::format("{}: scene {} has nbr_samples {}, but its samples' next links count {}",
+                                      Path("scene"), scene.name, scene.nbr_samples, count));
     }
   }
   void ReadSampleData(const std::unordered_set<std::string>& wanted) {
-    Table table(Path("sample_data"), {"token", "sample_token", "ego_pose_token",
-                                      "calibrated_sensor_token", "is_key_frame", "prev"});
+    Table table(Path("sample_data"),
+                {"token", "sample_token", "ego_pose_token", "calibrated_sensor_token", "is_key_frame", "prev"});
     table.Read([&](const Table& t, uint64_t i) {
       // Every record is checked (the calls throw on a missing or mistyped field).
       const std::string& sample = t.String(i, 1);
@@ -640,11 +611,9 @@ class TablesReader {
       t.String(i, 0);
       t.String(i, 2);
       t.String(i, 5);
-      if (lidar_calibrations_.count(t.String(i, 3)) == 0 || !key_frame)
-        return;  // not a LIDAR_TOP keyframe
+      if (lidar_calibrations_.count(t.String(i, 3)) == 0 || !key_frame) return;  // not a LIDAR_TOP keyframe
       if (wanted.count(sample) == 0) return;
-      LidarKeyframe keyframe{t.String(i, 0), t.String(i, 2), t.String(i, 3),
-                             !t.String(i, 5).empty()};
+      LidarKeyframe keyframe{t.String(i, 0), t.String(i, 2), t.String(i, 3), !t.String(i, 5).empty()};
       wanted_poses_.insert(keyframe.ego_pose_token);
       if (!lidar_keyframes_.emplace(sample, std::move(keyframe)).second) {
         t.Fail(i, 1, fmt::format("sample {} has two LIDAR_TOP keyframes", sample));
@@ -659,8 +628,8 @@ class TablesReader {
     });
   }
   void ReadAnnotations(const std::unordered_set<std::string>& wanted) {
-    Table table(Path("sample_annotation"), {"token", "sample_token", "instance_token",
-                                            "translation", "num_lidar_pts", "num_radar_pts"});
+    Table table(Path("sample_annotation"),
+                {"token", "sample_token", "instance_token", "translation", "num_lidar_pts", "num_radar_pts"});
     table.Read([&](const Table& t, uint64_t i) {
       // Every record is checked, also those of samples not imported: the table is the input.
       const std::string& sample = t.String(i, 1);
@@ -671,21 +640,18 @@ class TablesReader {
       const std::vector<double>& centre = t.Numbers(i, 3, 3);
       auto count = [&](size_t key) {
         const int64_t value = t.Integer(i, key);
-        if (value < 0 || value > int64_t{UINT32_MAX})
-          t.Fail(i, key, fmt::format("expected a count, found {}", value));
+        if (value < 0 || value > int64_t{UINT32_MAX}) t.Fail(i, key, fmt::format("expected a count, found {}", value));
         return static_cast<uint32_t>(value);
       };
       const uint32_t lidar = count(4);
       const uint32_t radar = count(5);
       if (wanted.count(sample) == 0) return;
-      annotations_[sample].push_back(
-          Annotation{instance->second, {centre[0], centre[1], centre[2]}, lidar, radar});
+      annotations_[sample].push_back(Annotation{instance->second, {centre[0], centre[1], centre[2]}, lidar, radar});
     });
   }
 
-  ImportedSubDataset BuildSplit(
-      const std::string& name, const std::vector<std::string>& samples,
-      const std::vector<std::pair<std::string, std::string>>& scene_names) const {
+  ImportedSubDataset BuildSplit(const std::string& name, const std::vector<std::string>& samples,
+                                const std::vector<std::pair<std::string, std::string>>& scene_names) const {
     ImportedSubDataset sub;
     sub.name = name;
     sub.source = directory_;
@@ -701,14 +667,12 @@ class TablesReader {
       const SampleRecord& sample = samples_.at(*token);
       const auto keyframe = lidar_keyframes_.find(*token);
       if (keyframe == lidar_keyframes_.end()) {
-        throw ScenarioError(
-            fmt::format("{}: sample {} has no LIDAR_TOP keyframe", Path("sample_data"), *token));
+        throw ScenarioError(fmt::format("{}: sample {} has no LIDAR_TOP keyframe", Path("sample_data"), *token));
       }
       const auto pose = poses_.find(keyframe->second.ego_pose_token);
       if (pose == poses_.end()) {
-        throw ScenarioError(fmt::format("{}: ego pose {} of sample_data {} is not there",
-                                        Path("ego_pose"), keyframe->second.ego_pose_token,
-                                        keyframe->second.token));
+        throw ScenarioError(fmt::format("{}: ego pose {} of sample_data {} is not there", Path("ego_pose"),
+                                        keyframe->second.ego_pose_token, keyframe->second.token));
       }
       const Pose& calibration = lidar_calibrations_.at(keyframe->second.calibrated_sensor_token);
       ImportedFrame frame;
@@ -722,8 +686,7 @@ class TablesReader {
           const Vec3 ego = Into(pose->second.rotation, pose->second.translation, ann.centre);
           const Vec3 lidar = Into(calibration.rotation, calibration.translation, ego);
           ImportedBox box;
-          const auto [it, inserted] =
-              classes.emplace(ann.category, static_cast<uint32_t>(sub.class_names.size()));
+          const auto [it, inserted] = classes.emplace(ann.category, static_cast<uint32_t>(sub.class_names.size()));
           if (inserted) sub.class_names.push_back(ann.category);
           box.class_index = it->second;
           box.x = static_cast<float>(lidar[0]);

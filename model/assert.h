@@ -6,11 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define PETRSIM_ASSERT(condition)                                                        \
-  do {                                                                                   \
-    if (!(condition)) [[unlikely]] {                                                     \
-      std::fprintf(stderr, "petrsim: internal assertion failed at %s:%d: %s\n", __FILE__, \
-                   __LINE__, #condition);                                                \
-      std::abort();                                                                      \
-    }                                                                                    \
+#define PETRSIM_ASSERT(condition)                                                                                \
+  do {                                                                                                           \
+    if (!(condition)) [[unlikely]] {                                                                             \
+      std::fprintf(stderr, "petrsim: internal assertion failed at %s:%d: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                                              \
+    }                                                                                                            \
   } while (false)

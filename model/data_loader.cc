@@ -22,8 +22,8 @@ DataLoaderShape MakeDataLoaderShape(const Scenario& scenario, const Dataset& dat
 std::vector<uint64_t> BatchesPerEpochByRank(const Scenario& scenario, const Dataset& dataset) {
   const auto& job = scenario.job();
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
-  const uint64_t natural = loader.batches_per_epoch != 0 ? loader.batches_per_epoch
-                                                         : IterationsPerEpoch(scenario, dataset);
+  const uint64_t natural =
+      loader.batches_per_epoch != 0 ? loader.batches_per_epoch : IterationsPerEpoch(scenario, dataset);
   std::vector<uint64_t> batches(job.world_size(), natural);
   for (const Fault& fault : scenario.faults()) {
     if (!fault.has_uneven_batches()) continue;

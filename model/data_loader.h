@@ -29,8 +29,7 @@ struct DataLoaderShape {
 
   // Whether a new DataLoader iterator (new, freshly seeded workers) starts at `iteration` > 0.
   bool RestartsAt(uint64_t iteration) const {
-    return workers > 0 && batches_per_epoch > 0 && iteration > 0 &&
-           iteration % batches_per_epoch == 0;
+    return workers > 0 && batches_per_epoch > 0 && iteration > 0 && iteration % batches_per_epoch == 0;
   }
 };
 

@@ -114,8 +114,7 @@ class DatasetBuilder {
       synthetic.ForEachFrame(i, [&](uint32_t, std::span<const SyntheticBox> boxes) {
         uint32_t gt = 0;
         for (const auto& box : boxes) {
-          gt += filter_.Keeps(target[box.class_index], box.x, box.y, box.num_lidar_pts,
-                              box.num_radar_pts);
+          gt += filter_.Keeps(target[box.class_index], box.x, box.y, box.num_lidar_pts, box.num_radar_pts);
         }
         pending.gt_counts.push_back(gt);
         pending.box_counts.push_back(static_cast<uint32_t>(boxes.size()));
@@ -132,38 +131,35 @@ class DatasetBuilder {
     const uint32_t split = grouping.seq_split_num();
     std::vector<uint32_t> lengths = SceneChunkLengths(n, split);
     if (lengths.size() != split) {
-      throw ScenarioError(
-          display_name_ + ": dataset.subdatasets[" + std::to_string(s) + "] ('" +
-          SubDatasetName(scenario_, s) + "') scene " + std::to_string(scene.index_in_subdataset) +
-          " '" + scene.name + "' has " + std::to_string(n) + " frame(s): seq_split_num " +
-          std::to_string(split) + " cuts it into " + std::to_string(lengths.size()) +
-          " chunk(s) of ceil(" + std::to_string(n) + "/" + std::to_string(split) +
-          "), but mmdet3d asserts every scene yields exactly " + std::to_string(split) +
-          " (the real job fails when it builds the dataset)");
+      throw ScenarioError(display_name_ + ": dataset.subdatasets[" + std::to_string(s) + "] ('" +
+                          SubDatasetName(scenario_, s) + "') scene " + std::to_string(scene.index_in_subdataset) +
+                          " '" + scene.name + "' has " + std::to_string(n) + " frame(s): seq_split_num " +
+                          std::to_string(split) + " cuts it into " + std::to_string(lengths.size()) +
+                          " chunk(s) of ceil(" + std::to_string(n) + "/" + std::to_string(split) +
+                          "), but mmdet3d asserts every scene yields exactly " + std::to_string(split) +
+                          " (the real job fails when it builds the dataset)");
     }
     return lengths;
   }
 
   void BuildSubDataset(int s) {
     const SubDataset& source = scenario_.dataset().subdatasets(s);
-    std::vector<PendingScene> scenes = source.has_explicit_() ? ReadExplicit(s, source.explicit_())
-                                                              : ReadSynthetic(s);
+    std::vector<PendingScene> scenes = source.has_explicit_() ? ReadExplicit(s, source.explicit_()) : ReadSynthetic(s);
     SubDatasetInfo info;
     info.name = SubDatasetName(scenario_, s);
     info.begin = dataset_.size();
     info.scene_begin = static_cast<uint32_t>(dataset_.scenes_.size());
     info.chunk_begin = static_cast<uint32_t>(dataset_.chunks_.size());
     const bool seq_mode = scenario_.grouping().seq_mode();
-    const bool drop_empty = scenario_.resample().policy() == Resample::drop_empty_groups &&
-                            dataset_.rejects_empty_frames_;
+    const bool drop_empty =
+        scenario_.resample().policy() == Resample::drop_empty_groups && dataset_.rejects_empty_frames_;
     int64_t next_flag = 0;
 
     // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros), so
     // drop_empty_groups drops it whole when none of its frames has GT.
     if (!seq_mode && drop_empty) {
       const bool any_gt = std::any_of(scenes.begin(), scenes.end(), [](const PendingScene& scene) {
-        return std::any_of(scene.gt_counts.begin(), scene.gt_counts.end(),
-                           [](uint32_t gt) { return gt > 0; });
+        return std::any_of(scene.gt_counts.begin(), scene.gt_counts.end(), [](uint32_t gt) { return gt > 0; });
       });
       if (!any_gt) {
         info.chunks_dropped = 1;
@@ -221,8 +217,7 @@ class DatasetBuilder {
       } else {
         uint32_t f = 0;
         for (const uint32_t length : lengths[i]) {
-          const bool has_gt = std::any_of(scene.gt_counts.begin() + f,
-                                          scene.gt_counts.begin() + f + length,
+          const bool has_gt = std::any_of(scene.gt_counts.begin() + f, scene.gt_counts.begin() + f + length,
                                           [](uint32_t gt) { return gt > 0; });
           if (drop_empty && !has_gt) {
             ++info.chunks_dropped;

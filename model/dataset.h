@@ -67,16 +67,13 @@ class Dataset {
   bool rejects_empty_frames() const { return rejects_empty_frames_; }
   int64_t accepted_frames() const { return accepted_frames_; }
   // Accepted frames among dataset indices [begin, end), O(1).
-  int64_t accepted_in(int64_t begin, int64_t end) const {
-    return accepted_prefix_[end] - accepted_prefix_[begin];
-  }
+  int64_t accepted_in(int64_t begin, int64_t end) const { return accepted_prefix_[end] - accepted_prefix_[begin]; }
 
   // The sampler's groups: groups_num = max flag + 1 over the sub-datasets; group g holds, in
   // ascending order, every dataset index whose flag is g (from all sub-datasets).
   int64_t groups_num() const { return static_cast<int64_t>(group_offsets_.size()) - 1; }
   std::span<const int64_t> group_indices(int64_t group) const {
-    return {group_members_.data() + group_offsets_[group],
-            group_members_.data() + group_offsets_[group + 1]};
+    return {group_members_.data() + group_offsets_[group], group_members_.data() + group_offsets_[group + 1]};
   }
   int64_t group_of(int64_t index) const { return group_of_frame_[index]; }
 

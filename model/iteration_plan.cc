@@ -6,8 +6,8 @@
 namespace petrsim {
 namespace {
 
-Collective Make(const std::string& name, Collective::Op op, Collective::ReduceOp reduce_op,
-                uint64_t numel, Collective::Dtype dtype, bool blocking) {
+Collective Make(const std::string& name, Collective::Op op, Collective::ReduceOp reduce_op, uint64_t numel,
+                Collective::Dtype dtype, bool blocking) {
   Collective collective;
   collective.set_name(name);
   collective.set_op(op);
@@ -23,43 +23,37 @@ ExpandedPlan StreamPetr(const StreamPetrPlan& p) {
   // Startup: the sampler class is built twice, each syncing its seed from rank 0 as an int32
   // tensor; then DDP broadcasts the module state (one 250 MB broadcast bucket holds 37M fp32).
   for (int i = 0; i < 2; ++i) {
-    plan.startup.push_back(Make("sync_random_seed broadcast " + std::to_string(i),
-                                Collective::broadcast, Collective::sum, 1, Collective::int32, true));
+    plan.startup.push_back(Make("sync_random_seed broadcast " + std::to_string(i), Collective::broadcast,
+                                Collective::sum, 1, Collective::int32, true));
   }
-  plan.startup.push_back(Make("DDP parameter broadcast", Collective::broadcast, Collective::sum,
-                              p.parameters(), Collective::float32, true));
+  plan.startup.push_back(Make("DDP parameter broadcast", Collective::broadcast, Collective::sum, p.parameters(),
+                              Collective::float32, true));
 
   // StreamPETRHead.loss: one reduce_mean(num_total_pos) per decoder layer, then the same for the
   // denoising queries; each is followed by .item() (blocking).
   for (uint32_t layer = 0; layer < p.decoder_layers(); ++layer) {
-    plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), decoder layer " +
-                                          std::to_string(layer),
-                                      Collective::allreduce, Collective::sum, 1,
-                                      Collective::float32, true));
+    plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), decoder layer " + std::to_string(layer),
+                                      Collective::allreduce, Collective::sum, 1, Collective::float32, true));
   }
   if (p.denoising()) {
     for (uint32_t layer = 0; layer < p.decoder_layers(); ++layer) {
-      Collective dn = Make("reduce_mean(num_total_pos), denoising, decoder layer " +
-                               std::to_string(layer),
+      Collective dn = Make("reduce_mean(num_total_pos), denoising, decoder layer " + std::to_string(layer),
                            Collective::allreduce, Collective::sum, 1, Collective::float32, true);
       dn.set_only_when_local_batch_has_gt(p.old_code_skips_dn_without_gt());
       plan.per_iteration.push_back(dn);
     }
   }
   // FocalHead.loss: one reduce_mean.
-  plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), focal head",
-                                    Collective::allreduce, Collective::sum, 1,
+  plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), focal head", Collective::allreduce, Collective::sum, 1,
                                     Collective::float32, true));
   // mmdet _parse_losses: the length of log_vars (int64), then each loss term and the total.
-  plan.per_iteration.push_back(Make("_parse_losses: len(log_vars)", Collective::allreduce,
-                                    Collective::sum, 1, Collective::int64, true));
-  const uint32_t loss_terms = 2 * p.decoder_layers() * (p.denoising() ? 2 : 1) +
-                              p.focal_head_loss_terms();
+  plan.per_iteration.push_back(
+      Make("_parse_losses: len(log_vars)", Collective::allreduce, Collective::sum, 1, Collective::int64, true));
+  const uint32_t loss_terms = 2 * p.decoder_layers() * (p.denoising() ? 2 : 1) + p.focal_head_loss_terms();
   for (uint32_t term = 0; term < loss_terms + 1; ++term) {
-    const std::string name = term < loss_terms ? "_parse_losses: loss term " + std::to_string(term)
-                                               : "_parse_losses: total loss";
-    plan.per_iteration.push_back(
-        Make(name, Collective::allreduce, Collective::sum, 1, Collective::float32, true));
+    const std::string name =
+        term < loss_terms ? "_parse_losses: loss term " + std::to_string(term) : "_parse_losses: total loss";
+    plan.per_iteration.push_back(Make(name, Collective::allreduce, Collective::sum, 1, Collective::float32, true));
   }
   // Backward: DDP gradient buckets, the first capped at first_bucket_mb, the rest at
   // bucket_cap_mb, all fp32 (asynchronous, waited for before the optimizer step).
@@ -68,16 +62,16 @@ ExpandedPlan StreamPetr(const StreamPetrPlan& p) {
   uint64_t cap = uint64_t{p.first_bucket_mb()} * mib / 4;
   for (int bucket = 0; remaining > 0; ++bucket) {
     const uint64_t numel = remaining < cap ? remaining : cap;
-    Collective grads = Make("DDP gradient bucket " + std::to_string(bucket), Collective::allreduce,
-                            Collective::sum, numel, Collective::float32, false);
+    Collective grads = Make("DDP gradient bucket " + std::to_string(bucket), Collective::allreduce, Collective::sum,
+                            numel, Collective::float32, false);
     plan.per_iteration.push_back(grads);
     remaining -= numel;
     cap = uint64_t{p.bucket_cap_mb()} * mib / 4;
   }
   if (p.log_interval() > 0) {
     PeriodicCollective logger;
-    *logger.mutable_collective() = Make("logger reduce(MAX) of max memory", Collective::reduce,
-                                        Collective::max, 1, Collective::int32, true);
+    *logger.mutable_collective() =
+        Make("logger reduce(MAX) of max memory", Collective::reduce, Collective::max, 1, Collective::int32, true);
     logger.set_every_iterations(p.log_interval());
     plan.periodic.push_back(logger);
   }
@@ -91,8 +85,7 @@ ExpandedPlan ExpandPlan(const IterationPlan& plan) {
   if (plan.has_custom()) {
     ExpandedPlan expanded;
     expanded.startup.assign(plan.custom().startup().begin(), plan.custom().startup().end());
-    expanded.per_iteration.assign(plan.custom().per_iteration().begin(),
-                                  plan.custom().per_iteration().end());
+    expanded.per_iteration.assign(plan.custom().per_iteration().begin(), plan.custom().per_iteration().end());
     expanded.periodic.assign(plan.custom().periodic().begin(), plan.custom().periodic().end());
     expanded.checkpoint_interval = plan.custom().checkpoint_interval();
     return expanded;
@@ -100,8 +93,7 @@ ExpandedPlan ExpandPlan(const IterationPlan& plan) {
   return StreamPetr(plan.streampetr());
 }
 
-uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group,
-                           uint64_t iteration) {
+uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group, uint64_t iteration) {
   uint64_t startup = 0, per_iteration = 0, periodic = 0;
   for (const auto& c : plan.startup) startup += c.process_group() == process_group;
   for (const auto& c : plan.per_iteration) per_iteration += c.process_group() == process_group;
@@ -118,8 +110,8 @@ int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& proc
   return -1;
 }
 
-std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group,
-                                             uint64_t seq, uint64_t job_iterations) {
+std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group, uint64_t seq,
+                                             uint64_t job_iterations) {
   if (seq == 0) return std::nullopt;
   std::vector<const Collective*> startup;
   for (const auto& c : plan.startup) {

@@ -25,8 +25,7 @@ ExpandedPlan ExpandPlan(const IterationPlan& plan);
 // Collectives issued on `process_group` before iteration `iteration` (0-based) starts: startup
 // ones, whole iterations, and periodic ones so far. The first collective of that iteration on
 // that group has c10d sequence number CollectivesBefore(...) + 1 (when it is unconditional).
-uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group,
-                           uint64_t iteration);
+uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group, uint64_t iteration);
 
 // Where the collective with c10d sequence number `seq` (from 1) on `process_group` sits in the
 // plan: a startup collective, or iteration `iteration`'s step (per-iteration ones in order, then
@@ -38,8 +37,8 @@ struct PlanPosition {
   uint64_t iteration = 0;
   std::string step;
 };
-std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group,
-                                             uint64_t seq, uint64_t job_iterations);
+std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group, uint64_t seq,
+                                             uint64_t job_iterations);
 
 // The first collective of an iteration on `process_group` (index into per_iteration), or -1.
 int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& process_group);

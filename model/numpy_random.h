@@ -46,8 +46,7 @@ class NumpyRandomState {
 
 // DataLoader worker_init_fn in mmdet/StreamPETR: num_workers * rank + worker_id + seed.
 // With no workers the main process loads; its numpy RNG was seeded with `seed` alone.
-inline uint32_t WorkerNumpySeed(uint32_t workers_per_gpu, uint32_t rank, uint32_t worker,
-                                uint32_t seed) {
+inline uint32_t WorkerNumpySeed(uint32_t workers_per_gpu, uint32_t rank, uint32_t worker, uint32_t seed) {
   return workers_per_gpu * rank + worker + seed;
 }
 

@@ -17,13 +17,13 @@ enum class Outcome { kCompleted, kHang, kDesync, kRankDied, kLimitReached };
 // Why the job did not complete, in the user's terms (DESIGN "Vocabulary of outcomes").
 enum class Cause {
   kNone,
-  kSamplerLivelock,         // a worker spins forever in the resample loop
-  kWorkerDied,              // a DataLoader worker died; its rank raised
-  kRankDied,                // a rank's process died
-  kDatasetError,            // the bounded resample policy gave up; the rank raised
-  kStragglerTimeout,        // a rank was slower than the collective timeout
-  kUnevenBatches,           // a rank ran out of batches and finished early
-  kConditionalCollective,   // a rank skipped collectives the others issued
+  kSamplerLivelock,        // a worker spins forever in the resample loop
+  kWorkerDied,             // a DataLoader worker died; its rank raised
+  kRankDied,               // a rank's process died
+  kDatasetError,           // the bounded resample policy gave up; the rank raised
+  kStragglerTimeout,       // a rank was slower than the collective timeout
+  kUnevenBatches,          // a rank ran out of batches and finished early
+  kConditionalCollective,  // a rank skipped collectives the others issued
 };
 
 std::string OutcomeName(Outcome outcome);

@@ -51,8 +51,7 @@ ResampleGraph BuildResampleGraph(const Dataset& dataset, const ResamplePolicy& p
     }
     edges.emplace_back(i, it->second);
   }
-  result.graph =
-      Graph(edges.begin(), edges.end(), static_cast<Graph::vertices_size_type>(next_vertex));
+  result.graph = Graph(edges.begin(), edges.end(), static_cast<Graph::vertices_size_type>(next_vertex));
   result.edges = std::move(edges);
   return result;
 }
@@ -60,9 +59,8 @@ ResampleGraph BuildResampleGraph(const Dataset& dataset, const ResamplePolicy& p
 // Finds the earliest sampler draw of a frame in each pool. All ranks advance together, block
 // by block, so they share one group stream (or one epoch list) and the scan stops as soon as
 // every pool has a hit (later blocks cannot be earlier).
-void FindFirstHits(const Scenario& scenario, const Dataset& dataset,
-                   const std::vector<int32_t>& pool_of_frame, std::vector<TrapPool>& pools,
-                   uint64_t job_iterations) {
+void FindFirstHits(const Scenario& scenario, const Dataset& dataset, const std::vector<int32_t>& pool_of_frame,
+                   std::vector<TrapPool>& pools, uint64_t job_iterations) {
   const auto& job = scenario.job();
   const uint32_t batch = job.samples_per_gpu();
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
@@ -83,13 +81,11 @@ void FindFirstHits(const Scenario& scenario, const Dataset& dataset,
         const uint64_t iteration = start + i / batch;
         const auto slot = static_cast<uint32_t>(i % batch);
         auto& hit = pools[pool].first_hit;
-        if (hit && std::tie(hit->iteration, hit->rank, hit->slot) <=
-                       std::tie(iteration, rank, slot)) {
+        if (hit && std::tie(hit->iteration, hit->rank, hit->slot) <= std::tie(iteration, rank, slot)) {
           continue;
         }
         if (!hit) ++pools_hit;
-        hit = SamplerHit{iteration, rank, slot, loader.WorkerOf(iteration), draws[i].index,
-                         draws[i].group};
+        hit = SamplerHit{iteration, rank, slot, loader.WorkerOf(iteration), draws[i].index, draws[i].group};
       }
     }
   }
@@ -106,8 +102,8 @@ std::optional<SamplerHit> FindFirstBoundedError(const Scenario& scenario, const 
     options.iterations = first ? std::min(job_iterations, first->iteration + 1) : job_iterations;
     GenerateSampleStream(scenario, dataset, options, [&](const SampleRow& row) {
       if (row.status != SampleStatus::kError) return;
-      if (first && std::tie(first->iteration, first->rank, first->slot) <=
-                       std::tie(row.iteration, row.rank, row.slot)) {
+      if (first &&
+          std::tie(first->iteration, first->rank, first->slot) <= std::tie(row.iteration, row.rank, row.slot)) {
         return;
       }
       first = SamplerHit{row.iteration, row.rank, row.slot, row.worker, row.index, row.group};
@@ -116,10 +112,8 @@ std::optional<SamplerHit> FindFirstBoundedError(const Scenario& scenario, const 
   return first;
 }
 
-PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& dataset,
-                                   const ResamplePolicy& policy,
-                                   const std::vector<int32_t>& pool_of_frame,
-                                   uint64_t job_iterations) {
+PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& dataset, const ResamplePolicy& policy,
+                                   const std::vector<int32_t>& pool_of_frame, uint64_t job_iterations) {
   PolicyStatistics stats;
   stats.frames = dataset.size();
   stats.accepted_frames = dataset.accepted_frames();
@@ -160,10 +154,9 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
     // candidate after a geometric number of draws with success probability v / n.
     const IndexRange candidates = policy.Candidates(i);
     const auto n = static_cast<double>(candidates.size());
-    const auto v = static_cast<double>(accepted_prefix[candidates.end] -
-                                       accepted_prefix[candidates.begin]);
-    const auto continuing = static_cast<double>(continuing_prefix[candidates.end] -
-                                                continuing_prefix[candidates.begin]);
+    const auto v = static_cast<double>(accepted_prefix[candidates.end] - accepted_prefix[candidates.begin]);
+    const auto continuing =
+        static_cast<double>(continuing_prefix[candidates.end] - continuing_prefix[candidates.begin]);
     double extra = n / v;
     double success = 1.0;
     if (attempts_max > 0) {
@@ -178,11 +171,10 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
     stats.stream_breaks_per_epoch += success * continuing / v;
   }
   const auto& job = scenario.job();
-  stats.epochs_in_job = static_cast<double>(job_iterations) * job.world_size() *
-                        job.samples_per_gpu() / static_cast<double>(dataset.size());
+  stats.epochs_in_job = static_cast<double>(job_iterations) * job.world_size() * job.samples_per_gpu() /
+                        static_cast<double>(dataset.size());
   return stats;
 }
-
 
 }  // namespace
 
@@ -202,8 +194,8 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
   }
   if (report.sampler_failure.empty()) {
     report.batches_per_epoch_by_rank = BatchesPerEpochByRank(scenario, dataset);
-    const auto [low, high] = std::minmax_element(report.batches_per_epoch_by_rank.begin(),
-                                                 report.batches_per_epoch_by_rank.end());
+    const auto [low, high] =
+        std::minmax_element(report.batches_per_epoch_by_rank.begin(), report.batches_per_epoch_by_rank.end());
     report.batches_equal = *low == *high;
   }
 
@@ -214,8 +206,7 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
   std::vector<int> component(vertices);
   const int components = boost::strong_components(
       resample.graph,
-      boost::make_iterator_property_map(component.begin(),
-                                        boost::get(boost::vertex_index, resample.graph)));
+      boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, resample.graph)));
   std::vector<bool> has_exit(components, false);
   std::vector<bool> has_accepted(components, false);
   for (const auto& [from, to] : resample.edges) {
@@ -226,8 +217,7 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
   }
   report.graph_vertices = vertices;
   report.graph_edges = resample.edges.size();
-  report.closed_classes =
-      static_cast<uint64_t>(std::count(has_exit.begin(), has_exit.end(), false));
+  report.closed_classes = static_cast<uint64_t>(std::count(has_exit.begin(), has_exit.end(), false));
 
   // Gather each trapping component's frames (ascending, so pools come out in dataset order).
   std::vector<int32_t> pool_of_component(components, -1);
@@ -275,8 +265,7 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
       const auto& hit = pool.first_hit;
       if (!hit) continue;
       const auto& best = report.first_hit;
-      if (!best || std::tie(hit->iteration, hit->rank, hit->slot) <
-                       std::tie(best->iteration, best->rank, best->slot)) {
+      if (!best || std::tie(hit->iteration, hit->rank, hit->slot) < std::tie(best->iteration, best->rank, best->slot)) {
         report.first_hit = hit;
       }
     }
@@ -284,11 +273,9 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
   if (bounded && report.sampler_failure.empty() && dataset.accepted_frames() < dataset.size()) {
     report.first_bounded_error = FindFirstBoundedError(scenario, dataset, report.job_iterations);
   }
-  report.job_fails = !report.sampler_failure.empty() || !report.terminates ||
-                     report.first_hit.has_value() || report.first_bounded_error.has_value() ||
-                     !report.batches_equal;
-  report.statistics =
-      ComputeStatistics(scenario, dataset, *policy, pool_of_frame, report.job_iterations);
+  report.job_fails = !report.sampler_failure.empty() || !report.terminates || report.first_hit.has_value() ||
+                     report.first_bounded_error.has_value() || !report.batches_equal;
+  report.statistics = ComputeStatistics(scenario, dataset, *policy, pool_of_frame, report.job_iterations);
   return report;
 }
 

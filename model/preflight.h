@@ -35,13 +35,13 @@ struct TrapPool {
   PoolKind kind = PoolKind::kLivelock;
   uint32_t subdataset = 0;
   std::string subdataset_name;
-  int64_t group = 0;         // sampler group of its first frame
-  uint32_t scene = 0;        // dataset-wide scene index of its first frame
+  int64_t group = 0;   // sampler group of its first frame
+  uint32_t scene = 0;  // dataset-wide scene index of its first frame
   std::string scene_name;
   uint32_t scene_index_in_subdataset = 0;
   uint32_t first_frame_in_scene = 0;
   uint32_t last_frame_in_scene = 0;
-  int64_t first_frame = 0;   // dataset indices, inclusive
+  int64_t first_frame = 0;  // dataset indices, inclusive
   int64_t last_frame = 0;
   uint64_t frames = 0;
   uint64_t scenes_spanned = 1;
@@ -55,9 +55,9 @@ struct PolicyStatistics {
   uint64_t accepted_frames = 0;
   uint64_t frames_without_gt = 0;
   uint64_t chunks = 0;
-  uint64_t chunks_all_rejected = 0;    // every frame has zero GT
+  uint64_t chunks_all_rejected = 0;     // every frame has zero GT
   uint64_t chunks_partly_rejected = 0;  // some frames have zero GT
-  uint64_t chunks_dropped = 0;  // drop_empty_groups
+  uint64_t chunks_dropped = 0;          // drop_empty_groups
   uint64_t frames_dropped = 0;
   double resample_visits_per_epoch = 0;  // draws of a frame without GT
   double extra_loads_per_epoch = 0;      // loads after the first, expected
@@ -66,14 +66,14 @@ struct PolicyStatistics {
   double stream_breaks_per_epoch = 0;
   // bounded only: expected getitem calls per epoch that give up (the job fails).
   double bounded_errors_per_epoch = 0;
-  double epochs_in_job = 0;               // job samples / dataset size
+  double epochs_in_job = 0;  // job samples / dataset size
 };
 
 struct CheckReport {
-  bool terminates = true;        // no livelock pool exists
-  bool job_fails = false;        // livelock hit, error hit, or sampler assertion
-  std::vector<TrapPool> pools;   // livelock and error pools, in dataset order
-  std::optional<SamplerHit> first_hit;  // earliest over the livelock/error pools
+  bool terminates = true;                // no livelock pool exists
+  bool job_fails = false;                // livelock hit, error hit, or sampler assertion
+  std::vector<TrapPool> pools;           // livelock and error pools, in dataset order
+  std::optional<SamplerHit> first_hit;   // earliest over the livelock/error pools
   bool sampler_assertion_fails = false;  // groups_num < W * B (infinite sampler)
   std::string sampler_failure;           // why the sampler cannot be built; empty if it can
   int64_t groups_num = 0;

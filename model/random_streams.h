@@ -20,8 +20,7 @@ inline uint64_t SplitMix64(uint64_t& state) {
 }
 
 // The seed of stream `purpose`[index_a][index_b] under `root`.
-inline uint64_t DeriveStreamSeed(uint64_t root, std::string_view purpose, uint64_t index_a = 0,
-                                 uint64_t index_b = 0) {
+inline uint64_t DeriveStreamSeed(uint64_t root, std::string_view purpose, uint64_t index_a = 0, uint64_t index_b = 0) {
   uint64_t hash = 0xCBF29CE484222325ULL;  // FNV-1a of the purpose name.
   for (const char c : purpose) {
     hash ^= static_cast<unsigned char>(c);

@@ -29,12 +29,9 @@ class InGroupPolicy final : public ResamplePolicy {
 
 class BoundedPolicy final : public ResamplePolicy {
  public:
-  BoundedPolicy(const Dataset& dataset, uint64_t attempts_max)
-      : in_group_(dataset), attempts_max_(attempts_max) {}
+  BoundedPolicy(const Dataset& dataset, uint64_t attempts_max) : in_group_(dataset), attempts_max_(attempts_max) {}
   IndexRange Candidates(int64_t rejected) const override { return in_group_.Candidates(rejected); }
-  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
-    return in_group_.Next(rejected, rng);
-  }
+  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override { return in_group_.Next(rejected, rng); }
   uint64_t attempts_max() const override { return attempts_max_; }
 
  private:
@@ -103,9 +100,7 @@ class NextValidInGroupPolicy final : public ResamplePolicy {
     if (target < 0) return {rejected, rejected + 1};
     return {target, target + 1};
   }
-  int64_t Next(int64_t rejected, NumpyRandomState&) const override {
-    return Candidates(rejected).begin;
-  }
+  int64_t Next(int64_t rejected, NumpyRandomState&) const override { return Candidates(rejected).begin; }
 
  private:
   std::vector<int64_t> target_;
@@ -120,8 +115,7 @@ class KeepEmptyPolicy final : public ResamplePolicy {
 
 }  // namespace
 
-std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario,
-                                                   const Dataset& dataset) {
+std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario, const Dataset& dataset) {
   switch (scenario.resample().policy()) {
     case Resample::in_group:
     case Resample::drop_empty_groups:
@@ -155,9 +149,8 @@ std::string OutcomeName(GetItemOutcome outcome) {
   return "unknown";
 }
 
-GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
-                      NumpyRandomState& rng, uint32_t pipeline_draws, uint64_t attempts_limit,
-                      GetItemObserver* observer) {
+GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
+                      uint32_t pipeline_draws, uint64_t attempts_limit, GetItemObserver* observer) {
   GetItemResult result;
   result.index = index;
   while (true) {

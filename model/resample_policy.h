@@ -35,8 +35,7 @@ class ResamplePolicy {
 
 // The policy of `scenario` over `dataset` (built from the same scenario). The returned object
 // keeps a reference to `dataset`.
-std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario,
-                                                   const Dataset& dataset);
+std::unique_ptr<ResamplePolicy> MakeResamplePolicy(const Scenario& scenario, const Dataset& dataset);
 
 enum class GetItemOutcome {
   kAccepted,           // a frame with GT (or any frame under keep_empty) was returned
@@ -48,7 +47,7 @@ enum class GetItemOutcome {
 std::string OutcomeName(GetItemOutcome outcome);
 
 struct GetItemResult {
-  int64_t index = -1;  // the index finally returned (or the last one tried)
+  int64_t index = -1;     // the index finally returned (or the last one tried)
   uint64_t attempts = 0;  // loads, the first included
   GetItemOutcome outcome = GetItemOutcome::kAccepted;
 };
@@ -67,9 +66,8 @@ class GetItemObserver {
 
 // Runs __getitem__(index): load (the pipeline takes `pipeline_draws` 32-bit draws), accept or
 // resample, until accepted, provably livelocked, or out of attempts.
-GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
-                      NumpyRandomState& rng, uint32_t pipeline_draws,
-                      uint64_t attempts_limit = kGetItemAttemptsLimit,
+GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
+                      uint32_t pipeline_draws, uint64_t attempts_limit = kGetItemAttemptsLimit,
                       GetItemObserver* observer = nullptr);
 
 }  // namespace petrsim

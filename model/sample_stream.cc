@@ -46,16 +46,14 @@ void SeedWorkers(const Scenario& scenario, uint32_t rank, std::vector<NumpyRando
 
 }  // namespace
 
-void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
-                          const SampleStreamOptions& options,
+void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, const SampleStreamOptions& options,
                           const std::function<void(const SampleRow&)>& on_row) {
   const auto& job = scenario.job();
   std::vector<uint32_t> ranks = options.ranks;
   if (ranks.empty()) {
     for (uint32_t r = 0; r < job.world_size(); ++r) ranks.push_back(r);
   }
-  const uint64_t iterations =
-      options.iterations != 0 ? options.iterations : JobIterations(scenario, dataset);
+  const uint64_t iterations = options.iterations != 0 ? options.iterations : JobIterations(scenario, dataset);
   const auto policy = MakeResamplePolicy(scenario, dataset);
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
   const uint32_t batch = job.samples_per_gpu();
@@ -94,8 +92,7 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
         } else if (worker_stuck[worker] || batch_raised) {
           row.status = SampleStatus::kBlocked;
         } else {
-          const GetItemResult result =
-              GetItem(dataset, *policy, row.index, rngs[worker], pipeline_draws);
+          const GetItemResult result = GetItem(dataset, *policy, row.index, rngs[worker], pipeline_draws);
           row.final_index = result.index;
           row.attempts = result.attempts;
           switch (result.outcome) {

@@ -32,9 +32,9 @@ struct SampleRow {
   uint64_t iteration = 0;
   uint32_t rank = 0;
   uint32_t slot = 0;
-  uint32_t worker = 0;  // DataLoader worker that loads this batch (0: the main process)
-  int64_t index = -1;   // the sampler's index
-  int64_t group = -1;   // its sampler group
+  uint32_t worker = 0;       // DataLoader worker that loads this batch (0: the main process)
+  int64_t index = -1;        // the sampler's index
+  int64_t group = -1;        // its sampler group
   int64_t final_index = -1;  // what __getitem__ returned (== index unless resampled)
   uint64_t attempts = 0;     // loads
   SampleStatus status = SampleStatus::kOk;
@@ -50,8 +50,7 @@ struct SampleStreamOptions {
 
 // Calls `on_row` for each row, iteration-major within a rank, ranks in the given order.
 // Throws ScenarioError where the Python job fails before the first batch (sampler assertion).
-void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset,
-                          const SampleStreamOptions& options,
+void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, const SampleStreamOptions& options,
                           const std::function<void(const SampleRow&)>& on_row);
 
 }  // namespace petrsim

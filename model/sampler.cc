@@ -9,8 +9,7 @@
 
 namespace petrsim {
 
-GroupStream::GroupStream(int64_t groups_num, uint32_t seed)
-    : groups_num_(groups_num), generator_(seed) {
+GroupStream::GroupStream(int64_t groups_num, uint32_t seed) : groups_num_(groups_num), generator_(seed) {
   PETRSIM_ASSERT(groups_num >= 1);
   PETRSIM_ASSERT(groups_num < kTorchRandpermSmallMax);
 }
@@ -41,10 +40,8 @@ void GroupStream::SetLowWater(int consumer, uint64_t position) {
   low_water_[consumer] = position;
 }
 
-InfiniteGroupSampler::InfiniteGroupSampler(const Dataset& dataset,
-                                           std::shared_ptr<GroupStream> stream,
-                                           uint32_t world_size, uint32_t samples_per_gpu,
-                                           uint32_t rank)
+InfiniteGroupSampler::InfiniteGroupSampler(const Dataset& dataset, std::shared_ptr<GroupStream> stream,
+                                           uint32_t world_size, uint32_t samples_per_gpu, uint32_t rank)
     : dataset_(dataset),
       stream_(std::move(stream)),
       consumer_(stream_->RegisterConsumer()),
@@ -84,8 +81,7 @@ namespace {
 
 // mmdet DistributedGroupSampler.__iter__ up to (not including) the per-rank slice.
 std::vector<int64_t> DistributedGroupSamplerGlobal(const Dataset& dataset, uint32_t world_size,
-                                                   uint32_t samples_per_gpu, uint32_t seed,
-                                                   uint64_t epoch) {
+                                                   uint32_t samples_per_gpu, uint32_t seed, uint64_t epoch) {
   const uint64_t per_round = uint64_t{samples_per_gpu} * world_size;
   TorchGenerator generator(epoch + seed);
   std::vector<int64_t> indices;
@@ -123,9 +119,8 @@ std::vector<int64_t> DistributedGroupSamplerGlobal(const Dataset& dataset, uint3
 }
 
 // torch DistributedSampler.__iter__ up to (not including) the per-rank stride.
-std::vector<int64_t> TorchDistributedSamplerGlobal(int64_t dataset_size, uint32_t world_size,
-                                                   bool shuffle, bool drop_last, uint32_t seed,
-                                                   uint64_t epoch) {
+std::vector<int64_t> TorchDistributedSamplerGlobal(int64_t dataset_size, uint32_t world_size, bool shuffle,
+                                                   bool drop_last, uint32_t seed, uint64_t epoch) {
   PETRSIM_ASSERT(dataset_size >= 1);
   const int64_t w = world_size;
   int64_t num_samples;
@@ -154,19 +149,16 @@ std::vector<int64_t> TorchDistributedSamplerGlobal(int64_t dataset_size, uint32_
 }  // namespace
 
 std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint32_t world_size,
-                                                    uint32_t samples_per_gpu, uint32_t rank,
-                                                    uint32_t seed, uint64_t epoch) {
-  const auto global =
-      DistributedGroupSamplerGlobal(dataset, world_size, samples_per_gpu, seed, epoch);
+                                                    uint32_t samples_per_gpu, uint32_t rank, uint32_t seed,
+                                                    uint64_t epoch) {
+  const auto global = DistributedGroupSamplerGlobal(dataset, world_size, samples_per_gpu, seed, epoch);
   const uint64_t per_rank = global.size() / world_size;
   return {global.begin() + per_rank * rank, global.begin() + per_rank * (rank + 1)};
 }
 
-std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size,
-                                                    uint32_t rank, bool shuffle, bool drop_last,
-                                                    uint32_t seed, uint64_t epoch) {
-  const auto global =
-      TorchDistributedSamplerGlobal(dataset_size, world_size, shuffle, drop_last, seed, epoch);
+std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size, uint32_t rank,
+                                                    bool shuffle, bool drop_last, uint32_t seed, uint64_t epoch) {
+  const auto global = TorchDistributedSamplerGlobal(dataset_size, world_size, shuffle, drop_last, seed, epoch);
   std::vector<int64_t> result;
   for (size_t position = rank; position < global.size(); position += world_size) {
     result.push_back(global[position]);
@@ -174,20 +166,16 @@ std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32
   return result;
 }
 
-std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset,
-                                        uint64_t epoch) {
+std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset, uint64_t epoch) {
   const auto& job = scenario.job();
   if (scenario.sampler().kind() == Sampler::distributed_group) {
-    return DistributedGroupSamplerGlobal(dataset, job.world_size(), job.samples_per_gpu(),
-                                         job.seed(), epoch);
+    return DistributedGroupSamplerGlobal(dataset, job.world_size(), job.samples_per_gpu(), job.seed(), epoch);
   }
-  return TorchDistributedSamplerGlobal(dataset.size(), job.world_size(),
-                                       scenario.sampler().shuffle(),
+  return TorchDistributedSamplerGlobal(dataset.size(), job.world_size(), scenario.sampler().shuffle(),
                                        scenario.sampler().drop_last(), job.seed(), epoch);
 }
 
-EpochLists::EpochLists(const Scenario& scenario, const Dataset& dataset)
-    : scenario_(scenario), dataset_(dataset) {}
+EpochLists::EpochLists(const Scenario& scenario, const Dataset& dataset) : scenario_(scenario), dataset_(dataset) {}
 
 const std::vector<int64_t>& EpochLists::Get(uint64_t epoch) {
   for (const Slot& slot : slots_) {
@@ -218,8 +206,8 @@ uint64_t EpochSamplesPerRank(const Scenario& scenario, const Dataset& dataset) {
   return (n + w - 1) / w;
 }
 
-EpochRankSampler::EpochRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                   std::shared_ptr<EpochLists> lists, uint32_t rank)
+EpochRankSampler::EpochRankSampler(const Scenario& scenario, const Dataset& dataset, std::shared_ptr<EpochLists> lists,
+                                   uint32_t rank)
     : dataset_(dataset),
       lists_(std::move(lists)),
       rank_(rank),
@@ -242,8 +230,7 @@ void EpochRankSampler::NextBatches(std::span<SlotDraw> out) {
     }
     for (uint32_t b = 0; b < samples_per_gpu_; ++b) {
       if (cursor_ < per_rank_) {
-        const uint64_t position =
-            contiguous_ ? per_rank_ * rank_ + cursor_ : rank_ + cursor_ * world_size_;
+        const uint64_t position = contiguous_ ? per_rank_ * rank_ + cursor_ : rank_ + cursor_ * world_size_;
         const int64_t index = (*list)[position];
         ++cursor_;
         out[i + b] = SlotDraw{index, dataset_.group_of(index)};
@@ -255,21 +242,20 @@ void EpochRankSampler::NextBatches(std::span<SlotDraw> out) {
 }
 
 bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& dataset) {
-  return dataset.groups_num() >=
-         int64_t{scenario.job().world_size()} * scenario.job().samples_per_gpu();
+  return dataset.groups_num() >= int64_t{scenario.job().world_size()} * scenario.job().samples_per_gpu();
 }
 
-void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
-                               const std::string& display_name) {
+void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset, const std::string& display_name) {
   const auto& job = scenario.job();
   if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch &&
       !InfiniteSamplerAssertionHolds(scenario, dataset)) {
-    throw ScenarioError(
-        display_name + ": job.world_size * job.samples_per_gpu: "
-        "InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * "
-        "samples_per_gpu, got " + std::to_string(dataset.groups_num()) + " < " +
-        std::to_string(job.world_size()) + " * " + std::to_string(job.samples_per_gpu()) +
-        " (the real job fails with an AssertionError when it builds the sampler)");
+    throw ScenarioError(display_name +
+                        ": job.world_size * job.samples_per_gpu: "
+                        "InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * "
+                        "samples_per_gpu, got " +
+                        std::to_string(dataset.groups_num()) + " < " + std::to_string(job.world_size()) + " * " +
+                        std::to_string(job.samples_per_gpu()) +
+                        " (the real job fails with an AssertionError when it builds the sampler)");
   }
   if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) return;
   const uint64_t per_rank = EpochSamplesPerRank(scenario, dataset);
@@ -277,13 +263,15 @@ void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
     throw ScenarioError(display_name + ": sampler.kind: one epoch's index list would hold " +
                         std::to_string(per_rank * job.world_size()) +
                         " indices (groups padded to multiples of world_size * samples_per_gpu); "
-                        "petrsim's limit is " + std::to_string(kEpochListMax));
+                        "petrsim's limit is " +
+                        std::to_string(kEpochListMax));
   }
   if (per_rank == 0) {
-    throw ScenarioError(display_name + ": sampler.drop_last: torch DistributedSampler gives "
-                        "every rank 0 samples (dataset of " + std::to_string(dataset.size()) +
-                        " frames < job.world_size " + std::to_string(job.world_size()) +
-                        "): the DataLoader would be empty");
+    throw ScenarioError(display_name +
+                        ": sampler.drop_last: torch DistributedSampler gives "
+                        "every rank 0 samples (dataset of " +
+                        std::to_string(dataset.size()) + " frames < job.world_size " +
+                        std::to_string(job.world_size()) + "): the DataLoader would be empty");
   }
 }
 
@@ -300,14 +288,12 @@ SamplerFactory::SamplerFactory(const Scenario& scenario, const Dataset& dataset)
 std::unique_ptr<RankSampler> SamplerFactory::ForRank(uint32_t rank) const {
   const auto& job = scenario_.job();
   if (stream_) {
-    return std::make_unique<InfiniteGroupSampler>(dataset_, stream_, job.world_size(),
-                                                  job.samples_per_gpu(), rank);
+    return std::make_unique<InfiniteGroupSampler>(dataset_, stream_, job.world_size(), job.samples_per_gpu(), rank);
   }
   return std::make_unique<EpochRankSampler>(scenario_, dataset_, epoch_lists_, rank);
 }
 
-std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                             uint32_t rank) {
+std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset, uint32_t rank) {
   return SamplerFactory(scenario, dataset).ForRank(rank);
 }
 

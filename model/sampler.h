@@ -66,8 +66,8 @@ class GroupStream {
 class InfiniteGroupSampler final : public RankSampler {
  public:
   // `stream` may be shared with the other ranks' samplers of the same job.
-  InfiniteGroupSampler(const Dataset& dataset, std::shared_ptr<GroupStream> stream,
-                       uint32_t world_size, uint32_t samples_per_gpu, uint32_t rank);
+  InfiniteGroupSampler(const Dataset& dataset, std::shared_ptr<GroupStream> stream, uint32_t world_size,
+                       uint32_t samples_per_gpu, uint32_t rank);
   void NextBatches(std::span<SlotDraw> out) override;
 
  private:
@@ -88,8 +88,7 @@ class InfiniteGroupSampler final : public RankSampler {
 // mmdet DistributedGroupSampler's padded, chunk-shuffled list (rank r takes the contiguous
 // slice [r * n, (r + 1) * n)), or torch DistributedSampler's padded or cut list (rank r takes
 // positions r, r + W, r + 2W, ...), n = EpochSamplesPerRank.
-std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset,
-                                        uint64_t epoch);
+std::vector<int64_t> EpochGlobalIndices(const Scenario& scenario, const Dataset& dataset, uint64_t epoch);
 
 // Epoch lists shared by the ranks of one job: the two most recent epochs are kept, so ranks
 // that advance together (check's scan, the simulator) compute each epoch's list once instead of
@@ -115,8 +114,7 @@ class EpochLists {
 // Iterations run on into the next epoch, re-seeded with seed + epoch (mmcv's IterLoader).
 class EpochRankSampler final : public RankSampler {
  public:
-  EpochRankSampler(const Scenario& scenario, const Dataset& dataset,
-                   std::shared_ptr<EpochLists> lists, uint32_t rank);
+  EpochRankSampler(const Scenario& scenario, const Dataset& dataset, std::shared_ptr<EpochLists> lists, uint32_t rank);
   void NextBatches(std::span<SlotDraw> out) override;
 
  private:
@@ -133,12 +131,11 @@ class EpochRankSampler final : public RankSampler {
 
 // mmdet DistributedGroupSampler's index list of `rank` for `epoch` (reference section 4).
 std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint32_t world_size,
-                                                    uint32_t samples_per_gpu, uint32_t rank,
-                                                    uint32_t seed, uint64_t epoch);
+                                                    uint32_t samples_per_gpu, uint32_t rank, uint32_t seed,
+                                                    uint64_t epoch);
 // torch DistributedSampler's index list of `rank` for `epoch`.
-std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size,
-                                                    uint32_t rank, bool shuffle, bool drop_last,
-                                                    uint32_t seed, uint64_t epoch);
+std::vector<int64_t> TorchDistributedSamplerIndices(int64_t dataset_size, uint32_t world_size, uint32_t rank,
+                                                    bool shuffle, bool drop_last, uint32_t seed, uint64_t epoch);
 // The most indices one epoch's list may hold (mmdet pads every group to a multiple of W * B).
 inline constexpr uint64_t kEpochListMax = 200'000'000;
 
@@ -152,8 +149,7 @@ bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& data
 // construction: InfiniteGroupEachSampleInBatchSampler's groups_num >= W * B assertion, or an
 // empty DataLoader (torch DistributedSampler with drop_last and fewer frames than ranks); and
 // where petrsim's limits refuse the job (an epoch list beyond kEpochListMax indices).
-void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset,
-                               const std::string& display_name);
+void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset, const std::string& display_name);
 
 // Makes the samplers of the ranks of one job; they share the job-wide state (the infinite
 // group stream, or the epoch lists), so N ranks advancing together cost about one. Samplers
@@ -172,8 +168,7 @@ class SamplerFactory {
 };
 
 // One rank's sampler on its own (its own stream or lists).
-std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset,
-                                             uint32_t rank);
+std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset, uint32_t rank);
 
 // Iterations per epoch: job.iterations_per_epoch, or len(dataset) // (W * B) for the infinite
 // sampler (at least 1), or ceil(samples per rank / B) batches for the epoch samplers.

@@ -19,9 +19,8 @@ uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& pol
   return static_cast<uint64_t>(std::min(resamples + 1, static_cast<double>(kGetItemAttemptsLimit)));
 }
 
-WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
-                           NumpyRandomState& rng, uint32_t pipeline_draws, uint32_t rank, int32_t worker,
-                           uint64_t batch, uint32_t slot) {
+WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
+                           uint32_t pipeline_draws, uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot) {
   WatchedItem out;
   // One load more than the bound, so that a getitem ending exactly at the bound is not flagged.
   const uint64_t bound = ResampleAttemptsBound(dataset, policy, index) + 1;

@@ -29,8 +29,7 @@ struct WatchedItem {
 uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& policy, int64_t index);
 
 // GetItem under the watchdog. `rank`, `worker`, `batch`, `slot` only label the report.
-WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index,
-                           NumpyRandomState& rng, uint32_t pipeline_draws, uint32_t rank, int32_t worker,
-                           uint64_t batch, uint32_t slot);
+WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
+                           uint32_t pipeline_draws, uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot);
 
 }  // namespace petrsim

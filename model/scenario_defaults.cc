@@ -4,9 +4,9 @@
 namespace petrsim {
 
 const std::vector<std::string>& NuScenesClasses() {
-  static const std::vector<std::string> classes = {
-      "car",     "truck",      "construction_vehicle", "bus",        "trailer",
-      "barrier", "motorcycle", "bicycle",              "pedestrian", "traffic_cone"};
+  static const std::vector<std::string> classes = {"car",        "truck",       "construction_vehicle", "bus",
+                                                   "trailer",    "barrier",     "motorcycle",           "bicycle",
+                                                   "pedestrian", "traffic_cone"};
   return classes;
 }
 
@@ -16,8 +16,7 @@ std::vector<std::string> EffectiveClasses(const Filters& filters) {
 }
 
 bool RejectsEmptyFrames(const Scenario& scenario) {
-  return scenario.filters().filter_empty_gt() &&
-         scenario.resample().policy() != Resample::keep_empty;
+  return scenario.filters().filter_empty_gt() && scenario.resample().policy() != Resample::keep_empty;
 }
 
 std::string SubDatasetName(const Scenario& scenario, int index) {

@@ -20,9 +20,7 @@ namespace {
 class TextErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   explicit TextErrorCollector(const std::string& file) : file_(file) {}
-  void AddError(int line, int column, const std::string& message) override {
-    Add(line, column, message);
-  }
+  void AddError(int line, int column, const std::string& message) override { Add(line, column, message); }
   void AddWarning(int line, int column, const std::string& message) override {
     // Warnings (e.g. deprecated syntax) do not stop the parse; we keep them out of errors.
     (void)line;
@@ -106,11 +104,10 @@ Scenario ParseScenario(std::string_view bytes, const std::string& display_name) 
     case ScenarioEncoding::kJson: {
       google::protobuf::util::JsonParseOptions options;
       options.ignore_unknown_fields = false;
-      const auto status =
-          google::protobuf::util::JsonStringToMessage(std::string(bytes), &scenario, options);
+      const auto status = google::protobuf::util::JsonStringToMessage(std::string(bytes), &scenario, options);
       if (!status.ok()) {
-        throw ScenarioError(display_name + ": invalid scenario in the protobuf JSON mapping: " +
-                            std::string(status.message()));
+        throw ScenarioError(display_name +
+                            ": invalid scenario in the protobuf JSON mapping: " + std::string(status.message()));
       }
       return scenario;
     }

@@ -72,15 +72,24 @@ std::string EnumNames(const EnumDescriptor& descriptor) {
 // What a field holds, as a noun phrase: "job.world_size is <this>".
 std::string KindName(const FieldDescriptor& field) {
   switch (field.cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32: return "a signed 32-bit integer";
-    case FieldDescriptor::CPPTYPE_INT64: return "a signed 64-bit integer";
-    case FieldDescriptor::CPPTYPE_UINT32: return "an unsigned 32-bit integer";
-    case FieldDescriptor::CPPTYPE_UINT64: return "an unsigned 64-bit integer";
-    case FieldDescriptor::CPPTYPE_DOUBLE: return "a finite number";
-    case FieldDescriptor::CPPTYPE_FLOAT: return "a finite 32-bit number";
-    case FieldDescriptor::CPPTYPE_BOOL: return "a bool";
-    case FieldDescriptor::CPPTYPE_ENUM: return "an enum (" + field.enum_type()->full_name() + ")";
-    case FieldDescriptor::CPPTYPE_STRING: return "a string";
+    case FieldDescriptor::CPPTYPE_INT32:
+      return "a signed 32-bit integer";
+    case FieldDescriptor::CPPTYPE_INT64:
+      return "a signed 64-bit integer";
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return "an unsigned 32-bit integer";
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return "an unsigned 64-bit integer";
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return "a finite number";
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return "a finite 32-bit number";
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return "a bool";
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return "an enum (" + field.enum_type()->full_name() + ")";
+    case FieldDescriptor::CPPTYPE_STRING:
+      return "a string";
     case FieldDescriptor::CPPTYPE_MESSAGE:
       return "a message (" + field.message_type()->full_name() + ")";
   }
@@ -90,10 +99,12 @@ std::string KindName(const FieldDescriptor& field) {
 // What a value for the field must look like: "job.world_size expects <this>, got 'abc'".
 std::string Expectation(const FieldDescriptor& field) {
   switch (field.cpp_type()) {
-    case FieldDescriptor::CPPTYPE_BOOL: return "true, false, 1 or 0";
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return "true, false, 1 or 0";
     case FieldDescriptor::CPPTYPE_ENUM:
       return "one of " + EnumNames(*field.enum_type()) + " or its number";
-    default: return KindName(field);
+    default:
+      return KindName(field);
   }
 }
 
@@ -109,8 +120,7 @@ std::optional<int> ParseIndex(std::string_view digits) {
 }
 
 // Parses "name" or "name[i]".
-Segment ParseSegment(std::string_view override_text, std::string_view path,
-                     std::string_view text) {
+Segment ParseSegment(std::string_view override_text, std::string_view path, std::string_view text) {
   if (text.empty()) {
     Fail(override_text, "empty field name in '" + std::string(path) + "'");
   }
@@ -118,10 +128,9 @@ Segment ParseSegment(std::string_view override_text, std::string_view path,
   if (open == std::string_view::npos) return Segment{std::string(text), std::nullopt};
   std::optional<int> index;
   // Short-circuit order matters: the digits lie between '[' and a final ']'.
-  if (open == 0 || text.back() != ']' ||
-      !(index = ParseIndex(text.substr(open + 1, text.size() - open - 2)))) {
-    Fail(override_text, "bad path segment '" + std::string(text) +
-                            "'; expected a field name, optionally with an index: name[0]");
+  if (open == 0 || text.back() != ']' || !(index = ParseIndex(text.substr(open + 1, text.size() - open - 2)))) {
+    Fail(override_text,
+         "bad path segment '" + std::string(text) + "'; expected a field name, optionally with an index: name[0]");
   }
   return Segment{std::string(text.substr(0, open)), index};
 }
@@ -196,8 +205,8 @@ template <typename T>
 void Store(const Target& target, const Slot& slot, std::string_view text, const Parsed<T>& parsed,
            const Setters<T>& setters) {
   if (!parsed.value) {
-    Fail(target.override_text, target.path + " expects " + Expectation(*target.field) +
-                                   ", got '" + std::string(text) + "'" + parsed.note);
+    Fail(target.override_text,
+         target.path + " expects " + Expectation(*target.field) + ", got '" + std::string(text) + "'" + parsed.note);
   }
   const Reflection& reflection = *target.message->GetReflection();
   switch (slot.kind) {
@@ -220,40 +229,31 @@ void SetScalar(const Target& target, const Slot& slot, std::string_view text) {
   switch (field.cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
       return Store<int32_t>(target, slot, text, ParseInteger<int32_t>(text),
-                            {&Reflection::SetInt32, &Reflection::SetRepeatedInt32,
-                             &Reflection::AddInt32});
+                            {&Reflection::SetInt32, &Reflection::SetRepeatedInt32, &Reflection::AddInt32});
     case FieldDescriptor::CPPTYPE_INT64:
       return Store<int64_t>(target, slot, text, ParseInteger<int64_t>(text),
-                            {&Reflection::SetInt64, &Reflection::SetRepeatedInt64,
-                             &Reflection::AddInt64});
+                            {&Reflection::SetInt64, &Reflection::SetRepeatedInt64, &Reflection::AddInt64});
     case FieldDescriptor::CPPTYPE_UINT32:
       return Store<uint32_t>(target, slot, text, ParseInteger<uint32_t>(text),
-                             {&Reflection::SetUInt32, &Reflection::SetRepeatedUInt32,
-                              &Reflection::AddUInt32});
+                             {&Reflection::SetUInt32, &Reflection::SetRepeatedUInt32, &Reflection::AddUInt32});
     case FieldDescriptor::CPPTYPE_UINT64:
       return Store<uint64_t>(target, slot, text, ParseInteger<uint64_t>(text),
-                             {&Reflection::SetUInt64, &Reflection::SetRepeatedUInt64,
-                              &Reflection::AddUInt64});
+                             {&Reflection::SetUInt64, &Reflection::SetRepeatedUInt64, &Reflection::AddUInt64});
     case FieldDescriptor::CPPTYPE_DOUBLE:
       return Store<double>(target, slot, text, ParseDouble(text),
-                           {&Reflection::SetDouble, &Reflection::SetRepeatedDouble,
-                            &Reflection::AddDouble});
+                           {&Reflection::SetDouble, &Reflection::SetRepeatedDouble, &Reflection::AddDouble});
     case FieldDescriptor::CPPTYPE_FLOAT:
       return Store<float>(target, slot, text, ParseFloat(text),
-                          {&Reflection::SetFloat, &Reflection::SetRepeatedFloat,
-                           &Reflection::AddFloat});
+                          {&Reflection::SetFloat, &Reflection::SetRepeatedFloat, &Reflection::AddFloat});
     case FieldDescriptor::CPPTYPE_BOOL:
       return Store<bool>(target, slot, text, ParseBool(text),
-                         {&Reflection::SetBool, &Reflection::SetRepeatedBool,
-                          &Reflection::AddBool});
+                         {&Reflection::SetBool, &Reflection::SetRepeatedBool, &Reflection::AddBool});
     case FieldDescriptor::CPPTYPE_ENUM:
       return Store<int>(target, slot, text, ParseEnum(*field.enum_type(), text),
-                        {&Reflection::SetEnumValue, &Reflection::SetRepeatedEnumValue,
-                         &Reflection::AddEnumValue});
+                        {&Reflection::SetEnumValue, &Reflection::SetRepeatedEnumValue, &Reflection::AddEnumValue});
     case FieldDescriptor::CPPTYPE_STRING:
       return Store<std::string>(target, slot, text, Parsed<std::string>{std::string(text), ""},
-                                {&Reflection::SetString, &Reflection::SetRepeatedString,
-                                 &Reflection::AddString});
+                                {&Reflection::SetString, &Reflection::SetRepeatedString, &Reflection::AddString});
     case FieldDescriptor::CPPTYPE_MESSAGE:
       break;  // the caller handles messages
   }
@@ -262,13 +262,11 @@ void SetScalar(const Target& target, const Slot& slot, std::string_view text) {
 
 // Where element `index` of a repeated field of size `size` goes: an existing element, or a new
 // one when index == size (so lists can be grown one override at a time).
-Slot ElementSlot(std::string_view override_text, const std::string& list_path, int index,
-                 int size) {
+Slot ElementSlot(std::string_view override_text, const std::string& list_path, int index, int size) {
   if (index < size) return Slot{Slot::kAt, index};
   if (index == size) return Slot{Slot::kAppend, index};
-  Fail(override_text, list_path + " has " + std::to_string(size) + " element" +
-                          (size == 1 ? "" : "s") + "; index " + std::to_string(index) +
-                          " is out of range (index " + std::to_string(size) + " appends one)");
+  Fail(override_text, list_path + " has " + std::to_string(size) + " element" + (size == 1 ? "" : "s") + "; index " +
+                          std::to_string(index) + " is out of range (index " + std::to_string(size) + " appends one)");
 }
 
 void ApplyInPlace(Message& root, std::string_view override_text) {
@@ -286,15 +284,14 @@ void ApplyInPlace(Message& root, std::string_view override_text) {
   while (true) {
     const size_t dot = path.find('.', start);
     const bool leaf = dot == std::string_view::npos;
-    const std::string_view segment_text =
-        path.substr(start, leaf ? std::string_view::npos : dot - start);
+    const std::string_view segment_text = path.substr(start, leaf ? std::string_view::npos : dot - start);
     const Segment segment = ParseSegment(override_text, path, segment_text);
 
     const Descriptor& descriptor = *message->GetDescriptor();
     const FieldDescriptor* field = descriptor.FindFieldByName(segment.name);
     if (field == nullptr) {
-      Fail(override_text, "no field '" + segment.name + "' in " + descriptor.full_name() +
-                              "; fields: " + FieldNames(descriptor));
+      Fail(override_text,
+           "no field '" + segment.name + "' in " + descriptor.full_name() + "; fields: " + FieldNames(descriptor));
     }
     const std::string field_path = walked.empty() ? segment.name : walked + "." + segment.name;
     const std::string element_path =
@@ -302,29 +299,25 @@ void ApplyInPlace(Message& root, std::string_view override_text) {
     const bool is_message = field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
 
     if (segment.index && !field->is_repeated()) {
-      Fail(override_text, field_path + " is not a list; drop the index [" +
-                              std::to_string(*segment.index) + "]");
+      Fail(override_text, field_path + " is not a list; drop the index [" + std::to_string(*segment.index) + "]");
     }
     if (is_message && field->is_repeated() && !segment.index) {
       Fail(override_text, field_path + " is a list of " + field->message_type()->full_name() +
                               "; set a field of one element, " + field_path +
-                              "[i].<field>, with <field> one of: " +
-                              FieldNames(*field->message_type()));
+                              "[i].<field>, with <field> one of: " + FieldNames(*field->message_type()));
     }
     const Reflection& reflection = *message->GetReflection();
 
     if (leaf) {
       if (is_message) {
-        Fail(override_text, element_path + " is a message (" +
-                                field->message_type()->full_name() + "); set one of its fields: " +
-                                FieldNames(*field->message_type()));
+        Fail(override_text, element_path + " is a message (" + field->message_type()->full_name() +
+                                "); set one of its fields: " + FieldNames(*field->message_type()));
       }
       Target target{override_text, element_path, message, field};
       if (!field->is_repeated()) {
         SetScalar(target, Slot{}, value);
       } else if (segment.index) {
-        SetScalar(target, ElementSlot(override_text, field_path, *segment.index,
-                                      reflection.FieldSize(*message, field)),
+        SetScalar(target, ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field)),
                   value);
       } else {
         // The whole list, comma separated; an empty value leaves it empty.
@@ -334,8 +327,7 @@ void ApplyInPlace(Message& root, std::string_view override_text) {
           const size_t comma = value.find(',', item_start);
           const size_t item_end = comma == std::string_view::npos ? value.size() : comma;
           target.path = field_path + "[" + std::to_string(i) + "]";
-          SetScalar(target, Slot{Slot::kAppend, i},
-                    value.substr(item_start, item_end - item_start));
+          SetScalar(target, Slot{Slot::kAppend, i}, value.substr(item_start, item_end - item_start));
           item_start = item_end + 1;
         }
       }
@@ -344,16 +336,13 @@ void ApplyInPlace(Message& root, std::string_view override_text) {
 
     if (!is_message) {
       const std::string_view rest = path.substr(dot + 1);
-      Fail(override_text, field_path + " is " + KindName(*field) +
-                              ", not a message, so it has no field '" +
+      Fail(override_text, field_path + " is " + KindName(*field) + ", not a message, so it has no field '" +
                               std::string(rest.substr(0, rest.find('.'))) + "'");
     }
     if (field->is_repeated()) {
-      const Slot slot = ElementSlot(override_text, field_path, *segment.index,
-                                    reflection.FieldSize(*message, field));
-      message = slot.kind == Slot::kAppend
-                    ? reflection.AddMessage(message, field)
-                    : reflection.MutableRepeatedMessage(message, field, slot.index);
+      const Slot slot = ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field));
+      message = slot.kind == Slot::kAppend ? reflection.AddMessage(message, field)
+                                           : reflection.MutableRepeatedMessage(message, field, slot.index);
     } else {
       // For a oneof member this selects the case and clears the other member.
       message = reflection.MutableMessage(message, field);

@@ -21,18 +21,14 @@ class Violations {
     out << path << ": " << rule << ", got " << found;
     lines_.push_back(out.str());
   }
-  void AddPlain(const std::string& path, const std::string& rule) {
-    lines_.push_back(path + ": " + rule);
-  }
+  void AddPlain(const std::string& path, const std::string& rule) { lines_.push_back(path + ": " + rule); }
   std::vector<std::string> Take() { return std::move(lines_); }
 
  private:
   std::vector<std::string> lines_;
 };
 
-std::string Index(const std::string& path, int index) {
-  return path + "[" + std::to_string(index) + "]";
-}
+std::string Index(const std::string& path, int index) { return path + "[" + std::to_string(index) + "]"; }
 
 void CheckFraction(Violations& violations, const std::string& path, double value) {
   if (!std::isfinite(value) || value < 0.0 || value > 1.0) {
@@ -47,8 +43,7 @@ void CheckSynthetic(Violations& v, const std::string& path, const SyntheticData&
   }
   if (synthetic.frames_per_scene_max() < synthetic.frames_per_scene_min()) {
     v.Add(path + ".frames_per_scene_max",
-          "must be >= frames_per_scene_min (" +
-              std::to_string(synthetic.frames_per_scene_min()) + ")",
+          "must be >= frames_per_scene_min (" + std::to_string(synthetic.frames_per_scene_min()) + ")",
           synthetic.frames_per_scene_max());
   }
   if (synthetic.frames_per_scene_max() > 100000) {
@@ -59,8 +54,8 @@ void CheckSynthetic(Violations& v, const std::string& path, const SyntheticData&
     const uint64_t high = uint64_t{synthetic.scenes()} * synthetic.frames_per_scene_max();
     if (synthetic.frames_total() < low || synthetic.frames_total() > high) {
       v.Add(path + ".frames_total",
-            "must be in [scenes * frames_per_scene_min, scenes * frames_per_scene_max] = [" +
-                std::to_string(low) + ", " + std::to_string(high) + "]",
+            "must be in [scenes * frames_per_scene_min, scenes * frames_per_scene_max] = [" + std::to_string(low) +
+                ", " + std::to_string(high) + "]",
             synthetic.frames_total());
     }
   }
@@ -94,8 +89,8 @@ void CheckSynthetic(Violations& v, const std::string& path, const SyntheticData&
     if (!plant.has_scene()) {
       v.AddPlain(Index(path + ".plants", i) + ".scene", "must be set (a scene index)");
     } else if (plant.scene() >= synthetic.scenes()) {
-      v.Add(Index(path + ".plants", i) + ".scene",
-            "must be < scenes (" + std::to_string(synthetic.scenes()) + ")", plant.scene());
+      v.Add(Index(path + ".plants", i) + ".scene", "must be < scenes (" + std::to_string(synthetic.scenes()) + ")",
+            plant.scene());
     }
   }
 }
@@ -130,8 +125,7 @@ void CheckExplicit(Violations& v, const std::string& path, const ExplicitData& d
 
 void CheckCollective(Violations& v, const std::string& path, const Collective& collective) {
   // Bounds keep bytes (numel x 8) and virtual times far from 64-bit overflow.
-  if (collective.op() != Collective::barrier &&
-      (collective.numel() < 1 || collective.numel() > (uint64_t{1} << 40))) {
+  if (collective.op() != Collective::barrier && (collective.numel() < 1 || collective.numel() > (uint64_t{1} << 40))) {
     v.Add(path + ".numel", "must be in [1, 2^40]", collective.numel());
   }
   if (collective.compute_before_ns() > 1'000'000'000'000'000ULL) {
@@ -194,9 +188,7 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
   };
   auto check_worker = [&](const std::string& path, uint32_t worker) {
     if (worker >= std::max<uint32_t>(workers, 1)) {
-      v.Add(path + ".worker",
-            "must be < job.workers_per_gpu (" + std::to_string(workers) + "; 0 counts as 1)",
-            worker);
+      v.Add(path + ".worker", "must be < job.workers_per_gpu (" + std::to_string(workers) + "; 0 counts as 1)", worker);
     }
   };
   auto check_factor = [&](const std::string& path, double factor) {
@@ -237,13 +229,13 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
       case Fault::kUnevenBatches:
         check_rank(path + ".uneven_batches", fault.uneven_batches().rank());
         if (fault.uneven_batches().batches_fewer() < 1) {
-          v.Add(path + ".uneven_batches.batches_fewer", "must be >= 1",
-                fault.uneven_batches().batches_fewer());
+          v.Add(path + ".uneven_batches.batches_fewer", "must be >= 1", fault.uneven_batches().batches_fewer());
         }
         break;
       case Fault::KIND_NOT_SET:
-        v.AddPlain(path, "a fault needs one of slow_rank, slow_worker, dead_worker, dead_rank, "
-                         "straggler, uneven_batches");
+        v.AddPlain(path,
+                   "a fault needs one of slow_rank, slow_worker, dead_worker, dead_rank, "
+                   "straggler, uneven_batches");
         break;
     }
   }
@@ -272,8 +264,7 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
         break;
       case SubDataset::kSynthetic:
         CheckSynthetic(v, path + ".synthetic", subdataset.synthetic());
-        frames_known += uint64_t{subdataset.synthetic().scenes()} *
-                        subdataset.synthetic().frames_per_scene_max();
+        frames_known += uint64_t{subdataset.synthetic().scenes()} * subdataset.synthetic().frames_per_scene_max();
         break;
       case SubDataset::SOURCE_NOT_SET:
         v.AddPlain(path, "needs a source: explicit { ... } or synthetic { ... }");
@@ -297,17 +288,14 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (!std::isfinite(filters.bev_range_min_m()) || !std::isfinite(filters.bev_range_max_m()) ||
       filters.bev_range_min_m() >= filters.bev_range_max_m()) {
     v.Add("filters.bev_range_max_m",
-          "must be finite and > bev_range_min_m (" + std::to_string(filters.bev_range_min_m()) +
-              ")",
+          "must be finite and > bev_range_min_m (" + std::to_string(filters.bev_range_min_m()) + ")",
           filters.bev_range_max_m());
   }
 
   // Grouping.
   const auto& grouping = scenario.grouping();
-  if (grouping.has_seq_split_num() &&
-      (grouping.seq_split_num() < 1 || grouping.seq_split_num() > 100000)) {
-    v.Add("grouping.seq_split_num",
-          "must be in [1, 100000] (or use seq_split_all: true for 'all')",
+  if (grouping.has_seq_split_num() && (grouping.seq_split_num() < 1 || grouping.seq_split_num() > 100000)) {
+    v.Add("grouping.seq_split_num", "must be in [1, 100000] (or use seq_split_all: true for 'all')",
           grouping.seq_split_num());
   }
   if (grouping.seq_split_all() && grouping.has_seq_split_num()) {
@@ -315,20 +303,17 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
                "must not be set together with seq_split_all: true (that is seq_split_num='all')");
   }
   if (!grouping.seq_mode() && (grouping.has_seq_split_num() || grouping.seq_split_all())) {
-    v.AddPlain("grouping.seq_mode",
-               "is false, so seq_split_num / seq_split_all have no effect; remove them");
+    v.AddPlain("grouping.seq_mode", "is false, so seq_split_num / seq_split_all have no effect; remove them");
   }
 
   // Sampler.
   const auto& sampler = scenario.sampler();
   if (sampler.kind() != Sampler::distributed) {
     if (sampler.has_shuffle()) {
-      v.AddPlain("sampler.shuffle", "applies to kind: distributed only, kind is " +
-                                        SamplerKindName(sampler.kind()));
+      v.AddPlain("sampler.shuffle", "applies to kind: distributed only, kind is " + SamplerKindName(sampler.kind()));
     }
     if (sampler.has_drop_last()) {
-      v.AddPlain("sampler.drop_last", "applies to kind: distributed only, kind is " +
-                                          SamplerKindName(sampler.kind()));
+      v.AddPlain("sampler.drop_last", "applies to kind: distributed only, kind is " + SamplerKindName(sampler.kind()));
     }
   }
 
@@ -340,33 +325,27 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
           resample.attempts_max());
   }
   if (resample.policy() != Resample::bounded && resample.has_attempts_max()) {
-    v.AddPlain("resample.attempts_max",
-               "applies to policy: bounded only, policy is " + PolicyName(resample.policy()));
+    v.AddPlain("resample.attempts_max", "applies to policy: bounded only, policy is " + PolicyName(resample.policy()));
   }
-  if (resample.policy() == Resample::keep_empty && filters.has_filter_empty_gt() &&
-      filters.filter_empty_gt()) {
+  if (resample.policy() == Resample::keep_empty && filters.has_filter_empty_gt() && filters.filter_empty_gt()) {
     v.AddPlain("filters.filter_empty_gt",
                "is true, but resample.policy keep_empty means filter_empty_gt off; "
                "remove one of the two");
   }
   if (resample.pipeline_draws_per_attempt() > 1000) {
-    v.Add("resample.pipeline_draws_per_attempt", "must be <= 1000",
-          resample.pipeline_draws_per_attempt());
+    v.Add("resample.pipeline_draws_per_attempt", "must be <= 1000", resample.pipeline_draws_per_attempt());
   }
 
   // Job.
   const auto& job = scenario.job();
   if (job.world_size() < 1 || job.world_size() > kWorldSizeMax) {
-    v.Add("job.world_size", "must be in [1, " + std::to_string(kWorldSizeMax) + "]",
-          job.world_size());
+    v.Add("job.world_size", "must be in [1, " + std::to_string(kWorldSizeMax) + "]", job.world_size());
   }
   if (job.samples_per_gpu() < 1 || job.samples_per_gpu() > kSamplesPerGpuMax) {
-    v.Add("job.samples_per_gpu", "must be in [1, " + std::to_string(kSamplesPerGpuMax) + "]",
-          job.samples_per_gpu());
+    v.Add("job.samples_per_gpu", "must be in [1, " + std::to_string(kSamplesPerGpuMax) + "]", job.samples_per_gpu());
   }
   if (job.workers_per_gpu() > kWorkersPerGpuMax) {
-    v.Add("job.workers_per_gpu", "must be <= " + std::to_string(kWorkersPerGpuMax),
-          job.workers_per_gpu());
+    v.Add("job.workers_per_gpu", "must be <= " + std::to_string(kWorkersPerGpuMax), job.workers_per_gpu());
   }
   if (job.prefetch_factor() < 1 || job.prefetch_factor() > 64) {
     v.Add("job.prefetch_factor", "must be in [1, 64]", job.prefetch_factor());
@@ -377,8 +356,7 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
                "specified in multiprocessing)");
   }
   if (job.has_iterations() && (job.iterations() < 1 || job.iterations() > kIterationsMax)) {
-    v.Add("job.iterations", "must be in [1, " + std::to_string(kIterationsMax) + "]",
-          job.iterations());
+    v.Add("job.iterations", "must be in [1, " + std::to_string(kIterationsMax) + "]", job.iterations());
   }
   if (job.has_epochs() && (job.epochs() < 1 || job.epochs() > 100000)) {
     v.Add("job.epochs", "must be in [1, 100000]", job.epochs());
@@ -390,16 +368,14 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
     v.AddPlain("job.iterations_per_epoch", "applies with epochs only, iterations is set");
   }
   if (job.seed() > 0x7FFFFFFFu) {
-    v.Add("job.seed",
-          "must be < 2^31 (the sampler seed is broadcast as an int32 tensor)", job.seed());
+    v.Add("job.seed", "must be < 2^31 (the sampler seed is broadcast as an int32 tensor)", job.seed());
   }
 
   CheckPlan(v, scenario.plan());
 
   // Cost and comm.
   const auto& cost = scenario.cost();
-  if (!std::isfinite(cost.jitter_fraction()) || cost.jitter_fraction() < 0.0 ||
-      cost.jitter_fraction() >= 1.0) {
+  if (!std::isfinite(cost.jitter_fraction()) || cost.jitter_fraction() < 0.0 || cost.jitter_fraction() >= 1.0) {
     v.Add("cost.jitter_fraction", "must be in [0, 1)", cost.jitter_fraction());
   }
   if (cost.bandwidth_bytes_per_s() < 1) {

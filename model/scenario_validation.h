@@ -10,7 +10,7 @@
 namespace petrsim {
 
 // Limits that keep every run bounded (STYLE 7). Larger inputs are rejected, not attempted.
-inline constexpr uint64_t kFramesMax = 50'000'000;     // below torch randperm's small-n path
+inline constexpr uint64_t kFramesMax = 50'000'000;  // below torch randperm's small-n path
 inline constexpr uint32_t kWorldSizeMax = 65536;
 inline constexpr uint32_t kSamplesPerGpuMax = 256;
 inline constexpr uint32_t kWorkersPerGpuMax = 256;

@@ -11,8 +11,7 @@ std::string StuckGetitem::Describe() const {
       "sub-dataset '{}', scene '{}', its pool is frames {}..{} of the scene (dataset indices {}..{}){}",
       rank, worker < 0 ? "main process" : "worker", worker < 0 ? std::string() : std::to_string(worker), batch, slot,
       index, group, proven ? "can never end" : "passed the watchdog's bound", attempts, subdataset_name, scene_name,
-      pool_first_in_scene, pool_last_in_scene, pool_first, pool_last,
-      proven ? ", none with GT after the filters" : "");
+      pool_first_in_scene, pool_last_in_scene, pool_first, pool_last, proven ? ", none with GT after the filters" : "");
 }
 
 }  // namespace petrsim

@@ -12,8 +12,8 @@ namespace petrsim {
 
 struct StuckGetitem {
   uint32_t rank = 0;
-  int32_t worker = 0;      // -1: the main process loads (workers_per_gpu 0)
-  uint64_t batch = 0;      // the iteration whose batch it never returns
+  int32_t worker = 0;  // -1: the main process loads (workers_per_gpu 0)
+  uint64_t batch = 0;  // the iteration whose batch it never returns
   uint32_t slot = 0;
   int64_t index = 0;       // the sampler's index for that slot
   int64_t last_index = 0;  // the last index the loop tried
@@ -26,9 +26,9 @@ struct StuckGetitem {
   int64_t pool_last = 0;
   uint32_t pool_first_in_scene = 0;
   uint32_t pool_last_in_scene = 0;
-  int64_t since_ns = 0;    // when the endless loop began (the batch's start)
-  uint64_t attempts = 0;   // loads of that getitem so far (when the run ended, or the watchdog fired)
-  bool proven = true;      // false: petrsim's attempts bound, not a proof
+  int64_t since_ns = 0;   // when the endless loop began (the batch's start)
+  uint64_t attempts = 0;  // loads of that getitem so far (when the run ended, or the watchdog fired)
+  bool proven = true;     // false: petrsim's attempts bound, not a proof
   // Read back from a trace (diagnose): what the recorder said of it; the fields the trace does
   // not carry (sub-dataset, scene, pool) are left at their defaults and found from the scenario.
   std::string report;

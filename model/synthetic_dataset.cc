@@ -80,8 +80,7 @@ SyntheticSubDataset::SyntheticSubDataset(const Scenario& scenario, int subdatase
       if (frame_fates.Bernoulli(data_.empty_frame_fraction())) fate = FrameFate::kNoBoxes;
     }
     if (s.empty_half) {
-      PlantPart(scene, s.second_half ? EmptyPlant::second_half : EmptyPlant::first_half,
-                FrameFate::kNoBoxes);
+      PlantPart(scene, s.second_half ? EmptyPlant::second_half : EmptyPlant::first_half, FrameFate::kNoBoxes);
     }
     if (s.empty_scene) PlantPart(scene, EmptyPlant::whole_scene, FrameFate::kNoBoxes);
   }

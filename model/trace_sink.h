@@ -23,11 +23,11 @@ enum class TraceKind : uint8_t {
   kRankDied,    // the rank's process exits (text: why); instant
   kDesync,      // collectives mismatched at one sequence number (text: how); instant
   // (10 is TraceEventKind::truncated, the trace writer's own.)
-  kSamplerDraw = 11,    // the main process draws a batch slot's index (index, group); instant
-  kGetItemAttempt = 12, // one load of a getitem that resampled (index, gt_count; accepted, or
-                        // final_index: the index it resamples to); instant
-  kBatchReady = 13,     // a worker hands a whole batch to the main process; instant
-  kProcessExit = 14,    // the rank's process ends (text: how); instant
+  kSamplerDraw = 11,     // the main process draws a batch slot's index (index, group); instant
+  kGetItemAttempt = 12,  // one load of a getitem that resampled (index, gt_count; accepted, or
+                         // final_index: the index it resamples to); instant
+  kBatchReady = 13,      // a worker hands a whole batch to the main process; instant
+  kProcessExit = 14,     // the rank's process ends (text: how); instant
 };
 
 // TraceRecord::worker values that are not DataLoader workers.

@@ -58,8 +58,8 @@ using Command = rc::state::Command<Model, System>;
 
 // The signature every rank uses at (group, seq), unless a command asks for a deviant one.
 CollectiveSignature Usual(uint32_t group, uint64_t seq) {
-  return CollectiveSignature{seq % 3 == 0 ? Collective::broadcast : Collective::allreduce,
-                             Collective::float32, 1 + group * 10 + seq % 2};
+  return CollectiveSignature{seq % 3 == 0 ? Collective::broadcast : Collective::allreduce, Collective::float32,
+                             1 + group * 10 + seq % 2};
 }
 
 struct Arrive : Command {
@@ -174,9 +174,7 @@ struct Close : Command {
     RC_ASSERT(system.rendezvous.Find(key.first, key.second) == nullptr);
   }
 
-  void show(std::ostream& os) const override {
-    os << "Close(group " << key.first << ", seq " << key.second << ")";
-  }
+  void show(std::ostream& os) const override { os << "Close(group " << key.first << ", seq " << key.second << ")"; }
 };
 
 // No change: the incomplete instance opened first is the model's.
@@ -213,16 +211,15 @@ void BehavesLikeTheModelBody() {
   model.next_seq.assign(model.world, std::vector<uint64_t>(model.groups, 1));
   model.dead.assign(model.world, false);
   System system(model.world, model.groups);
-  rc::state::check(model, system,
-                   rc::state::gen::execOneOfWithArgs<Arrive, Die, Close, CheckOldest>());
+  rc::state::check(model, system, rc::state::gen::execOneOfWithArgs<Arrive, Die, Close, CheckOldest>());
 }
 
 RC_GTEST_PROP(RendezvousProps, BehavesLikeTheModel, ()) { BehavesLikeTheModelBody(); }
 
 TEST(RendezvousPropsMutants, CommThatIgnoresSignaturesIsCaught) {
   g_ignore_signatures = true;
-  const bool passed = rc::check("a Comm that never compares signatures must fail the model",
-                                [] { BehavesLikeTheModelBody(); });
+  const bool passed =
+      rc::check("a Comm that never compares signatures must fail the model", [] { BehavesLikeTheModelBody(); });
   g_ignore_signatures = false;
   EXPECT_FALSE(passed);
 }

@@ -53,8 +53,7 @@ RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {
   }
   RC_ASSERT(static_livelocks == dynamic_livelocks);
   RC_ASSERT(report.terminates == static_livelocks.empty());
-  RC_TAG(Resample::Policy_Name(scenario.resample().policy()),
-         static_livelocks.empty() ? "terminates" : "livelock");
+  RC_TAG(Resample::Policy_Name(scenario.resample().policy()), static_livelocks.empty() ? "terminates" : "livelock");
 }
 
 // `check`'s first hit is where `sample`'s stream first stops with a livelock marker; for the
@@ -71,8 +70,7 @@ RC_GTEST_PROP(CheckProps, FirstHitEqualsFirstLivelockOfTheSampleStream, ()) {
   std::optional<SampleRow> first;
   GenerateSampleStream(scenario, *dataset, {}, [&](const SampleRow& row) {
     if (row.status != marker) return;
-    if (!first || std::tie(row.iteration, row.rank, row.slot) <
-                      std::tie(first->iteration, first->rank, first->slot)) {
+    if (!first || std::tie(row.iteration, row.rank, row.slot) < std::tie(first->iteration, first->rank, first->slot)) {
       first = row;
     }
   });
@@ -142,9 +140,8 @@ void SlotsPlayWholeGroupsInOrderBody(SamplerMutant mutant) {
   const Scenario scenario = *GenScenario(GenOptions{.samplers = GenOptions::Samplers::kInfinite});
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  props::CounterexampleOnFailure guard(scenario, mutant == SamplerMutant::kNone
-                                                     ? "SlotsPlayWholeGroupsInOrder"
-                                                     : "SlotsPlayWholeGroupsInOrder_mutant");
+  props::CounterexampleOnFailure guard(
+      scenario, mutant == SamplerMutant::kNone ? "SlotsPlayWholeGroupsInOrder" : "SlotsPlayWholeGroupsInOrder_mutant");
   const uint32_t batch = scenario.job().samples_per_gpu();
   const uint32_t world = scenario.job().world_size();
   auto stream = std::make_shared<GroupStream>(dataset->groups_num(), scenario.job().seed());
@@ -173,9 +170,7 @@ void SlotsPlayWholeGroupsInOrderBody(SamplerMutant mutant) {
   }
 }
 
-RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) {
-  SlotsPlayWholeGroupsInOrderBody(SamplerMutant::kNone);
-}
+RC_GTEST_PROP(SamplerProps, SlotsPlayWholeGroupsInOrder, ()) { SlotsPlayWholeGroupsInOrderBody(SamplerMutant::kNone); }
 
 // The property bites: a sampler with an off-by-one slot, or with two slots swapped, is caught.
 TEST(SamplerPropsMutants, OffByOneRankIsCaught) {
@@ -188,8 +183,7 @@ TEST(SamplerPropsMutants, SwappedSlotsAreCaught) {
 }
 
 // The draws of every slot of every rank, `batches` batches long.
-std::vector<std::vector<SlotDraw>> Draws(const Scenario& scenario, const Dataset& dataset,
-                                         size_t batches) {
+std::vector<std::vector<SlotDraw>> Draws(const Scenario& scenario, const Dataset& dataset, size_t batches) {
   SamplerFactory factory(scenario, dataset);
   std::vector<std::vector<SlotDraw>> draws;
   for (uint32_t rank = 0; rank < scenario.job().world_size(); ++rank) {
@@ -231,8 +225,8 @@ void SlotStreamsDependOnlyOnSeedGroupsWorldAndBatchBody(bool mutant) {
   if (mutant) {
     other.mutable_job()->set_seed(other.job().seed() + other.job().workers_per_gpu());
   }
-  props::CounterexampleOnFailure guard(scenario, mutant ? "SlotStreamsDependOnly_mutant"
-                                                        : "SlotStreamsDependOnlyOnSeedGroupsWorldAndBatch");
+  props::CounterexampleOnFailure guard(
+      scenario, mutant ? "SlotStreamsDependOnly_mutant" : "SlotStreamsDependOnlyOnSeedGroupsWorldAndBatch");
   RC_ASSERT(other_dataset->groups_num() == dataset->groups_num());
   RC_ASSERT(Draws(scenario, *dataset, 40) == Draws(other, *other_dataset, 40));
 }
@@ -256,12 +250,11 @@ TEST(SamplerPropsMutants, SamplerSeededByWorkersIsCaught) {
 // `mutant`: the last rank's list loses its last index (an off-by-one tail).
 void EpochSamplersAreEvenAndCoverBody(bool mutant) {
   props::CountCase();
-  const Scenario scenario =
-      *GenScenario(GenOptions{.samplers = GenOptions::Samplers::kEpoch, .faults = true});
+  const Scenario scenario = *GenScenario(GenOptions{.samplers = GenOptions::Samplers::kEpoch, .faults = true});
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  props::CounterexampleOnFailure guard(scenario, mutant ? "EpochSamplersAreEvenAndCover_mutant"
-                                                        : "EpochSamplersAreEvenAndCover");
+  props::CounterexampleOnFailure guard(scenario,
+                                       mutant ? "EpochSamplersAreEvenAndCover_mutant" : "EpochSamplersAreEvenAndCover");
   const uint32_t world = scenario.job().world_size();
   const uint32_t batch = scenario.job().samples_per_gpu();
   const uint64_t epoch = *rc::gen::inRange<uint64_t>(0, 5);
@@ -269,13 +262,9 @@ void EpochSamplersAreEvenAndCoverBody(bool mutant) {
   std::vector<uint64_t> count(static_cast<size_t>(dataset->size()), 0);
   uint64_t total = 0;
   for (uint32_t rank = 0; rank < world; ++rank) {
-    auto indices =
-        mmdet ? DistributedGroupSamplerIndices(*dataset, world, batch, rank,
-                                               scenario.job().seed(), epoch)
-              : TorchDistributedSamplerIndices(dataset->size(), world, rank,
-                                               scenario.sampler().shuffle(),
-                                               scenario.sampler().drop_last(),
-                                               scenario.job().seed(), epoch);
+    auto indices = mmdet ? DistributedGroupSamplerIndices(*dataset, world, batch, rank, scenario.job().seed(), epoch)
+                         : TorchDistributedSamplerIndices(dataset->size(), world, rank, scenario.sampler().shuffle(),
+                                                          scenario.sampler().drop_last(), scenario.job().seed(), epoch);
     if (mutant && rank + 1 == world && !indices.empty()) indices.pop_back();
     RC_ASSERT(indices.size() == EpochSamplesPerRank(scenario, *dataset));
     for (const int64_t i : indices) {
@@ -312,15 +301,12 @@ void EpochSamplersAreEvenAndCoverBody(bool mutant) {
   for (const Fault& fault : scenario.faults()) uneven_fault |= fault.has_uneven_batches();
   const auto& batches = report.batches_per_epoch_by_rank;
   RC_ASSERT(batches.size() == world);
-  const bool equal = std::all_of(batches.begin(), batches.end(),
-                                 [&](uint64_t b) { return b == batches[0]; });
+  const bool equal = std::all_of(batches.begin(), batches.end(), [&](uint64_t b) { return b == batches[0]; });
   RC_ASSERT(report.batches_equal == equal);
   if (!uneven_fault) RC_ASSERT(equal);
 }
 
-RC_GTEST_PROP(SamplerProps, EpochSamplersAreEvenAndCover, ()) {
-  EpochSamplersAreEvenAndCoverBody(false);
-}
+RC_GTEST_PROP(SamplerProps, EpochSamplersAreEvenAndCover, ()) { EpochSamplersAreEvenAndCoverBody(false); }
 
 TEST(SamplerPropsMutants, EpochSamplerWithAShortTailIsCaught) {
   EXPECT_FALSE(rc::check("an epoch sampler that loses the last index must fail the property",
@@ -331,8 +317,7 @@ TEST(SamplerPropsMutants, EpochSamplerWithAShortTailIsCaught) {
 // silently stopped producing wide worlds or long plans would weaken every property).
 TEST(GeneratorCoverage, ReachesEveryRangeAndKind) {
   struct Seen {
-    int subdatasets = 0, scenes = 0, frames = 0, world = 0, batch = 0, workers = 0, prefetch = 0,
-        per_iteration = 0;
+    int subdatasets = 0, scenes = 0, frames = 0, world = 0, batch = 0, workers = 0, prefetch = 0, per_iteration = 0;
     std::set<int> policies, samplers, fault_kinds, splits;
     bool periodic = false, conditional = false, empty_subdataset = false;
   };
@@ -365,8 +350,9 @@ TEST(GeneratorCoverage, ReachesEveryRangeAndKind) {
     seen.samplers.insert(scenario.sampler().kind());
     for (const Fault& fault : scenario.faults()) seen.fault_kinds.insert(fault.kind_case());
     const auto& grouping = scenario.grouping();
-    seen.splits.insert(!grouping.seq_mode() ? -1 : grouping.seq_split_all() ? 0
-                                                 : static_cast<int>(grouping.seq_split_num()));
+    seen.splits.insert(!grouping.seq_mode()       ? -1
+                       : grouping.seq_split_all() ? 0
+                                                  : static_cast<int>(grouping.seq_split_num()));
   });
   ASSERT_TRUE(passed);
   EXPECT_EQ(seen.subdatasets, 4);

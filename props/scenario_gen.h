@@ -25,8 +25,8 @@
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/sampler.h"
-#include "model/sequence_groups.h"
 #include "model/scenario_validation.h"
+#include "model/sequence_groups.h"
 
 namespace petrsim::props {
 
@@ -34,8 +34,8 @@ namespace petrsim::props {
 struct GenOptions {
   enum class Samplers { kAny, kInfinite, kEpoch };
   Samplers samplers = Samplers::kAny;
-  bool plans = true;   // custom or StreamPETR iteration plans (else the default plan)
-  bool faults = false; // planted faults: every Fault kind and conditional collectives
+  bool plans = true;    // custom or StreamPETR iteration plans (else the default plan)
+  bool faults = false;  // planted faults: every Fault kind and conditional collectives
 };
 
 // The features a swarm case switches on (each with probability 1/2, so every case tests a
@@ -43,15 +43,13 @@ struct GenOptions {
 // the small, plain choice, and rapidcheck shrinks a bool towards false, so counterexamples
 // shrink towards small readable scenarios.
 struct Swarm {
-  bool subdatasets, many_scenes, long_scenes, empty_frames, empty_halves, empty_scenes,
-      empty_subdataset, grouping, wide_world, wide_batch, many_workers, prefetch, policy_knobs,
-      many_collectives, periodic;
+  bool subdatasets, many_scenes, long_scenes, empty_frames, empty_halves, empty_scenes, empty_subdataset, grouping,
+      wide_world, wide_batch, many_workers, prefetch, policy_knobs, many_collectives, periodic;
 };
 
 inline Swarm GenSwarm() {
   const auto on = [] { return *rc::gen::arbitrary<bool>(); };
-  return Swarm{on(), on(), on(), on(), on(), on(), on(), on(),
-               on(), on(), on(), on(), on(), on(), on()};
+  return Swarm{on(), on(), on(), on(), on(), on(), on(), on(), on(), on(), on(), on(), on(), on(), on()};
 }
 
 // A plan written out collective by collective: 1-4 collectives per iteration (1-60 with
@@ -63,9 +61,8 @@ inline IterationPlan GenCustomPlan(const Swarm& swarm, bool conditional) {
   auto* custom = plan.mutable_custom();
   const auto fill = [](Collective* c, const std::string& name) {
     c->set_name(name);
-    c->set_op(*rc::gen::element(Collective::allreduce, Collective::broadcast, Collective::reduce,
-                                Collective::allgather, Collective::reduce_scatter,
-                                Collective::alltoall, Collective::barrier));
+    c->set_op(*rc::gen::element(Collective::allreduce, Collective::broadcast, Collective::reduce, Collective::allgather,
+                                Collective::reduce_scatter, Collective::alltoall, Collective::barrier));
     c->set_numel(*rc::gen::inRange<uint64_t>(1, 1000));
     c->set_dtype(*rc::gen::element(Collective::float32, Collective::float16, Collective::int64));
     c->set_blocking(*rc::gen::weightedElement<bool>({{3, true}, {1, false}}));
@@ -119,8 +116,7 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
       }
     }
     const int subdatasets = swarm.subdatasets ? *rc::gen::inRange(1, 5) : 1;
-    const int empty_subdataset =
-        swarm.empty_subdataset ? *rc::gen::inRange(0, subdatasets) : -1;
+    const int empty_subdataset = swarm.empty_subdataset ? *rc::gen::inRange(0, subdatasets) : -1;
     for (int s = 0; s < subdatasets; ++s) {
       auto* sub = scenario.mutable_dataset()->add_subdatasets();
       std::string name = "s";  // (not "s" + to_string: GCC 12 warns falsely, -Wrestrict)
@@ -129,14 +125,12 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
       const int scenes = swarm.many_scenes ? *rc::gen::inRange(1, 61) : *rc::gen::inRange(1, 6);
       for (int i = 0; i < scenes; ++i) {
         auto* scene = sub->mutable_explicit_()->add_scenes();
-        uint32_t frames = static_cast<uint32_t>(swarm.long_scenes ? *rc::gen::inRange(1, 46)
-                                                                  : *rc::gen::inRange(1, 10));
+        uint32_t frames =
+            static_cast<uint32_t>(swarm.long_scenes ? *rc::gen::inRange(1, 46) : *rc::gen::inRange(1, 10));
         while (SceneChunkLengths(frames, split).size() != split) ++frames;
         const bool empty_scene =
-            s == empty_subdataset ||
-            (swarm.empty_scenes && *rc::gen::weightedElement<bool>({{1, true}, {4, false}}));
-        const bool empty_half =
-            swarm.empty_halves && *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
+            s == empty_subdataset || (swarm.empty_scenes && *rc::gen::weightedElement<bool>({{1, true}, {4, false}}));
+        const bool empty_half = swarm.empty_halves && *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
         for (uint32_t f = 0; f < frames; ++f) {
           const bool in_empty_half = empty_half && f >= (frames + 1) / 2;
           uint32_t gt = 0;
@@ -148,10 +142,9 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
         }
       }
     }
-    const auto policy = *rc::gen::element(
-        Resample::in_group, Resample::global, Resample::next_valid_in_group,
-        Resample::drop_empty_groups, Resample::bounded, Resample::keep_empty,
-        Resample::in_subdataset);
+    const auto policy = *rc::gen::element(Resample::in_group, Resample::global, Resample::next_valid_in_group,
+                                          Resample::drop_empty_groups, Resample::bounded, Resample::keep_empty,
+                                          Resample::in_subdataset);
     scenario.mutable_resample()->set_policy(policy);
     if (policy == Resample::keep_empty) scenario.mutable_filters()->set_filter_empty_gt(false);
     if (swarm.policy_knobs) {
@@ -163,8 +156,7 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
 
     Sampler::Kind kind = Sampler::infinite_group_each_sample_in_batch;
     if (options.samplers == GenOptions::Samplers::kEpoch ||
-        (options.samplers == GenOptions::Samplers::kAny &&
-         *rc::gen::weightedElement<bool>({{1, true}, {2, false}}))) {
+        (options.samplers == GenOptions::Samplers::kAny && *rc::gen::weightedElement<bool>({{1, true}, {2, false}}))) {
       kind = *rc::gen::element(Sampler::distributed_group, Sampler::distributed);
     }
     scenario.mutable_sampler()->set_kind(kind);
@@ -174,8 +166,7 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
     }
 
     auto* job = scenario.mutable_job();
-    const uint32_t batch = swarm.wide_batch ? *rc::gen::inRange<uint32_t>(1, 5)
-                                            : *rc::gen::inRange<uint32_t>(1, 3);
+    const uint32_t batch = swarm.wide_batch ? *rc::gen::inRange<uint32_t>(1, 5) : *rc::gen::inRange<uint32_t>(1, 3);
     uint32_t world_max = swarm.wide_world ? 64 : 4;
     if (kind == Sampler::infinite_group_each_sample_in_batch) {
       // Respect the sampler's assertion when the dataset allows it (it is built twice; the
@@ -185,8 +176,8 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
       probe.mutable_job()->set_samples_per_gpu(1);
       try {
         const Dataset dataset = BuildDataset(probe, "generated");
-        world_max = std::min<uint32_t>(
-            world_max, std::max<uint32_t>(1, static_cast<uint32_t>(dataset.groups_num()) / batch));
+        world_max =
+            std::min<uint32_t>(world_max, std::max<uint32_t>(1, static_cast<uint32_t>(dataset.groups_num()) / batch));
       } catch (const ScenarioError&) {
       }
     }
@@ -195,8 +186,7 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
     job->set_workers_per_gpu(swarm.many_workers ? *rc::gen::inRange<uint32_t>(0, 9)
                                                 : *rc::gen::inRange<uint32_t>(0, 3));
     if (job->workers_per_gpu() > 0) {  // torch rejects prefetch_factor without workers
-      job->set_prefetch_factor(swarm.prefetch ? *rc::gen::inRange<uint32_t>(1, 5)
-                                              : *rc::gen::inRange<uint32_t>(1, 3));
+      job->set_prefetch_factor(swarm.prefetch ? *rc::gen::inRange<uint32_t>(1, 5) : *rc::gen::inRange<uint32_t>(1, 3));
     }
     job->set_iterations(*rc::gen::inRange<uint64_t>(1, 60));
     job->set_seed(*rc::gen::inRange<uint32_t>(0, 1u << 31));
@@ -241,8 +231,7 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
         case 2:
           fault->mutable_straggler()->set_rank(rank);
           fault->mutable_straggler()->set_iteration(*rc::gen::inRange<uint64_t>(0, 60));
-          fault->mutable_straggler()->set_delay_ns(
-              *rc::gen::element<uint64_t>(1'000'000'000ULL, 3'000'000'000'000ULL));
+          fault->mutable_straggler()->set_delay_ns(*rc::gen::element<uint64_t>(1'000'000'000ULL, 3'000'000'000'000ULL));
           break;
         case 3:
           fault->mutable_slow_rank()->set_rank(rank);
@@ -268,13 +257,26 @@ inline std::set<uint32_t> PlantedRanks(const Scenario& scenario) {
   std::set<uint32_t> ranks;
   for (const Fault& fault : scenario.faults()) {
     switch (fault.kind_case()) {
-      case Fault::kSlowRank: ranks.insert(fault.slow_rank().rank()); break;
-      case Fault::kSlowWorker: ranks.insert(fault.slow_worker().rank()); break;
-      case Fault::kDeadWorker: ranks.insert(fault.dead_worker().rank()); break;
-      case Fault::kDeadRank: ranks.insert(fault.dead_rank().rank()); break;
-      case Fault::kStraggler: ranks.insert(fault.straggler().rank()); break;
-      case Fault::kUnevenBatches: ranks.insert(fault.uneven_batches().rank()); break;
-      case Fault::KIND_NOT_SET: break;
+      case Fault::kSlowRank:
+        ranks.insert(fault.slow_rank().rank());
+        break;
+      case Fault::kSlowWorker:
+        ranks.insert(fault.slow_worker().rank());
+        break;
+      case Fault::kDeadWorker:
+        ranks.insert(fault.dead_worker().rank());
+        break;
+      case Fault::kDeadRank:
+        ranks.insert(fault.dead_rank().rank());
+        break;
+      case Fault::kStraggler:
+        ranks.insert(fault.straggler().rank());
+        break;
+      case Fault::kUnevenBatches:
+        ranks.insert(fault.uneven_batches().rank());
+        break;
+      case Fault::KIND_NOT_SET:
+        break;
     }
   }
   return ranks;
@@ -345,11 +347,9 @@ class CaseRate : public ::testing::EmptyTestEventListener {
   }
   void OnTestEnd(const ::testing::TestInfo& info) override {
     if (cases() == 0) return;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::cout << "petrsim props: " << info.test_suite_name() << "." << info.name() << ": "
-              << cases() << " cases in " << seconds << " s = "
-              << static_cast<uint64_t>(cases() / std::max(seconds, 1e-9)) << " cases/s\n";
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::cout << "petrsim props: " << info.test_suite_name() << "." << info.name() << ": " << cases() << " cases in "
+              << seconds << " s = " << static_cast<uint64_t>(cases() / std::max(seconds, 1e-9)) << " cases/s\n";
   }
 
  private:

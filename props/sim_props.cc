@@ -28,9 +28,7 @@ class ForgetfulPolicy final : public ResamplePolicy {
  public:
   explicit ForgetfulPolicy(const ResamplePolicy& real) : real_(real) {}
   IndexRange Candidates(int64_t rejected) const override { return real_.Candidates(rejected); }
-  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override {
-    return real_.Next(rejected, rng);
-  }
+  int64_t Next(int64_t rejected, NumpyRandomState& rng) const override { return real_.Next(rejected, rng); }
   uint64_t attempts_max() const override { return 0; }
 
  private:
@@ -94,8 +92,8 @@ void CheckVerdictAgreesBody(bool mutant) {
   const Scenario scenario = *GenScenario();
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  CounterexampleOnFailure guard(scenario, mutant ? "CheckVerdictAgreesWithTheSimulatedRun_mutant"
-                                                 : "CheckVerdictAgreesWithTheSimulatedRun");
+  CounterexampleOnFailure guard(
+      scenario, mutant ? "CheckVerdictAgreesWithTheSimulatedRun_mutant" : "CheckVerdictAgreesWithTheSimulatedRun");
   const CheckReport check = RunPreflight(scenario, *dataset);
   StickyPolicy sticky;
   sim::SimOptions options;
@@ -154,8 +152,7 @@ void TerminatingPoliciesNeverHangBody(bool mutant) {
   Scenario scenario = *GenScenario();
   const auto policy = mutant ? Resample::bounded
                              : *rc::gen::element(Resample::global, Resample::next_valid_in_group,
-                                                 Resample::drop_empty_groups,
-                                                 Resample::keep_empty, Resample::bounded);
+                                                 Resample::drop_empty_groups, Resample::keep_empty, Resample::bounded);
   scenario.mutable_resample()->set_policy(policy);
   scenario.mutable_filters()->set_filter_empty_gt(policy != Resample::keep_empty);
   if (policy == Resample::bounded) {
@@ -163,10 +160,9 @@ void TerminatingPoliciesNeverHangBody(bool mutant) {
   }
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  RC_PRE((policy != Resample::global && policy != Resample::next_valid_in_group) ||
-         dataset->accepted_frames() > 0);
-  CounterexampleOnFailure guard(scenario, mutant ? "TerminatingPoliciesNeverHang_mutant"
-                                                 : "TerminatingPoliciesNeverHang");
+  RC_PRE((policy != Resample::global && policy != Resample::next_valid_in_group) || dataset->accepted_frames() > 0);
+  CounterexampleOnFailure guard(scenario,
+                                mutant ? "TerminatingPoliciesNeverHang_mutant" : "TerminatingPoliciesNeverHang");
   sim::SimOptions options;
   const auto real_policy = MakeResamplePolicy(scenario, *dataset);
   ForgetfulPolicy forgetful(*real_policy);
@@ -195,8 +191,8 @@ void DeterminismBody(bool mutant) {
   const Scenario scenario = *GenScenario(GenOptions{.faults = true});
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  CounterexampleOnFailure guard(scenario, mutant ? "SameSeedSameTrace_mutant"
-                                                 : "SameSeedSameTraceAndJitterNeverChangesTheSamples");
+  CounterexampleOnFailure guard(
+      scenario, mutant ? "SameSeedSameTrace_mutant" : "SameSeedSameTraceAndJitterNeverChangesTheSamples");
   const auto real_policy = MakeResamplePolicy(scenario, *dataset);
   StatefulPolicy stateful(*real_policy);
   sim::SimOptions options;
@@ -236,13 +232,10 @@ void DeterminismBody(bool mutant) {
   }
 }
 
-RC_GTEST_PROP(SimProps, SameSeedSameTraceAndJitterNeverChangesTheSamples, ()) {
-  DeterminismBody(false);
-}
+RC_GTEST_PROP(SimProps, SameSeedSameTraceAndJitterNeverChangesTheSamples, ()) { DeterminismBody(false); }
 
 TEST(SimPropsMutants, PolicyWithHiddenStateIsCaughtByDeterminism) {
-  EXPECT_FALSE(rc::check("a policy with state across runs must break determinism",
-                         [] { DeterminismBody(true); }));
+  EXPECT_FALSE(rc::check("a policy with state across runs must break determinism", [] { DeterminismBody(true); }));
 }
 
 // 6. Metamorphic: giving one frame of every livelock pool a GT box removes every sampler
@@ -252,13 +245,12 @@ TEST(SimPropsMutants, PolicyWithHiddenStateIsCaughtByDeterminism) {
 void FillingEveryEmptyPoolBody(bool mutant) {
   props::CountCase();
   Scenario scenario = *GenScenario();
-  scenario.mutable_resample()->set_policy(
-      *rc::gen::element(Resample::in_group, Resample::in_subdataset));
+  scenario.mutable_resample()->set_policy(*rc::gen::element(Resample::in_group, Resample::in_subdataset));
   scenario.mutable_filters()->set_filter_empty_gt(true);
   const auto dataset = TryBuild(scenario);
   RC_PRE(dataset.has_value());
-  CounterexampleOnFailure guard(scenario, mutant ? "FillingEveryEmptyPoolRemovesTheLivelock_mutant"
-                                                 : "FillingEveryEmptyPoolRemovesTheLivelock");
+  CounterexampleOnFailure guard(
+      scenario, mutant ? "FillingEveryEmptyPoolRemovesTheLivelock_mutant" : "FillingEveryEmptyPoolRemovesTheLivelock");
   const CheckReport check = RunPreflight(scenario, *dataset);
   RC_TAG(check.pools.empty() ? "no pool" : "pools");
 
@@ -296,9 +288,7 @@ void FillingEveryEmptyPoolBody(bool mutant) {
   RC_ASSERT(after.outcome == Outcome::kCompleted);
 }
 
-RC_GTEST_PROP(SimProps, FillingEveryEmptyPoolRemovesTheLivelock, ()) {
-  FillingEveryEmptyPoolBody(false);
-}
+RC_GTEST_PROP(SimProps, FillingEveryEmptyPoolRemovesTheLivelock, ()) { FillingEveryEmptyPoolBody(false); }
 
 TEST(SimPropsMutants, OffByOnePoolIsCaughtByFilling) {
   EXPECT_FALSE(rc::check("a policy that never draws a pool's first frame must keep a livelock",
@@ -327,13 +317,26 @@ RC_GTEST_PROP(SimProps, RenumberingRanksMovesTheDiagnosis, ()) {
   Scenario moved = scenario;
   for (Fault& fault : *moved.mutable_faults()) {
     switch (fault.kind_case()) {
-      case Fault::kSlowRank: fault.mutable_slow_rank()->set_rank(permutation[fault.slow_rank().rank()]); break;
-      case Fault::kSlowWorker: fault.mutable_slow_worker()->set_rank(permutation[fault.slow_worker().rank()]); break;
-      case Fault::kDeadWorker: fault.mutable_dead_worker()->set_rank(permutation[fault.dead_worker().rank()]); break;
-      case Fault::kDeadRank: fault.mutable_dead_rank()->set_rank(permutation[fault.dead_rank().rank()]); break;
-      case Fault::kStraggler: fault.mutable_straggler()->set_rank(permutation[fault.straggler().rank()]); break;
-      case Fault::kUnevenBatches: fault.mutable_uneven_batches()->set_rank(permutation[fault.uneven_batches().rank()]); break;
-      case Fault::KIND_NOT_SET: break;
+      case Fault::kSlowRank:
+        fault.mutable_slow_rank()->set_rank(permutation[fault.slow_rank().rank()]);
+        break;
+      case Fault::kSlowWorker:
+        fault.mutable_slow_worker()->set_rank(permutation[fault.slow_worker().rank()]);
+        break;
+      case Fault::kDeadWorker:
+        fault.mutable_dead_worker()->set_rank(permutation[fault.dead_worker().rank()]);
+        break;
+      case Fault::kDeadRank:
+        fault.mutable_dead_rank()->set_rank(permutation[fault.dead_rank().rank()]);
+        break;
+      case Fault::kStraggler:
+        fault.mutable_straggler()->set_rank(permutation[fault.straggler().rank()]);
+        break;
+      case Fault::kUnevenBatches:
+        fault.mutable_uneven_batches()->set_rank(permutation[fault.uneven_batches().rank()]);
+        break;
+      case Fault::KIND_NOT_SET:
+        break;
     }
   }
   CounterexampleOnFailure guard(scenario, "RenumberingRanksMovesTheDiagnosis");
@@ -373,8 +376,8 @@ void EveryStopIsExplainedBody(bool mutant) {
   for (const auto& c : scenario.plan().custom().per_iteration()) {
     conditional |= c.only_when_local_batch_has_gt();
   }
-  CounterexampleOnFailure guard(scenario, mutant ? "EveryStopIsExplainedByWhatWasPlanted_mutant"
-                                                 : "EveryStopIsExplainedByWhatWasPlanted");
+  CounterexampleOnFailure guard(
+      scenario, mutant ? "EveryStopIsExplainedByWhatWasPlanted_mutant" : "EveryStopIsExplainedByWhatWasPlanted");
   const CheckReport check = RunPreflight(scenario, *dataset);
   sim::SimResult result = sim::Simulate(scenario, *dataset, sim::SimOptions{});
   const uint32_t world = scenario.job().world_size();
@@ -400,21 +403,18 @@ void EveryStopIsExplainedBody(bool mutant) {
     RC_ASSERT(result.desync.has_value());
     RC_ASSERT(conditional || uneven_fault);
     const uint32_t first = result.desync->first_rank, other = result.desync->other_rank;
-    RC_ASSERT(result.ranks[first].collectives_skipped > 0 ||
-              result.ranks[other].collectives_skipped > 0 || planted.count(first) > 0 ||
-              planted.count(other) > 0);
+    RC_ASSERT(result.ranks[first].collectives_skipped > 0 || result.ranks[other].collectives_skipped > 0 ||
+              planted.count(first) > 0 || planted.count(other) > 0);
     return;
   }
   RC_ASSERT(!result.stuck_ranks.empty());
   for (const uint32_t rank : result.stuck_ranks) {
-    const bool spinning = check.first_hit && (result.stuck ? result.stuck->rank == rank
-                                                            : check.first_hit->rank == rank);
-    const bool waiting_on_a_spin = check.first_hit &&
-                                   result.ranks[rank].state.rfind("waiting for batch", 0) == 0;
+    const bool spinning =
+        check.first_hit && (result.stuck ? result.stuck->rank == rank : check.first_hit->rank == rank);
+    const bool waiting_on_a_spin = check.first_hit && result.ranks[rank].state.rfind("waiting for batch", 0) == 0;
     const bool skipped = result.ranks[rank].collectives_skipped > 0;
     const bool bounded_error = check.first_bounded_error.has_value();
-    RC_ASSERT(planted.count(rank) > 0 || spinning || waiting_on_a_spin ||
-              (conditional && skipped) || bounded_error);
+    RC_ASSERT(planted.count(rank) > 0 || spinning || waiting_on_a_spin || (conditional && skipped) || bounded_error);
   }
   switch (result.cause) {
     case Cause::kSamplerLivelock:

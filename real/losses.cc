@@ -71,8 +71,8 @@ LayerLoss DetectionLoss(const torch::Tensor& logits, const torch::Tensor& boxes,
   labels.index_put_({q_index}, gt_labels.index_select(0, g_index));
   out.positives = static_cast<int64_t>(pairs.size());
   out.classification = SigmoidFocalLoss(logits, labels, avg_factor);
-  out.regression = WeightedL1Loss(boxes.index_select(0, q_index), gt_boxes.index_select(0, g_index), code_weights,
-                                  avg_factor);
+  out.regression =
+      WeightedL1Loss(boxes.index_select(0, q_index), gt_boxes.index_select(0, g_index), code_weights, avg_factor);
   return out;
 }
 

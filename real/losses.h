@@ -22,8 +22,8 @@ inline constexpr double kFocalGamma = 2.0;
 torch::Tensor SigmoidFocalLoss(const torch::Tensor& logits, const torch::Tensor& labels, double avg_factor);
 
 // Sum of |pred - target| * code_weights over [N, K], divided by `avg_factor`.
-torch::Tensor WeightedL1Loss(const torch::Tensor& pred, const torch::Tensor& target,
-                             const torch::Tensor& code_weights, double avg_factor);
+torch::Tensor WeightedL1Loss(const torch::Tensor& pred, const torch::Tensor& target, const torch::Tensor& code_weights,
+                             double avg_factor);
 
 // The [Q, G] cost of assigning query q to box g: 2 * FocalLossCost + 0.25 * BBox3DL1Cost on
 // code-weighted boxes (mmdet3d's HungarianAssigner3D for StreamPETR).

@@ -19,8 +19,8 @@ void StreamingMemory::PreUpdate(const torch::Tensor& ego_motion, const torch::Te
               "PreUpdate: prev_exists and dt [B] expected");
   // Points (homogeneous) through the motion: p' = R p + t.
   const auto motion = ego_motion.to(points_.dtype());
-  const auto rotation = motion.narrow(1, 0, 3).narrow(2, 0, 3);     // [B, 3, 3]
-  const auto translation = motion.narrow(1, 0, 3).select(2, 3);     // [B, 3]
+  const auto rotation = motion.narrow(1, 0, 3).narrow(2, 0, 3);  // [B, 3, 3]
+  const auto translation = motion.narrow(1, 0, 3).select(2, 3);  // [B, 3]
   points_ = torch::matmul(points_, rotation.transpose(1, 2)) + translation.unsqueeze(1);
   age_ = age_ + dt.to(age_.dtype()).unsqueeze(1);
   // Slots whose stream broke (prev_exists false) start empty.

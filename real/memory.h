@@ -23,10 +23,10 @@ class StreamingMemory {
   void PostUpdate(const torch::Tensor& embeddings, const torch::Tensor& reference_points, const torch::Tensor& scores,
                   int64_t topk);
 
-  const torch::Tensor& embeddings() const { return embeddings_; }     // [B, L, C]
+  const torch::Tensor& embeddings() const { return embeddings_; }    // [B, L, C]
   const torch::Tensor& reference_points() const { return points_; }  // [B, L, 3]
-  const torch::Tensor& age() const { return age_; }                   // [B, L] seconds
-  const torch::Tensor& valid() const { return valid_; }               // [B, L] bool
+  const torch::Tensor& age() const { return age_; }                  // [B, L] seconds
+  const torch::Tensor& valid() const { return valid_; }              // [B, L] bool
 
  private:
   torch::Tensor embeddings_, points_, age_, valid_;

@@ -30,7 +30,8 @@ torch::Tensor InverseSigmoid(const torch::Tensor& x, double eps) {
 }
 
 MotionLayerNormImpl::MotionLayerNormImpl(int64_t channels, int64_t motion_dims) {
-  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({channels}).elementwise_affine(false)));
+  norm =
+      register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({channels}).elementwise_affine(false)));
   gamma = register_module("gamma", torch::nn::Linear(motion_dims, channels));
   beta = register_module("beta", torch::nn::Linear(motion_dims, channels));
   torch::NoGradGuard no_grad;

@@ -115,7 +115,8 @@ RankComm::Pending RankComm::Launch(const Collective& collective, const at::Tenso
   pending.device_ = device_;
   c10d::ProcessGroup& group = Group(collective.process_group());
   // A copy: the caller's tensor is never reduced in place (its result is result()).
-  at::Tensor tensor = input.to(device_, TorchDtype(collective.dtype()), /*non_blocking=*/false, /*copy=*/true).contiguous();
+  at::Tensor tensor =
+      input.to(device_, TorchDtype(collective.dtype()), /*non_blocking=*/false, /*copy=*/true).contiguous();
   const auto op = TorchReduceOp(collective.reduce_op());
   pending.divide_ = collective.reduce_op() == Collective::avg;
   switch (collective.op()) {

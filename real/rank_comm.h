@@ -9,9 +9,9 @@
 // all_reduce of every rank's input, then this rank's chunk). The trace still names the plan's op.
 #pragma once
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdint>
@@ -32,9 +32,9 @@ class RankComm {
   // a build with PETRSIM_WITH_NCCL and a GPU, Gloo is used otherwise (and said once on stderr).
   // Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the master is on this host's
   // loopback, else the one the hostname resolves to (as PyTorch chooses).
-  RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
-           std::chrono::milliseconds timeout, Comm::Backend backend, int32_t local_rank,
-           const std::string& master_addr, const std::vector<std::string>& group_names);
+  RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size, std::chrono::milliseconds timeout,
+           Comm::Backend backend, int32_t local_rank, const std::string& master_addr,
+           const std::vector<std::string>& group_names);
 
   // A launched collective: wait() completes it (throws on a c10d error or the timeout), and
   // result() is this rank's output: the reduced/broadcast tensor, the gathered tensors

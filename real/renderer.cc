@@ -19,16 +19,14 @@ struct Stream {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   }
-  double Uniform(double low, double high) {
-    return low + (high - low) * static_cast<double>(Next() >> 11) * 0x1.0p-53;
-  }
+  double Uniform(double low, double high) { return low + (high - low) * static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 };
 
 // Width, length, height per class (car, truck, construction vehicle, bus, trailer, barrier,
 // motorcycle, bicycle, pedestrian, traffic cone), roughly nuScenes' means.
-constexpr double kSizes[kRenderClasses][3] = {
-    {1.9, 4.6, 1.7}, {2.5, 6.9, 2.8}, {2.8, 6.4, 3.2}, {2.9, 11.0, 3.5}, {2.9, 12.3, 3.9},
-    {2.5, 0.5, 1.0}, {0.8, 2.1, 1.5}, {0.6, 1.7, 1.3}, {0.7, 0.7, 1.8}, {0.4, 0.4, 1.1}};
+constexpr double kSizes[kRenderClasses][3] = {{1.9, 4.6, 1.7},  {2.5, 6.9, 2.8}, {2.8, 6.4, 3.2}, {2.9, 11.0, 3.5},
+                                              {2.9, 12.3, 3.9}, {2.5, 0.5, 1.0}, {0.8, 2.1, 1.5}, {0.6, 1.7, 1.3},
+                                              {0.7, 0.7, 1.8},  {0.4, 0.4, 1.1}};
 
 }  // namespace
 
@@ -38,12 +36,24 @@ std::array<float, 3> ClassColour(uint32_t cls) {
   const double x = 1 - std::abs(std::fmod(hue, 2.0) - 1);
   std::array<double, 3> rgb{};
   switch (static_cast<int>(hue)) {
-    case 0: rgb = {1, x, 0}; break;
-    case 1: rgb = {x, 1, 0}; break;
-    case 2: rgb = {0, 1, x}; break;
-    case 3: rgb = {0, x, 1}; break;
-    case 4: rgb = {x, 0, 1}; break;
-    default: rgb = {1, 0, x}; break;
+    case 0:
+      rgb = {1, x, 0};
+      break;
+    case 1:
+      rgb = {x, 1, 0};
+      break;
+    case 2:
+      rgb = {0, 1, x};
+      break;
+    case 3:
+      rgb = {0, x, 1};
+      break;
+    case 4:
+      rgb = {x, 0, 1};
+      break;
+    default:
+      rgb = {1, 0, x};
+      break;
   }
   return {static_cast<float>(rgb[0]), static_cast<float>(rgb[1]), static_cast<float>(rgb[2])};
 }
@@ -66,8 +76,8 @@ RenderedFrame SceneFrame(uint64_t scene_seed, uint32_t frame, uint32_t boxes, co
   const Mat4 global2ego = Inverse(out.ego2global);
   for (uint32_t i = 0; i < boxes; ++i) {
     Stream object{scene_seed ^ (0x5851f42d4c957f2dULL * (i + 1))};
-    const uint32_t cls = i < classes.size() ? classes[i] % kRenderClasses
-                                            : static_cast<uint32_t>(object.Next() % kRenderClasses);
+    const uint32_t cls =
+        i < classes.size() ? classes[i] % kRenderClasses : static_cast<uint32_t>(object.Next() % kRenderClasses);
     // Placed around the ego's start, within 40 m; moving slowly (parked ones stand still).
     const double angle = object.Uniform(-std::numbers::pi, std::numbers::pi);
     const double distance = object.Uniform(6, 40);

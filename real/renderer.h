@@ -25,7 +25,7 @@ struct RenderBox {
   double x = 0, y = 0, z = 0;  // centre, lidar (ego) frame, metres
   double w = 0, l = 0, h = 0;  // size, metres
   double yaw = 0;
-  uint32_t cls = 0;            // < kRenderClasses
+  uint32_t cls = 0;  // < kRenderClasses
 };
 
 struct RenderedFrame {

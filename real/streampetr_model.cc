@@ -29,8 +29,8 @@ StreamPetrImpl::StreamPetrImpl(const ModelConfig& c) : config(c) {
   classify->bias.fill_(-std::log((1 - 0.01) / 0.01));  // the focal-loss prior: p = 0.01
 }
 
-Prediction StreamPetrImpl::forward(const torch::Tensor& images, const torch::Tensor& img2lidar,
-                                   StreamingMemory& memory, const torch::Tensor& motion) {
+Prediction StreamPetrImpl::forward(const torch::Tensor& images, const torch::Tensor& img2lidar, StreamingMemory& memory,
+                                   const torch::Tensor& motion) {
   const int64_t batch = images.size(0), cameras = images.size(1), ch = config.channels;
   // Image tokens: [B, 6 h w, C].
   const auto features = backbone(images.flatten(0, 1));  // [B*6, C, h, w]
@@ -54,10 +54,12 @@ Prediction StreamPetrImpl::forward(const torch::Tensor& images, const torch::Ten
   const auto high = torch::tensor({config.range[3], config.range[4], config.range[5]}, tokens.options());
   const auto memory_points = ((memory.reference_points().to(tokens.dtype()) - low) / (high - low)).clamp(0, 1);
   const int64_t length = memory_points.size(1);
-  const auto memory_pos = query_pos_out(torch::relu(query_pos_in(SineEmbedding3d(memory_points.reshape({-1, 3}), ch / 2))))
-                              .view({batch, length, ch});
-  const auto memory_embeddings = memory_norm(memory.embeddings().to(tokens.dtype()),
-                                             motion.to(tokens.dtype()).unsqueeze(1).expand({batch, length, kMotionDims}));
+  const auto memory_pos =
+      query_pos_out(torch::relu(query_pos_in(SineEmbedding3d(memory_points.reshape({-1, 3}), ch / 2))))
+          .view({batch, length, ch});
+  const auto memory_embeddings =
+      memory_norm(memory.embeddings().to(tokens.dtype()),
+                  motion.to(tokens.dtype()).unsqueeze(1).expand({batch, length, kMotionDims}));
   Prediction out;
   const auto ref_logit = InverseSigmoid(ref);
   for (auto& layer : layers) {

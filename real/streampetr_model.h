@@ -34,7 +34,7 @@ struct ModelConfig {
   std::array<double, 6> range = {-51.2, -51.2, -5.0, 51.2, 51.2, 3.0};
 };
 
-inline constexpr int64_t kBoxTerms = 10;  // x, y, z, log w, log l, log h, sin, cos, vx, vy
+inline constexpr int64_t kBoxTerms = 10;    // x, y, z, log w, log l, log h, sin, cos, vx, vy
 inline constexpr int64_t kMotionDims = 13;  // the ego motion's top 3 rows and the time step
 
 struct Prediction {

@@ -19,10 +19,10 @@ BackboneImpl::BackboneImpl(int64_t channels) {
 torch::Tensor BackboneImpl::forward(const torch::Tensor& images) { return neck(stages->forward(images)); }
 
 DecoderLayerImpl::DecoderLayerImpl(int64_t channels, int64_t heads, int64_t ffn_channels) {
-  self_attention = register_module("self_attention", torch::nn::MultiheadAttention(
-                                                         torch::nn::MultiheadAttentionOptions(channels, heads)));
-  cross_attention = register_module("cross_attention", torch::nn::MultiheadAttention(
-                                                           torch::nn::MultiheadAttentionOptions(channels, heads)));
+  self_attention = register_module(
+      "self_attention", torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(channels, heads)));
+  cross_attention = register_module(
+      "cross_attention", torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(channels, heads)));
   ffn_in = register_module("ffn_in", torch::nn::Linear(channels, ffn_channels));
   ffn_out = register_module("ffn_out", torch::nn::Linear(ffn_channels, channels));
   norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({channels})));

@@ -29,8 +29,11 @@ class ThreadedLoader {
   using LoadFn = std::function<Batch(int32_t worker, uint64_t batch)>;
 
   ThreadedLoader(uint32_t workers, uint32_t prefetch_factor, uint64_t batches, LoadFn load)
-      : workers_(workers), window_(std::max<uint64_t>(1, uint64_t{prefetch_factor} * workers)), batches_(batches),
-        load_(std::move(load)), queues_(workers) {
+      : workers_(workers),
+        window_(std::max<uint64_t>(1, uint64_t{prefetch_factor} * workers)),
+        batches_(batches),
+        load_(std::move(load)),
+        queues_(workers) {
     for (uint32_t w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { Work(w); });
     std::lock_guard<std::mutex> lock(mutex_);
     Dispatch();

@@ -12,10 +12,10 @@
 // The collective timeout is the scenario's comm.timeout_ms unless --timeout-ms is given.
 // Exit: 0 every rank finished; 1 a rank failed (the sampler watchdog's livelock, a collective
 // error or timeout, a rank killed); 2 bad input.
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "model/dataset.h"
 #include "model/error.h"
@@ -46,8 +46,8 @@
 namespace {
 
 // Limits of the command line (bad input beyond them exits 2).
-constexpr uint32_t kRanksMax = 1024;                         // local ranks or WORLD_SIZE
-constexpr uint64_t kIterationsMax = 1'000'000'000'000ULL;    // far beyond any job
+constexpr uint32_t kRanksMax = 1024;                              // local ranks or WORLD_SIZE
+constexpr uint64_t kIterationsMax = 1'000'000'000'000ULL;         // far beyond any job
 constexpr int64_t kTimeoutMsMax = int64_t{7} * 24 * 3600 * 1000;  // a week
 constexpr uint64_t kTraceRingMax = uint64_t{1} << 32;
 
@@ -57,9 +57,10 @@ uint64_t EnvNumber(const char* name, const char* text, uint64_t min, uint64_t ma
   const char* end = text + std::strlen(text);
   const auto [at, error] = std::from_chars(text, end, value);
   if (*text == '\0' || error != std::errc() || at != end || value < min || value > max) {
-    throw petrsim::ScenarioError(fmt::format("the environment variable {}={}: expected a whole number "
-                                             "in [{}, {}]",
-                                             name, text, min, max));
+    throw petrsim::ScenarioError(
+        fmt::format("the environment variable {}={}: expected a whole number "
+                    "in [{}, {}]",
+                    name, text, min, max));
   }
   return value;
 }
@@ -86,8 +87,8 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
     const auto& logged = result.logged_losses;  // as mmdet logs it: the mean over the ranks
     std::cout << "rank " << options.rank << ": " << logged.size() << " iterations, loss "
               << (logged.empty() ? 0.0 : logged.front()) << " -> " << (logged.empty() ? 0.0 : logged.back())
-              << ", parameters hash " << std::hex
-              << result.parameters_hash << std::dec << ", " << result.step_ms << " ms per iteration after the first\n";
+              << ", parameters hash " << std::hex << result.parameters_hash << std::dec << ", " << result.step_ms
+              << " ms per iteration after the first\n";
     return 0;
   } catch (const petrsim::real::SampleLivelockError& error) {
     std::cerr << "petrsim_train: sampler watchdog: " << error.what() << "\n";
@@ -116,8 +117,9 @@ int main(int argc, char** argv) {
   bool replay_samples_only = false;
   // Every number is parsed whole, within its range (CLI11 refuses "5x", "-1" for an unsigned
   // and values that overflow); bad input exits 2.
-  CLI::App app{"petrsim_train: trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration "
-               "plan (also: petrsim train SCENARIO [options])"};
+  CLI::App app{
+      "petrsim_train: trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration "
+      "plan (also: petrsim train SCENARIO [options])"};
   app.add_option("scenario", path, "the scenario (.pbtxt, .pb, .json); optional with --replay");
   app.add_option("--nproc", nproc,
                  "start N local ranks (must equal job.world_size); without it, run one rank under a launcher that "
@@ -128,8 +130,8 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", options.timeout_ms, "collective timeout (default: comm.timeout_ms)")
       ->check(CLI::Range(int64_t{1}, kTimeoutMsMax));
   app.add_option("--set", sets, "change the scenario: field=value (repeatable)");
-  auto* trace = app.add_option("--trace", trace_dir,
-                               "record rank_<r>.pbtrace files for `petrsim diagnose` to this directory");
+  auto* trace =
+      app.add_option("--trace", trace_dir, "record rank_<r>.pbtrace files for `petrsim diagnose` to this directory");
   app.add_option("--trace-ring", options.trace_ring, "with --trace: keep only the last N events of each rank")
       ->check(CLI::Range(uint64_t{1}, kTraceRingMax))
       ->needs(trace);
@@ -180,8 +182,9 @@ int main(int argc, char** argv) {
       const char* addr = std::getenv("MASTER_ADDR");
       const char* port = std::getenv("MASTER_PORT");
       if (rank == nullptr || world == nullptr || port == nullptr) {
-        throw petrsim::ScenarioError("petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
-                                     "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+        throw petrsim::ScenarioError(
+            "petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
+            "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
       }
       options.world_size = static_cast<uint32_t>(EnvNumber("WORLD_SIZE", world, 1, kRanksMax));
       options.rank = static_cast<uint32_t>(EnvNumber("RANK", rank, 0, options.world_size - 1));

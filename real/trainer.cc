@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -26,16 +26,16 @@
 #include "model/data_loader.h"
 #include "model/iteration_plan.h"
 #include "model/numpy_random.h"
+#include "model/outcome.h"
 #include "model/resample_policy.h"
 #include "model/sampler.h"
+#include "model/sampler_watchdog.h"
 #include "real/geometry.h"
 #include "real/losses.h"
 #include "real/rank_comm.h"
 #include "real/renderer.h"
-#include "model/sampler_watchdog.h"
 #include "real/threaded_loader.h"
 #include "trace/rank_writer.h"
-#include "model/outcome.h"
 
 namespace petrsim::real {
 namespace {
@@ -233,7 +233,8 @@ class JobControl {
       std::optional<std::string> stop;
       try {
         std::lock_guard<std::mutex> store_lock(store_mutex_);
-        if (!published.empty()) store_->set(ProgressKey(options_.rank), std::vector<uint8_t>(published.begin(), published.end()));
+        if (!published.empty())
+          store_->set(ProgressKey(options_.rank), std::vector<uint8_t>(published.begin(), published.end()));
         if (check_stop && store_->check({kStopKey})) {
           const auto value = store_->get(kStopKey);
           stop = std::string(value.begin(), value.end());
@@ -374,7 +375,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   const RealJob job = MakeRealJob(input_scenario, options.model);
   const Scenario& scenario = job.scenario;
   const ExpandedPlan plan = ExpandPlan(scenario.plan());
-  const int64_t timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : static_cast<int64_t>(scenario.comm().timeout_ms());
+  const int64_t timeout_ms =
+      options.timeout_ms > 0 ? options.timeout_ms : static_cast<int64_t>(scenario.comm().timeout_ms());
   const auto timeout = std::chrono::milliseconds(timeout_ms);
   const uint32_t rank = options.rank;
   const uint32_t batch_size = scenario.job().samples_per_gpu();
@@ -433,7 +435,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::lock_guard<std::mutex> lock(trace_mutex);
     if (trace_finished) return;
     trace_finished = true;
-    for (const auto& [key, open] : open_collectives) trace->Record(collective_record(*open.step, key.second, open, false));
+    for (const auto& [key, open] : open_collectives)
+      trace->Record(collective_record(*open.step, key.second, open, false));
     TraceRecord r;
     r.rank = rank;
     r.start_ns = r.end_ns = now();
@@ -519,7 +522,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     const double waited_s = static_cast<double>(now() - issued.start_ns) / 1e9;
     std::string missing;
     const auto read = control.ReadAll();
-    const std::vector<std::optional<Progress>> all = read.value_or(std::vector<std::optional<Progress>>(options.world_size));
+    const std::vector<std::optional<Progress>> all =
+        read.value_or(std::vector<std::optional<Progress>>(options.world_size));
     if (!read) missing = "; the TCPStore (served by rank 0) is unreachable, so rank 0 is gone";
     for (uint32_t r = 0; r < options.world_size && read; ++r) {
       if (r == rank) continue;
@@ -763,9 +767,9 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       loader.reset();
       epoch_start = iteration;
       seed_rngs();
-      const uint64_t epoch_batches =
-          shape.batches_per_epoch == 0 ? options.iterations - iteration
-                                       : std::min(shape.batches_per_epoch, options.iterations - iteration);
+      const uint64_t epoch_batches = shape.batches_per_epoch == 0
+                                         ? options.iterations - iteration
+                                         : std::min(shape.batches_per_epoch, options.iterations - iteration);
       loader = std::make_unique<ThreadedLoader<LoadedBatch>>(shape.workers, scenario.job().prefetch_factor(),
                                                              epoch_batches, load);
     }
@@ -838,8 +842,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       for (size_t layer = 0; layer < prediction.logits.size(); ++layer) {
         torch::Tensor cls = torch::zeros({}), reg = torch::zeros({});
         for (uint32_t slot = 0; slot < batch_size; ++slot) {
-          const LayerLoss l = DetectionLoss(prediction.logits[layer][slot], prediction.boxes[layer][slot],
-                                            labels[slot], targets[slot], weights, factor);
+          const LayerLoss l = DetectionLoss(prediction.logits[layer][slot], prediction.boxes[layer][slot], labels[slot],
+                                            targets[slot], weights, factor);
           cls = cls + l.classification;
           reg = reg + l.regression;
         }
@@ -877,7 +881,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       } else if (StartsWith(name, "_parse_losses: loss term")) {
         losses();
         input = term < static_cast<int64_t>(layer_terms.size()) ? layer_terms[term].detach().reshape({1})
-                                                                 : torch::zeros({1});
+                                                                : torch::zeros({1});
         ++term;
       } else if (name == "_parse_losses: total loss") {
         losses();

@@ -35,9 +35,10 @@
 #include <vector>
 
 #include "model/dataset.h"
+#include "model/error.h"
+#include "model/replay_source.h"
 #include "model/scenario.pb.h"
 #include "real/streampetr_model.h"
-#include "model/replay_source.h"
 
 namespace petrsim::real {
 
@@ -79,15 +80,15 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  std::vector<double> losses;     // per iteration, this rank's (its sum over its boxes / the mean box count)
+  std::vector<double> losses;  // per iteration, this rank's (its sum over its boxes / the mean box count)
   // Per iteration, the loss mmdet logs: `_parse_losses`' all-reduced mean over the ranks (the
   // sum over every rank's boxes / their count); this rank's own where that collective did not run.
   std::vector<double> logged_losses;
   std::vector<double> learning_rates;  // per iteration, the rate the optimiser stepped with
-  uint64_t parameters_hash = 0;   // of every parameter's bytes at the end
-  uint64_t gradient_buckets = 0;  // gradient-bucket all-reduces per iteration
-  uint64_t collectives = 0;       // c10d calls issued in all
-  double step_ms = 0;             // mean wall time of an iteration after the first (0: fewer than 2)
+  uint64_t parameters_hash = 0;        // of every parameter's bytes at the end
+  uint64_t gradient_buckets = 0;       // gradient-bucket all-reduces per iteration
+  uint64_t collectives = 0;            // c10d calls issued in all
+  double step_ms = 0;                  // mean wall time of an iteration after the first (0: fewer than 2)
 };
 
 // The job the real backend runs for `scenario`: the scenario with the real model's parameter
@@ -109,14 +110,15 @@ double LearningRateAt(const TrainOptions& options, uint64_t iteration, uint64_t 
 // JobStoppedError when another rank stopped the job (threads only; see own_process).
 TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const TrainOptions& options);
 
-struct SampleLivelockError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// How a real rank's job fails (model/error.h's JobError: the programs exit 1).
+struct SampleLivelockError : JobError {
+  using JobError::JobError;
 };
-struct CollectiveError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct CollectiveError : JobError {
+  using JobError::JobError;
 };
-struct JobStoppedError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct JobStoppedError : JobError {
+  using JobError::JobError;
 };
 
 // A hash of the parameters' bytes (equal on every rank when they are in sync).

@@ -4,26 +4,26 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <thread>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/strong_components.hpp>
-#include <fmt/format.h>
 
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/iteration_plan.h"
-#include "model/sampler.h"
 #include "model/preflight.h"
+#include "model/sampler.h"
 #include "model/trace.pb.h"
 #include "replay/flight_recorder.h"
-#include "trace/reader.h"
 #include "sim/simulator.h"
+#include "trace/reader.h"
 
 namespace petrsim {
 namespace {
@@ -56,9 +56,9 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
     size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ", ";
-    out += j > i + 1 ? fmt::format("{}-{}", ranks[i], ranks[j])
-                     : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
-                                  : std::to_string(ranks[i]);
+    out += j > i + 1    ? fmt::format("{}-{}", ranks[i], ranks[j])
+           : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
+                        : std::to_string(ranks[i]);
     i = j + 1;
   }
   return out.empty() ? "-" : out;
@@ -68,8 +68,8 @@ void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, s
   if (dump.rank >= rec.ranks.size()) rec.ranks.resize(dump.rank + 1);
   RankRecording& rank = rec.ranks[dump.rank];
   if (rank.present) {
-    throw ScenarioError(fmt::format("{}: a second dump of rank {} (the first is {})", dump.path,
-                                    dump.rank, rank.source));
+    throw ScenarioError(
+        fmt::format("{}: a second dump of rank {} (the first is {})", dump.path, dump.rank, rank.source));
   }
   rank.rank = dump.rank;
   rank.present = true;
@@ -134,62 +134,44 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
   std::string partial;
   std::string last_group;
   GroupProgress* last_progress = nullptr;  // std::map nodes stay put
-  out.header = ScanTraceEvents(path, [&](const TraceEventView& event) {
-    out.end_ns = std::max(out.end_ns, event.end_ns);
-    ++rank.events_read;
-    switch (event.kind) {
-      case TraceEventKind::collective: {
-        ++rank.calls_read;
-        // The group of the previous collective, usually the same: no map lookup then.
-        const std::string_view group_name = event.process_group.empty() ? std::string_view("default_pg")
-                                                                        : event.process_group;
-        if (last_progress == nullptr || group_name != last_group) {
-          last_group.assign(group_name);
-          last_progress = &rank.progress[last_group];
-        }
-        const std::string& group = last_group;
-        GroupProgress& progress = *last_progress;
-        const auto seq = static_cast<int64_t>(event.seq);
-        progress.last_enqueued = std::max(progress.last_enqueued, seq);
-        if (event.completed) {
-          progress.last_completed = std::max(progress.last_completed, seq);
-          break;
-        }
-        CallRecord call;
-        call.group = group;
-        call.seq = seq;
-        // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
-        call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
-        call.input_sizes = {{static_cast<int64_t>(event.numel)}};
-        call.dtype = Collective::Dtype_Name(event.dtype);
-        call.time_ns = event.start_ns;
-        call.completed = false;
-        call.iteration = event.iteration;
-        call.step = std::string(event.text);
-        rank.calls.push_back(std::move(call));
-        break;
-      }
-      case TraceEventKind::livelock: {
-        StuckGetitem spin;
-        spin.rank = rank.rank;
-        spin.worker = event.worker;
-        spin.batch = event.iteration;
-        spin.slot = event.slot;
-        spin.index = event.index;
-        spin.since_ns = event.start_ns;
-        spin.attempts = event.attempts;
-        spin.report = std::string(event.text);
-        rank.spins.push_back(spin);
-        break;
-      }
-      case TraceEventKind::load:
-        if (!event.completed) {
-          // A getitem the worker was still in at the end: its attempts so far.
-          StuckGetitem* found = nullptr;
-          for (StuckGetitem& spin : rank.spins) {
-            if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
+  out.header = ScanTraceEvents(
+      path,
+      [&](const TraceEventView& event) {
+        out.end_ns = std::max(out.end_ns, event.end_ns);
+        ++rank.events_read;
+        switch (event.kind) {
+          case TraceEventKind::collective: {
+            ++rank.calls_read;
+            // The group of the previous collective, usually the same: no map lookup then.
+            const std::string_view group_name =
+                event.process_group.empty() ? std::string_view("default_pg") : event.process_group;
+            if (last_progress == nullptr || group_name != last_group) {
+              last_group.assign(group_name);
+              last_progress = &rank.progress[last_group];
+            }
+            const std::string& group = last_group;
+            GroupProgress& progress = *last_progress;
+            const auto seq = static_cast<int64_t>(event.seq);
+            progress.last_enqueued = std::max(progress.last_enqueued, seq);
+            if (event.completed) {
+              progress.last_completed = std::max(progress.last_completed, seq);
+              break;
+            }
+            CallRecord call;
+            call.group = group;
+            call.seq = seq;
+            // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
+            call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
+            call.input_sizes = {{static_cast<int64_t>(event.numel)}};
+            call.dtype = Collective::Dtype_Name(event.dtype);
+            call.time_ns = event.start_ns;
+            call.completed = false;
+            call.iteration = event.iteration;
+            call.step = std::string(event.text);
+            rank.calls.push_back(std::move(call));
+            break;
           }
-          if (found == nullptr) {  // its livelock instant was not kept (a ring)
+          case TraceEventKind::livelock: {
             StuckGetitem spin;
             spin.rank = rank.rank;
             spin.worker = event.worker;
@@ -197,30 +179,51 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
             spin.slot = event.slot;
             spin.index = event.index;
             spin.since_ns = event.start_ns;
-            spin.report = "the resample loop never ends";
+            spin.attempts = event.attempts;
+            spin.report = std::string(event.text);
             rank.spins.push_back(spin);
-            found = &rank.spins.back();
+            break;
           }
-          found->attempts = std::max(found->attempts, event.attempts);
+          case TraceEventKind::load:
+            if (!event.completed) {
+              // A getitem the worker was still in at the end: its attempts so far.
+              StuckGetitem* found = nullptr;
+              for (StuckGetitem& spin : rank.spins) {
+                if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
+              }
+              if (found == nullptr) {  // its livelock instant was not kept (a ring)
+                StuckGetitem spin;
+                spin.rank = rank.rank;
+                spin.worker = event.worker;
+                spin.batch = event.iteration;
+                spin.slot = event.slot;
+                spin.index = event.index;
+                spin.since_ns = event.start_ns;
+                spin.report = "the resample loop never ends";
+                rank.spins.push_back(spin);
+                found = &rank.spins.back();
+              }
+              found->attempts = std::max(found->attempts, event.attempts);
+            }
+            break;
+          case TraceEventKind::rank_died:
+            if (!rank.died) rank.died = std::string(event.text);
+            break;
+          case TraceEventKind::truncated:
+            rank.records_dropped += event.records_dropped;
+            break;
+          default:
+            break;
         }
-        break;
-      case TraceEventKind::rank_died:
-        if (!rank.died) rank.died = std::string(event.text);
-        break;
-      case TraceEventKind::truncated:
-        rank.records_dropped += event.records_dropped;
-        break;
-      default:
-        break;
-    }
-  }, &partial);
+      },
+      &partial);
   if (!partial.empty()) rank.partial = partial;
   if (out.header.world_size() == 0 || out.header.world_size() > kRanksMax) {
     throw ScenarioError(fmt::format("{}: world_size {} is not in [1, {}]", path, out.header.world_size(), kRanksMax));
   }
   if (out.header.rank() >= out.header.world_size()) {
-    throw ScenarioError(fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(),
-                                    out.header.world_size()));
+    throw ScenarioError(
+        fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(), out.header.world_size()));
   }
   if (keep_scenario && out.header.has_scenario()) out.scenario = out.header.scenario();
   out.header.clear_scenario();
@@ -236,7 +239,8 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
 
 // Reads every file with up to `threads` threads; `errors[i]` is set for a file that could not
 // be read at all.
-std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files, std::vector<std::exception_ptr>& errors) {
+std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files,
+                                          std::vector<std::exception_ptr>& errors) {
   std::vector<LoadedTrace> loaded(files.size());
   errors.assign(files.size(), nullptr);
   std::atomic<size_t> next{0};
@@ -249,7 +253,8 @@ std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files,
       }
     }
   };
-  const size_t threads = std::min<size_t>(files.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  const size_t threads =
+      std::min<size_t>(files.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
@@ -264,15 +269,16 @@ void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
     rec.world_size = header.world_size();
     rec.backend = header.backend();
   } else if (header.world_size() != rec.world_size) {
-    throw ScenarioError(fmt::format("{}: world_size {} differs from the other files' {}", path,
-                                    header.world_size(), rec.world_size));
+    throw ScenarioError(
+        fmt::format("{}: world_size {} differs from the other files' {}", path, header.world_size(), rec.world_size));
   }
   if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
   rec.end_ns = std::max(rec.end_ns, trace.end_ns);
   if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
   RankRecording& rank = rec.ranks[header.rank()];
   if (rank.present) {
-    throw ScenarioError(fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
+    throw ScenarioError(
+        fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
   }
   rank = std::move(trace.rank);
 }
@@ -353,8 +359,10 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
   size_t petrsim = 0;
   for (const std::string& file : files) petrsim += IsPetrsimTrace(file);
   if (petrsim != 0 && petrsim != files.size()) {
-    throw ScenarioError(fmt::format("{}: petrsim traces (*.pbtrace) and Flight Recorder dumps mixed; "
-                                    "diagnose one job's files of one kind", paths.front()));
+    throw ScenarioError(
+        fmt::format("{}: petrsim traces (*.pbtrace) and Flight Recorder dumps mixed; "
+                    "diagnose one job's files of one kind",
+                    paths.front()));
   }
   if (petrsim > 0) {
     rec.format = "petrsim";
@@ -391,8 +399,10 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
     for (const std::string& file : files) {
       try {
         if (!LooksLikeFlightRecorderDump(file)) {
-          throw ScenarioError(fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
-                                          "Recorder dump (a pickle or JSON)", file));
+          throw ScenarioError(
+              fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
+                          "Recorder dump (a pickle or JSON)",
+                          file));
         }
         AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
         ++read;
@@ -415,8 +425,10 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
         }
       }
       group.members.assign(members.begin(), members.end());
-      rec.notes.push_back(fmt::format("process group {}: no pg_config describes it; its members are taken to be "
-                                      "the ranks that recorded it ({} ranks)", name, members.size()));
+      rec.notes.push_back(
+          fmt::format("process group {}: no pg_config describes it; its members are taken to be "
+                      "the ranks that recorded it ({} ranks)",
+                      name, members.size()));
     }
     uint32_t world = static_cast<uint32_t>(rec.ranks.size());
     for (const auto& [name, group] : rec.groups) {
@@ -565,9 +577,9 @@ Diagnosis Diagnose(const Recordings& rec) {
   std::vector<std::vector<bool>> reach(candidates.size());
   for (size_t c = 0; c < candidates.size(); ++c) {
     std::vector<boost::default_color_type> colors(instances.size(), boost::white_color);
-    boost::breadth_first_visit(hb, candidates[c],
-                               boost::color_map(boost::make_iterator_property_map(
-                                   colors.begin(), boost::get(boost::vertex_index, hb))));
+    boost::breadth_first_visit(
+        hb, candidates[c],
+        boost::color_map(boost::make_iterator_property_map(colors.begin(), boost::get(boost::vertex_index, hb))));
     reach[c].resize(instances.size());
     for (size_t v = 0; v < instances.size(); ++v) reach[c][v] = colors[v] != boost::white_color;
   }
@@ -684,8 +696,10 @@ Diagnosis Diagnose(const Recordings& rec) {
     out.cause = fmt::format("desync at {} seq {}: rank(s) {} called with {} {} where the others used {}", f.group,
                             f.seq, RankList(f.culprit_ranks), f.field, f.found, f.expected);
     if (!f.found_step.empty()) {
-      *out.cause += fmt::format(" (its step \"{}\", theirs \"{}\"): a collective issued by some ranks only, e.g. "
-                                "a conditional one, shifted its sequence numbers", f.found_step, f.expected_step);
+      *out.cause += fmt::format(
+          " (its step \"{}\", theirs \"{}\"): a collective issued by some ranks only, e.g. "
+          "a conditional one, shifted its sequence numbers",
+          f.found_step, f.expected_step);
     }
   }
   // The user-level cause on the first missing rank of the first root that recorded one.
@@ -710,15 +724,16 @@ Diagnosis Diagnose(const Recordings& rec) {
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
             "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}",
-            m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m,
-            spin.batch, spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
+            m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m, spin.batch,
+            spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
             static_cast<double>(spin.since_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
             spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
         if (rec.scenario) *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
         if (stuck.iteration && spin.batch != *stuck.iteration && rank.records_dropped > 0) {
-          *out.cause += fmt::format(" (the recording of rank {} left out {} older records, so the spin on batch {}, "
-                                    "the one it waits for, may be among them)", m, rank.records_dropped,
-                                    *stuck.iteration);
+          *out.cause += fmt::format(
+              " (the recording of rank {} left out {} older records, so the spin on batch {}, "
+              "the one it waits for, may be among them)",
+              m, rank.records_dropped, *stuck.iteration);
         }
         break;
       }
@@ -732,14 +747,16 @@ Diagnosis Diagnose(const Recordings& rec) {
 }
 
 std::string FormatDiagnosis(const Diagnosis& d) {
-  std::string out = fmt::format("petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
-                                "graph of {} pending collectives, {} edges)\n",
-                                d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps",
-                                d.events, d.calls, d.graph_vertices, d.graph_edges);
+  std::string out = fmt::format(
+      "petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
+      "graph of {} pending collectives, {} edges)\n",
+      d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps", d.events, d.calls,
+      d.graph_vertices, d.graph_edges);
   if (!d.ranks_without_file.empty()) {
-    out += fmt::format("  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
-                       "collective their groups' other members all reached\n",
-                       RankList(d.ranks_without_file));
+    out += fmt::format(
+        "  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
+        "collective their groups' other members all reached\n",
+        RankList(d.ranks_without_file));
   }
   for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
   const auto table = [&](bool root) {
@@ -750,15 +767,14 @@ std::string FormatDiagnosis(const Diagnosis& d) {
       if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
       std::string missing = RankList(s.missing_ranks);
       if (!s.without_file.empty()) missing += "*";
-      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq,
-                          s.op, Shape(s.sizes), DtypeName(s.dtype), missing,
-                          RankList(s.waiting_ranks), where);
+      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq, s.op,
+                          Shape(s.sizes), DtypeName(s.dtype), missing, RankList(s.waiting_ranks), where);
     }
     return rows;
   };
-  const std::string header = fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID",
-                                         "Process Group Desc", "Seq", "Op Type", "Size", "Dtype", "Missing Ranks",
-                                         "Waiting Ranks");
+  const std::string header =
+      fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID", "Process Group Desc", "Seq",
+                  "Op Type", "Size", "Dtype", "Missing Ranks", "Waiting Ranks");
   const std::string roots = table(true);
   if (roots.empty()) {
     out += "\nno stuck collective: every collective recorded was joined by every member of its group\n";
@@ -767,8 +783,8 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   }
   const std::string consequences = table(false);
   if (!consequences.empty()) {
-    out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" +
-           header + consequences;
+    out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" + header +
+           consequences;
   }
   if (!d.desyncs.empty()) {
     out += "\ndesync: calls at one sequence number that differ\n";
@@ -794,10 +810,16 @@ std::string FormatDiagnosis(const Diagnosis& d) {
 
 nlohmann::json DiagnosisJson(const Diagnosis& d) {
   const auto stuck_json = [](const StuckCollective& s) {
-    nlohmann::json j = {{"pg_id", s.group},  {"desc", s.desc},   {"op", s.op},
-                        {"seq", s.seq},      {"sizes", s.sizes}, {"dtype", s.dtype},
-                        {"missing_ranks", s.missing_ranks}, {"waiting_ranks", s.waiting_ranks},
-                        {"missing_without_file", s.without_file}, {"root", s.root}};
+    nlohmann::json j = {{"pg_id", s.group},
+                        {"desc", s.desc},
+                        {"op", s.op},
+                        {"seq", s.seq},
+                        {"sizes", s.sizes},
+                        {"dtype", s.dtype},
+                        {"missing_ranks", s.missing_ranks},
+                        {"waiting_ranks", s.waiting_ranks},
+                        {"missing_without_file", s.without_file},
+                        {"root", s.root}};
     if (s.iteration) {
       j["iteration"] = *s.iteration;
       j["step"] = s.step;
@@ -808,8 +830,13 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
   for (const StuckCollective& s : d.stuck) (s.root ? groups : consequences).push_back(stuck_json(s));
   nlohmann::json desyncs = nlohmann::json::array();
   for (const DesyncFinding& f : d.desyncs) {
-    desyncs.push_back({{"pg_id", f.group}, {"seq", f.seq}, {"field", f.field}, {"expected", f.expected},
-                       {"found", f.found}, {"culprit_ranks", f.culprit_ranks}, {"expected_step", f.expected_step},
+    desyncs.push_back({{"pg_id", f.group},
+                       {"seq", f.seq},
+                       {"field", f.field},
+                       {"expected", f.expected},
+                       {"found", f.found},
+                       {"culprit_ranks", f.culprit_ranks},
+                       {"expected_step", f.expected_step},
                        {"found_step", f.found_step}});
   }
   return {{"format", d.format},
@@ -825,8 +852,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
           {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
 }
 
-ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario,
-                              const std::string& scenario_name) {
+ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name) {
   ScenarioCrossCheck cross;
   cross.scenario_name = scenario_name;
   const Dataset dataset = BuildDataset(scenario, scenario_name);
@@ -851,8 +877,8 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
       placed.plan_group = "default_pg";
     }
     if (!placed.plan_group.empty() && stuck.seq > 0) {
-      if (const auto position = LocateCollective(plan, placed.plan_group, static_cast<uint64_t>(stuck.seq),
-                                                 job_iterations)) {
+      if (const auto position =
+              LocateCollective(plan, placed.plan_group, static_cast<uint64_t>(stuck.seq), job_iterations)) {
         placed.found = true;
         placed.startup = position->startup;
         placed.iteration = position->iteration;
@@ -870,10 +896,11 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     cross.hit_iteration = check.first_hit->iteration;
     for (const TrapPool& pool : check.pools) {
       if (check.first_hit->index < pool.first_frame || check.first_hit->index > pool.last_frame) continue;
-      cross.pool = fmt::format("sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
-                               "none with GT after the filters",
-                               pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene,
-                               pool.last_frame_in_scene, pool.first_frame, pool.last_frame, pool.frames);
+      cross.pool = fmt::format(
+          "sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
+          "none with GT after the filters",
+          pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
+          pool.last_frame, pool.frames);
     }
   }
   const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
@@ -895,8 +922,8 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     const auto& placed = cross.placed[p++];
     missing.insert(missing.end(), stuck.missing_ranks.begin(), stuck.missing_ranks.end());
     if (!cross.check_hit) continue;
-    const bool rank_missing = std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(),
-                                        cross.hit_rank) != stuck.missing_ranks.end();
+    const bool rank_missing =
+        std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(), cross.hit_rank) != stuck.missing_ranks.end();
     const bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
                             (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
                              static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
@@ -905,19 +932,22 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
   if (cross.consistent) {
     cross.verdict = fmt::format(
         "consistent with a sampler livelock on rank {}: its DataLoader worker {} spins forever on batch {} "
-        "(slot {}), in the pool {}", cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot,
-        cross.pool);
+        "(slot {}), in the pool {}",
+        cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
   } else if (!cross.check_hit) {
-    cross.verdict = "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
-                    "never drawn within the job), so the missing ranks stopped for another reason";
+    cross.verdict =
+        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
+        "never drawn within the job), so the missing ranks stopped for another reason";
   } else if (missing.empty()) {
-    cross.verdict = fmt::format("nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
-                                "at iteration {}: the recordings end earlier, or come from another job",
-                                cross.hit_rank, cross.hit_iteration);
+    cross.verdict = fmt::format(
+        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
+        "at iteration {}: the recordings end earlier, or come from another job",
+        cross.hit_rank, cross.hit_iteration);
   } else {
     cross.verdict = fmt::format(
         "not what the scenario predicts: it predicts rank {} stuck at iteration {} (simulated: {} seq {} on {}), "
-        "the recordings miss rank(s) {}", cross.hit_rank, cross.hit_iteration, cross.sim_outcome, cross.sim_seq,
+        "the recordings miss rank(s) {}",
+        cross.hit_rank, cross.hit_iteration, cross.sim_outcome, cross.sim_seq,
         cross.sim_group.empty() ? "-" : cross.sim_group, RankList(missing));
   }
   return cross;
@@ -937,8 +967,10 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
     }
   }
   if (cross.check_hit) {
-    out += fmt::format("  check: rank {}'s DataLoader worker {} first draws a livelock pool at iteration {} (slot "
-                       "{}): {}\n", cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
+    out += fmt::format(
+        "  check: rank {}'s DataLoader worker {} first draws a livelock pool at iteration {} (slot "
+        "{}): {}\n",
+        cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
   } else {
     out += "  check: no livelock pool is drawn within the job\n";
   }
@@ -964,14 +996,22 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
   }
   nlohmann::json check = nullptr;
   if (cross.check_hit) {
-    check = {{"rank", cross.hit_rank}, {"worker", cross.hit_worker}, {"slot", cross.hit_slot},
-             {"iteration", cross.hit_iteration}, {"pool", cross.pool}};
+    check = {{"rank", cross.hit_rank},
+             {"worker", cross.hit_worker},
+             {"slot", cross.hit_slot},
+             {"iteration", cross.hit_iteration},
+             {"pool", cross.pool}};
   }
   return {{"scenario", cross.scenario_name},
           {"placed", placed},
           {"check_first_hit", check},
-          {"sim", {{"outcome", cross.sim_outcome}, {"cause", cross.sim_cause}, {"stuck_ranks", cross.sim_stuck_ranks},
-                   {"pg", cross.sim_group}, {"seq", cross.sim_seq}, {"iteration", cross.sim_iteration}}},
+          {"sim",
+           {{"outcome", cross.sim_outcome},
+            {"cause", cross.sim_cause},
+            {"stuck_ranks", cross.sim_stuck_ranks},
+            {"pg", cross.sim_group},
+            {"seq", cross.sim_seq},
+            {"iteration", cross.sim_iteration}}},
           {"consistent_with_livelock", cross.consistent},
           {"verdict", cross.verdict}};
 }

@@ -38,7 +38,7 @@ struct CallRecord {
   std::string op;     // "nccl:all_to_all" (Flight Recorder) or "ALLREDUCE" (petrsim)
   std::vector<std::vector<int64_t>> input_sizes, output_sizes;
   std::string dtype;
-  int64_t time_ns = 0;    // when it was issued (created)
+  int64_t time_ns = 0;  // when it was issued (created)
   bool completed = false;
   // petrsim traces: the training iteration and plan step.
   std::optional<uint64_t> iteration;
@@ -47,7 +47,7 @@ struct CallRecord {
 
 // How far a rank got on one process group.
 struct GroupProgress {
-  int64_t last_enqueued = -1;   // -1: unknown
+  int64_t last_enqueued = -1;  // -1: unknown
   int64_t last_completed = -1;
 };
 
@@ -60,13 +60,13 @@ struct RankRecording {
   // complete on this rank (the completed ones only move `progress`), so that a long trace costs
   // memory for what is still pending, not for its length.
   std::vector<CallRecord> calls;
-  uint64_t calls_read = 0;   // collective calls in the file
-  uint64_t events_read = 0;  // events of any kind (petrsim traces) or entries (dumps)
+  uint64_t calls_read = 0;                        // collective calls in the file
+  uint64_t events_read = 0;                       // events of any kind (petrsim traces) or entries (dumps)
   std::map<std::string, GroupProgress> progress;  // by group name
-  std::vector<StuckGetitem> spins;  // getitems recorded spinning
-  std::optional<std::string> died;     // why, if it died
-  std::optional<std::string> partial;  // the file was cut short: what went wrong
-  uint64_t records_dropped = 0;        // the writer left out this many (record limit, ring)
+  std::vector<StuckGetitem> spins;                // getitems recorded spinning
+  std::optional<std::string> died;                // why, if it died
+  std::optional<std::string> partial;             // the file was cut short: what went wrong
+  uint64_t records_dropped = 0;                   // the writer left out this many (record limit, ring)
 };
 
 struct GroupInfo {
@@ -84,7 +84,7 @@ struct Recordings {
   // Files that could not be read at all (the error, naming the file and offset; their rank is
   // then without a file) and other notes on what was inferred.
   std::vector<std::string> notes;
-  int64_t end_ns = 0;                // the latest time any event ends
+  int64_t end_ns = 0;  // the latest time any event ends
 };
 
 // Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight
@@ -104,7 +104,7 @@ struct StuckCollective {
   int64_t time_ns = 0;                  // earliest issue among the waiting ranks
   std::optional<uint64_t> iteration;
   std::string step;
-  bool root = true;  // false: a consequence of another stuck collective of a missing rank
+  bool root = true;                    // false: a consequence of another stuck collective of a missing rank
   std::vector<uint32_t> without_file;  // the missing ranks that left no file (suspects)
   bool only_without_file = false;      // every member with a file joined; only those are left
 };
@@ -143,27 +143,26 @@ struct ScenarioCrossCheck {
     std::string group;       // as recorded
     std::string plan_group;  // S's process group it was matched to
     int64_t seq = 0;
-    bool found = false;      // S's plan issues that sequence number within the job
+    bool found = false;  // S's plan issues that sequence number within the job
     bool startup = false;
     uint64_t iteration = 0;
     std::string step;
   };
   std::vector<Placed> placed;
-  bool check_hit = false;    // check predicts a livelock hit within the job
+  bool check_hit = false;  // check predicts a livelock hit within the job
   uint32_t hit_rank = 0, hit_worker = 0, hit_slot = 0;
   uint64_t hit_iteration = 0;
-  std::string pool;          // the pool, in user terms
+  std::string pool;  // the pool, in user terms
   std::string sim_outcome, sim_cause;
   std::vector<uint32_t> sim_stuck_ranks;
   std::string sim_group;
   uint64_t sim_seq = 0, sim_iteration = 0;
-  bool consistent = false;   // the recordings show the predicted livelock
+  bool consistent = false;  // the recordings show the predicted livelock
   std::string verdict;
 };
 
 // Throws ScenarioError when S cannot be used (its dataset or sampler fails).
-ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario,
-                              const std::string& scenario_name);
+ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name);
 std::string FormatCrossCheck(const ScenarioCrossCheck& cross);
 nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross);
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
 #include "formats/pickle/pickle.h"
+#include "model/error.h"
 
 namespace petrsim {
 namespace {
@@ -18,15 +18,23 @@ namespace {
 using Type = PickleNode::Type;
 
 // JSON values as pickle nodes, so one converter reads both formats.
-const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int depth,
-                           const std::string& path) {
-  if (depth > kPickleDepthMax) throw ScenarioError(path + ": JSON nested deeper than " + std::to_string(kPickleDepthMax));
+const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int depth, const std::string& path) {
+  if (depth > kPickleDepthMax)
+    throw ScenarioError(path + ": JSON nested deeper than " + std::to_string(kPickleDepthMax));
   doc.arena.push_back(std::make_unique<PickleNode>());
   PickleNode* node = doc.arena.back().get();
   switch (json.type()) {
-    case nlohmann::json::value_t::null: node->type = Type::kNone; break;
-    case nlohmann::json::value_t::boolean: node->type = Type::kBool; node->boolean = json.get<bool>(); break;
-    case nlohmann::json::value_t::number_integer: node->type = Type::kInt; node->integer = json.get<int64_t>(); break;
+    case nlohmann::json::value_t::null:
+      node->type = Type::kNone;
+      break;
+    case nlohmann::json::value_t::boolean:
+      node->type = Type::kBool;
+      node->boolean = json.get<bool>();
+      break;
+    case nlohmann::json::value_t::number_integer:
+      node->type = Type::kInt;
+      node->integer = json.get<int64_t>();
+      break;
     case nlohmann::json::value_t::number_unsigned: {
       const uint64_t value = json.get<uint64_t>();
       if (value > static_cast<uint64_t>(INT64_MAX)) throw ScenarioError(path + ": an integer wider than 64 bits");
@@ -34,11 +42,18 @@ const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int 
       node->integer = static_cast<int64_t>(value);
       break;
     }
-    case nlohmann::json::value_t::number_float: node->type = Type::kFloat; node->real = json.get<double>(); break;
-    case nlohmann::json::value_t::string: node->type = Type::kString; node->text = json.get<std::string>(); break;
+    case nlohmann::json::value_t::number_float:
+      node->type = Type::kFloat;
+      node->real = json.get<double>();
+      break;
+    case nlohmann::json::value_t::string:
+      node->type = Type::kString;
+      node->text = json.get<std::string>();
+      break;
     case nlohmann::json::value_t::array:
       node->type = Type::kList;
-      for (const auto& item : json) node->items.push_back(const_cast<PickleNode*>(FromJson(item, doc, depth + 1, path)));
+      for (const auto& item : json)
+        node->items.push_back(const_cast<PickleNode*>(FromJson(item, doc, depth + 1, path)));
       break;
     case nlohmann::json::value_t::object:
       node->type = Type::kDict;
@@ -50,7 +65,8 @@ const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int 
         node->entries.emplace_back(k, const_cast<PickleNode*>(FromJson(value, doc, depth + 1, path)));
       }
       break;
-    default: throw ScenarioError(path + ": unsupported JSON value");
+    default:
+      throw ScenarioError(path + ": unsupported JSON value");
   }
   return node;
 }
@@ -61,13 +77,13 @@ class Converter {
   // times; the conversion copies what it reads, so it is given a budget of work (dict keys
   // scanned, ints and string bytes copied) proportional to the file, and refuses beyond it.
   Converter(const std::string& path, uint64_t file_bytes)
-      : path_(path), budget_limit_(std::max<uint64_t>(uint64_t{1} << 22, 64 * file_bytes)),
-        budget_(budget_limit_) {}
+      : path_(path), budget_limit_(std::max<uint64_t>(uint64_t{1} << 22, 64 * file_bytes)), budget_(budget_limit_) {}
 
   void Charge(uint64_t work, const std::string& where) const {
     if (work > budget_) {
       Fail(where, fmt::format("the dump expands to more than {} values (memo references that repeat one value "
-                              "many times?); petrsim refuses to expand it", budget_limit_));
+                              "many times?); petrsim refuses to expand it",
+                              budget_limit_));
     }
     budget_ -= work;
   }
@@ -164,8 +180,8 @@ class Converter {
     }
     dump.version = Str(*version, "version");
     if (dump.version.rfind("2.", 0) != 0) {
-      Fail("version", fmt::format("Flight Recorder dump version '{}' is not supported (petrsim reads 2.x)",
-                                  dump.version));
+      Fail("version",
+           fmt::format("Flight Recorder dump version '{}' is not supported (petrsim reads 2.x)", dump.version));
     }
     dump.comm_lib_version = OptStr(root, "comm_lib_version", "top level");
     if (dump.comm_lib_version.empty()) dump.comm_lib_version = OptStr(root, "nccl_version", "top level");
@@ -196,8 +212,7 @@ class Converter {
         int64_t pg_id = 0;
         if (key->type == Type::kString) {
           const std::string& text = key->text;
-          if (text.empty() || text.size() > 18 ||
-              text.find_first_not_of("0123456789") != std::string::npos) {
+          if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
             Fail(where, "expected a process group index");
           }
           pg_id = std::stoll(text);
@@ -323,8 +338,8 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   if (rank_from_name) dump.rank = *rank_from_name;
   const Converter converter(display_name, bytes.size());
   size_t first = 0;
-  while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\t' ||
-                                  bytes[first] == '\r')) {
+  while (first < bytes.size() &&
+         (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\t' || bytes[first] == '\r')) {
     ++first;
   }
   bool has_rank = false;
@@ -334,8 +349,8 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
     has_rank = converter.Convert(*doc.root, dump);
   } else if (first < bytes.size() && bytes[first] == '{') {
     if (const auto at = JsonTooDeep(bytes, kPickleDepthMax)) {
-      throw ScenarioError(fmt::format("{}: byte {}: JSON nested deeper than {} levels", display_name, *at,
-                                      kPickleDepthMax));
+      throw ScenarioError(
+          fmt::format("{}: byte {}: JSON nested deeper than {} levels", display_name, *at, kPickleDepthMax));
     }
     nlohmann::json json;
     try {
@@ -349,13 +364,16 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
     const PickleNode* root = FromJson(json, doc, 0, display_name);
     has_rank = converter.Convert(*root, dump);
   } else {
-    throw ScenarioError(fmt::format(
-        "{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "
-        "with '{{'){}", display_name, first >= bytes.size() ? ": the file is empty" : ""));
+    throw ScenarioError(
+        fmt::format("{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "
+                    "with '{{'){}",
+                    display_name, first >= bytes.size() ? ": the file is empty" : ""));
   }
   if (!rank_from_name && !has_rank) {
-    throw ScenarioError(fmt::format("{}: cannot tell the rank: the file name does not end in a "
-                                    "number and the dump has no 'rank' key", display_name));
+    throw ScenarioError(
+        fmt::format("{}: cannot tell the rank: the file name does not end in a "
+                    "number and the dump has no 'rank' key",
+                    display_name));
   }
   return dump;
 }

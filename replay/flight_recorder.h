@@ -20,9 +20,9 @@ namespace petrsim {
 
 struct FrEntry {
   int64_t record_id = 0;
-  int64_t pg_id = -1;          // the dumping process's local process group index
-  std::string pg_name;         // process_group[0]: the group's name (its global id)
-  std::string pg_desc;         // process_group[1]
+  int64_t pg_id = -1;   // the dumping process's local process group index
+  std::string pg_name;  // process_group[0]: the group's name (its global id)
+  std::string pg_desc;  // process_group[1]
   int64_t collective_seq_id = 0;
   int64_t p2p_seq_id = 0;
   int64_t op_id = 0;
@@ -30,7 +30,7 @@ struct FrEntry {
   int64_t time_created_ns = 0;
   std::vector<std::vector<int64_t>> input_sizes, output_sizes;
   std::vector<std::string> input_dtypes, output_dtypes;
-  std::string state;           // scheduled, started, completed
+  std::string state;  // scheduled, started, completed
   int64_t timeout_ms = 0;
   bool is_p2p = false;
 };

@@ -81,7 +81,8 @@ ReplayOutcome RealReplayBackend::Run(const RecordedJob& job, const Scenario& sce
   const std::string trace_dir = work_dir_ + "/trace";
   std::filesystem::remove_all(trace_dir, error);
   std::filesystem::create_directories(work_dir_, error);
-  if (error) throw ScenarioError(fmt::format("{}: cannot create the replay's directory: {}", work_dir_, error.message()));
+  if (error)
+    throw ScenarioError(fmt::format("{}: cannot create the replay's directory: {}", work_dir_, error.message()));
   const std::string scenario_path = work_dir_ + "/scenario.pbtxt";
   {
     std::string text;
@@ -91,7 +92,7 @@ ReplayOutcome RealReplayBackend::Run(const RecordedJob& job, const Scenario& sce
     if (!out) throw ScenarioError(fmt::format("{}: cannot write the scenario", scenario_path));
   }
   std::vector<std::string> args = {train_program_, scenario_path, "--nproc", std::to_string(job.world_size),
-                                   "--trace", trace_dir};
+                                   "--trace",      trace_dir};
   if (use_samples) {
     args.insert(args.end(), {"--replay", job.directory});
     if (!use_loads) args.push_back("--replay-samples-only");
@@ -127,8 +128,10 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
   }
   const std::string first_path = RankTracePath(directory, 0);
   if (!std::filesystem::exists(first_path, error)) {
-    throw ScenarioError(fmt::format("{}: no rank_0.pbtrace: replay needs petrsim traces (Flight Recorder "
-                                    "dumps hold no sample order to replay; use `petrsim diagnose`)", directory));
+    throw ScenarioError(
+        fmt::format("{}: no rank_0.pbtrace: replay needs petrsim traces (Flight Recorder "
+                    "dumps hold no sample order to replay; use `petrsim diagnose`)",
+                    directory));
   }
   std::vector<uint64_t> iterations_done;
   std::vector<std::string> files;
@@ -203,7 +206,8 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
   // The recorded outcome, from the post-mortem of the same files.
   const Diagnosis diagnosis = Diagnose(LoadRecordings(files));  // the rank files only
   ReplayOutcome& recorded = job.recorded;
-  recorded.iterations_completed = iterations_done.empty() ? 0 : *std::min_element(iterations_done.begin(), iterations_done.end());
+  recorded.iterations_completed =
+      iterations_done.empty() ? 0 : *std::min_element(iterations_done.begin(), iterations_done.end());
   const StuckCollective* root = nullptr;
   for (const StuckCollective& stuck : diagnosis.stuck) {
     if (stuck.root && root == nullptr) root = &stuck;
@@ -227,7 +231,8 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
 
 ReplayOutcome SimReplayBackend::Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
                                     bool use_loads) {
-  const Dataset dataset = BuildDataset(scenario, job.scenario_path.empty() ? "the recorded scenario" : job.scenario_path);
+  const Dataset dataset =
+      BuildDataset(scenario, job.scenario_path.empty() ? "the recorded scenario" : job.scenario_path);
   const RecordedSource source(job, use_samples, use_loads);
   sim::SimOptions options;
   options.replay = &source;
@@ -268,18 +273,19 @@ ReplayReport Replay(const RecordedJob& job, ReplayBackend& backend, const std::v
       report.used_samples = false;
       report.samples_note = fmt::format(
           "the changed scenario builds another dataset ({} frames, {} groups instead of {} and {}), so the "
-          "recorded indices do not apply: its own sampler runs", after.size(), after.groups_num(), before.size(),
-          before.groups_num());
+          "recorded indices do not apply: its own sampler runs",
+          after.size(), after.groups_num(), before.size(), before.groups_num());
     }
   }
   report.replayed = backend.Run(job, scenario, report.used_samples, report.used_loads);
 
   const ReplayOutcome& a = report.recorded;
   const ReplayOutcome& b = report.replayed;
-  if (a.outcome != b.outcome) report.differences.push_back(fmt::format("outcome: recorded {}, replayed {}", a.outcome, b.outcome));
+  if (a.outcome != b.outcome)
+    report.differences.push_back(fmt::format("outcome: recorded {}, replayed {}", a.outcome, b.outcome));
   if (a.stuck_ranks != b.stuck_ranks) {
-    report.differences.push_back(fmt::format("stuck ranks: recorded {}, replayed {}", RankList(a.stuck_ranks),
-                                             RankList(b.stuck_ranks)));
+    report.differences.push_back(
+        fmt::format("stuck ranks: recorded {}, replayed {}", RankList(a.stuck_ranks), RankList(b.stuck_ranks)));
   }
   if (a.has_collective != b.has_collective || a.seq != b.seq || a.group != b.group) {
     report.differences.push_back(fmt::format("stuck collective: recorded {}, replayed {}",
@@ -309,13 +315,13 @@ std::string FormatReplay(const RecordedJob& job, const ReplayReport& report) {
     }
     out += fmt::format("  what-if: {}\n", sets);
   }
-  out += fmt::format("  driven by: {}{}\n", report.used_samples ? "the recorded sample order" : "the scenario's sampler",
-                     report.used_loads ? ", getitem results and load times" : "; resampling and times from the scenario");
+  out +=
+      fmt::format("  driven by: {}{}\n", report.used_samples ? "the recorded sample order" : "the scenario's sampler",
+                  report.used_loads ? ", getitem results and load times" : "; resampling and times from the scenario");
   if (!report.samples_note.empty()) out += fmt::format("  ({})\n", report.samples_note);
   out += fmt::format("\nrecorded: {}\nreplayed: {}\n", Describe(report.recorded), Describe(report.replayed));
   if (report.sets.empty()) {
-    out += report.reproduced ? "\nreproduced: the replay ends as the recording does\n"
-                             : "\nNOT reproduced:\n";
+    out += report.reproduced ? "\nreproduced: the replay ends as the recording does\n" : "\nNOT reproduced:\n";
   } else {
     out += report.reproduced ? "\nwhat-if: the outcome does not change\n" : "\nwhat-if: the outcome changes:\n";
   }
@@ -325,8 +331,8 @@ std::string FormatReplay(const RecordedJob& job, const ReplayReport& report) {
 
 nlohmann::json ReplayJson(const ReplayReport& report) {
   const auto outcome = [](const ReplayOutcome& o) {
-    nlohmann::json j = {{"outcome", o.outcome}, {"stuck_ranks", o.stuck_ranks},
-                        {"iterations_completed", o.iterations_completed}};
+    nlohmann::json j = {
+        {"outcome", o.outcome}, {"stuck_ranks", o.stuck_ranks}, {"iterations_completed", o.iterations_completed}};
     if (!o.cause.empty()) j["cause"] = o.cause;
     if (o.has_collective) j["collective"] = {{"pg", o.group}, {"seq", o.seq}, {"iteration", o.iteration}};
     return j;

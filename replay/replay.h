@@ -67,8 +67,7 @@ class ReplayBackend {
   virtual std::string name() const = 0;
   // Runs `scenario` (the recorded one, or it with what-if changes) driven by `job`: its sample
   // order when `use_samples`, its getitem results and timings when `use_loads`.
-  virtual ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples,
-                            bool use_loads) = 0;
+  virtual ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples, bool use_loads) = 0;
 };
 
 // The recording as the backend saw it, through the simulator's seam (the real trainer takes it
@@ -103,7 +102,7 @@ struct ReplayReport {
   bool used_samples = false, used_loads = false;
   std::string samples_note;  // why the recorded sample order was not used, if it was not
   ReplayOutcome recorded, replayed;
-  bool reproduced = false;   // same outcome, stuck ranks, collective and iteration
+  bool reproduced = false;  // same outcome, stuck ranks, collective and iteration
   std::vector<std::string> differences;
 };
 

@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libtorch-dev libgloo-dev
   python3-numpy python3-torch
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
 )
 missing=()
 for package in "${packages[@]}"; do

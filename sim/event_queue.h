@@ -117,8 +117,7 @@ class EventQueue {
     }
     // Events reach a bucket in no particular sequence order: order the due ones.
     if (exact_.size() > 1) {
-      std::sort(exact_.begin(), exact_.end(),
-                [](const Event& a, const Event& b) { return a.sequence < b.sequence; });
+      std::sort(exact_.begin(), exact_.end(), [](const Event& a, const Event& b) { return a.sequence < b.sequence; });
     }
   }
 

@@ -56,9 +56,7 @@ class Rendezvous {
     Instance* instance = nullptr;  // valid until the next call that opens an instance
   };
 
-  explicit Rendezvous(uint32_t world_size) : world_size_(world_size) {
-    PETRSIM_ASSERT(world_size >= 1);
-  }
+  explicit Rendezvous(uint32_t world_size) : world_size_(world_size) { PETRSIM_ASSERT(world_size >= 1); }
 
   // Adds a process group; returns its id (0, 1, ...).
   uint32_t AddGroup() {
@@ -68,8 +66,8 @@ class Rendezvous {
   uint32_t groups() const { return static_cast<uint32_t>(groups_.size()); }
 
   // `rank` arrives at `seq` (>= 1) of `group` at time now_ns.
-  Arrival Arrive(uint32_t group, uint64_t seq, uint32_t rank, const CollectiveSignature& signature,
-                 const Tag* tag, uint64_t iteration, int64_t now_ns) {
+  Arrival Arrive(uint32_t group, uint64_t seq, uint32_t rank, const CollectiveSignature& signature, const Tag* tag,
+                 uint64_t iteration, int64_t now_ns) {
     PETRSIM_ASSERT(seq >= 1);
     Instance* instance = Find(group, seq);
     if (instance == nullptr) {

@@ -27,11 +27,11 @@ namespace petrsim::sim {
 namespace {
 
 enum EventKind : uint32_t {
-  kRankWake = 0,     // a rank's main process goes on (compute done, collective complete, ...)
-  kBatchLoaded = 1,  // a worker returns a batch (payload: batch); actor: rank
-  kWatchdog = 2,     // the earliest watchdog deadline of any rank
-  kRankDies = 3,     // fault: actor rank
-  kWorkerDies = 4,   // fault: actor rank, payload worker
+  kRankWake = 0,        // a rank's main process goes on (compute done, collective complete, ...)
+  kBatchLoaded = 1,     // a worker returns a batch (payload: batch); actor: rank
+  kWatchdog = 2,        // the earliest watchdog deadline of any rank
+  kRankDies = 3,        // fault: actor rank
+  kWorkerDies = 4,      // fault: actor rank, payload worker
   kCollectiveDone = 5,  // a collective completes: actor group, payload seq
 };
 
@@ -98,11 +98,11 @@ struct OutstandingWork {
 };
 
 enum class Phase : uint8_t {
-  kStartup,         // issuing the startup collectives
-  kWaitData,        // waiting for batch `iteration`
-  kRunning,         // computing; a wake event is scheduled
-  kBlocked,         // in a blocking collective
-  kWaitOutstanding, // waiting for its non-blocking collectives (end of backward)
+  kStartup,          // issuing the startup collectives
+  kWaitData,         // waiting for batch `iteration`
+  kRunning,          // computing; a wake event is scheduled
+  kBlocked,          // in a blocking collective
+  kWaitOutstanding,  // waiting for its non-blocking collectives (end of backward)
   kDone,
   kDead,
 };
@@ -150,12 +150,12 @@ struct RankState {
   uint32_t outstanding_open = 0;
   // The data loader.
   std::unique_ptr<RankSampler> sampler;
-  std::vector<SlotDraw> draws;           // scratch for one batch
-  std::vector<NumpyRandomState> rngs;    // per worker (or the main process)
+  std::vector<SlotDraw> draws;         // scratch for one batch
+  std::vector<NumpyRandomState> rngs;  // per worker (or the main process)
   std::vector<WorkerState> workers;
-  std::vector<BatchEntry> batches;       // ring of in-flight batches
-  std::vector<SlotDraw> batch_draws;     // ring x B: the sampler's draws
-  std::vector<int64_t> batch_final;      // ring x B: what getitem returned
+  std::vector<BatchEntry> batches;          // ring of in-flight batches
+  std::vector<SlotDraw> batch_draws;        // ring x B: the sampler's draws
+  std::vector<int64_t> batch_final;         // ring x B: what getitem returned
   std::vector<uint64_t> batch_extra_loads;  // ring: loads after the first, all slots
   bool loader_started = false;
   uint64_t epoch_start = 0;
@@ -181,10 +181,8 @@ class JobSim {
         options_(options),
         tracing_(options.trace != nullptr),
         plan_(ExpandPlan(scenario.plan())),
-        owned_policy_(options.resample_policy == nullptr ? MakeResamplePolicy(scenario, dataset)
-                                                         : nullptr),
-        policy_(options.resample_policy != nullptr ? options.resample_policy
-                                                   : owned_policy_.get()),
+        owned_policy_(options.resample_policy == nullptr ? MakeResamplePolicy(scenario, dataset) : nullptr),
+        policy_(options.resample_policy != nullptr ? options.resample_policy : owned_policy_.get()),
         loader_(MakeDataLoaderShape(scenario, dataset)),
         world_(scenario.job().world_size()),
         batch_size_(scenario.job().samples_per_gpu()),
@@ -215,9 +213,7 @@ class JobSim {
   void Dispatch(RankState& rank, uint64_t next_to_consume);
   void StartBatch(RankState& rank, uint32_t worker, uint64_t batch);
   void OnBatchLoaded(RankState& rank, uint64_t batch);
-  BatchEntry& Entry(RankState& rank, uint64_t batch) {
-    return rank.batches[batch % rank.batches.size()];
-  }
+  BatchEntry& Entry(RankState& rank, uint64_t batch) { return rank.batches[batch % rank.batches.size()]; }
 
   // Watchdog.
   int64_t OldestIncompleteIssue(const RankState& rank, OutstandingWork* work) const;
@@ -256,8 +252,8 @@ class JobSim {
       record.kind = TraceKind::kGetItemAttempt;
       record.rank = rank;
       record.worker = worker;
-      record.start_ns = record.end_ns = t + static_cast<int64_t>(static_cast<double>(spent) * static_cast<double>(i) /
-                                                                 static_cast<double>(attempts));
+      record.start_ns = record.end_ns =
+          t + static_cast<int64_t>(static_cast<double>(spent) * static_cast<double>(i) / static_cast<double>(attempts));
       record.iteration = batch;
       record.slot = slot;
       record.index = index;
@@ -333,8 +329,7 @@ class JobSim {
 
 int64_t JobSim::Jitter(Rng& rng, int64_t ns) const {
   if (jitter_ppm_ == 0 || ns == 0) return ns;
-  const int64_t offset =
-      static_cast<int64_t>(rng.Below(static_cast<uint64_t>(2 * jitter_ppm_ + 1))) - jitter_ppm_;
+  const int64_t offset = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(2 * jitter_ppm_ + 1))) - jitter_ppm_;
   return ScalePpm(ns, kPpm + offset);
 }
 
@@ -363,8 +358,7 @@ PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordin
   const uint64_t bytes = numel * DtypeBytes(collective.dtype());
   const auto transfer = [&](unsigned __int128 numerator, uint64_t denominator) {
     return static_cast<int64_t>(numerator * 1'000'000'000ULL /
-                                (static_cast<unsigned __int128>(denominator) *
-                                 cost.bandwidth_bytes_per_s()));
+                                (static_cast<unsigned __int128>(denominator) * cost.bandwidth_bytes_per_s()));
   };
   const int64_t latency = static_cast<int64_t>(cost.collective_latency_ns());
   if (n > 1) {
@@ -379,13 +373,13 @@ PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordin
         step.duration_ns = static_cast<int64_t>(n - 1) * latency + transfer(bytes, 1);
         break;
       case Collective::allgather:
-        step.duration_ns = static_cast<int64_t>(n - 1) * latency +
-                           transfer(static_cast<unsigned __int128>(n - 1) * bytes, 1);
+        step.duration_ns =
+            static_cast<int64_t>(n - 1) * latency + transfer(static_cast<unsigned __int128>(n - 1) * bytes, 1);
         break;
       case Collective::reduce_scatter:
       case Collective::alltoall:
-        step.duration_ns = static_cast<int64_t>(n - 1) * latency +
-                           transfer(static_cast<unsigned __int128>(n - 1) * bytes, n);
+        step.duration_ns =
+            static_cast<int64_t>(n - 1) * latency + transfer(static_cast<unsigned __int128>(n - 1) * bytes, n);
         break;
     }
   }
@@ -417,17 +411,16 @@ void JobSim::Setup() {
 
   const SamplerFactory samplers(scenario_, dataset_);
   const std::vector<uint64_t> epoch_batches = BatchesPerEpochByRank(scenario_, dataset_);
-  const uint64_t natural = loader_.batches_per_epoch != 0 ? loader_.batches_per_epoch
-                                                          : IterationsPerEpoch(scenario_, dataset_);
+  const uint64_t natural =
+      loader_.batches_per_epoch != 0 ? loader_.batches_per_epoch : IterationsPerEpoch(scenario_, dataset_);
   job_iterations_ = JobIterations(scenario_, dataset_);
   const uint64_t job_iterations = job_iterations_;
   const uint64_t epochs = job.has_epochs() ? job.epochs() : 1;
   stragglers_.assign(world_, {kNone, 0});
   ranks_.resize(world_);
   const uint64_t ring = std::max<uint64_t>(1, loader_.in_flight);
-  const uint64_t streams_root = options_.run_seed == 0
-                                    ? scenario_.seed()
-                                    : DeriveStreamSeed(scenario_.seed(), "run", options_.run_seed);
+  const uint64_t streams_root =
+      options_.run_seed == 0 ? scenario_.seed() : DeriveStreamSeed(scenario_.seed(), "run", options_.run_seed);
   for (uint32_t r = 0; r < world_; ++r) {
     RankState& rank = ranks_[r];
     rank.rank = r;
@@ -448,9 +441,8 @@ void JobSim::Setup() {
     rank.natural_epoch_batches = natural;
     rank.epoch_batches = epoch_batches[r];
     const uint64_t fewer = natural - epoch_batches[r];
-    rank.iterations_total = job.has_iterations() ? job_iterations
-                                                 : job_iterations - std::min(job_iterations,
-                                                                             epochs * fewer);
+    rank.iterations_total =
+        job.has_iterations() ? job_iterations : job_iterations - std::min(job_iterations, epochs * fewer);
     rank.outstanding.reserve(nonblocking_steps_ + 1);
   }
   for (const Fault& fault : scenario_.faults()) {
@@ -461,11 +453,10 @@ void JobSim::Setup() {
       const uint32_t w = fault.slow_worker().worker();
       if (w < workers.size()) workers[w].slow_ppm = FactorPpm(fault.slow_worker().factor());
     } else if (fault.has_dead_worker()) {
-      engine_.Schedule(static_cast<int64_t>(fault.dead_worker().at_ns()), kWorkerDies,
-                       fault.dead_worker().rank(), fault.dead_worker().worker());
+      engine_.Schedule(static_cast<int64_t>(fault.dead_worker().at_ns()), kWorkerDies, fault.dead_worker().rank(),
+                       fault.dead_worker().worker());
     } else if (fault.has_dead_rank()) {
-      engine_.Schedule(static_cast<int64_t>(fault.dead_rank().at_ns()), kRankDies,
-                       fault.dead_rank().rank(), 0);
+      engine_.Schedule(static_cast<int64_t>(fault.dead_rank().at_ns()), kRankDies, fault.dead_rank().rank(), 0);
     } else if (fault.has_straggler()) {
       stragglers_[fault.straggler().rank()] = {fault.straggler().iteration(),
                                                static_cast<int64_t>(fault.straggler().delay_ns())};
@@ -519,9 +510,7 @@ void JobSim::Dispatch(RankState& rank, uint64_t next_to_consume) {
     BatchEntry& entry = Entry(rank, batch);
     entry.batch = batch;
     entry.state = BatchState::kDispatched;
-    entry.worker = loader_.workers == 0
-                       ? 0
-                       : static_cast<uint32_t>((batch - rank.epoch_start) % loader_.workers);
+    entry.worker = loader_.workers == 0 ? 0 : static_cast<uint32_t>((batch - rank.epoch_start) % loader_.workers);
     // The main process draws the batch's indices from the sampler when it dispatches it.
     rank.sampler->NextBatches(rank.draws);
     if (options_.replay != nullptr) {
@@ -547,8 +536,7 @@ void JobSim::Dispatch(RankState& rank, uint64_t next_to_consume) {
       }
     }
     std::copy(rank.draws.begin(), rank.draws.end(),
-              rank.batch_draws.begin() + static_cast<int64_t>((batch % rank.batches.size()) *
-                                                              batch_size_));
+              rank.batch_draws.begin() + static_cast<int64_t>((batch % rank.batches.size()) * batch_size_));
     WorkerState& worker = rank.workers[entry.worker];
     if (!worker.busy && !worker.stuck && !worker.dead && worker.next_batch == batch) {
       StartBatch(rank, entry.worker, batch);
@@ -572,8 +560,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     rank.batch_final[base + b] = -1;
     if (draw.index < 0) continue;  // padding of a short last batch
     attempts_seen_.clear();
-    const RecordedLoad* recorded =
-        options_.replay != nullptr ? options_.replay->Load(rank.rank, batch, b) : nullptr;
+    const RecordedLoad* recorded = options_.replay != nullptr ? options_.replay->Load(rank.rank, batch, b) : nullptr;
     if (recorded != nullptr && (recorded->final_index >= dataset_.size() || recorded->final_index < -1)) {
       recorded = nullptr;  // not an index of this dataset: run the policy
     }
@@ -589,8 +576,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
                        tracing_ ? &attempt_log_ : nullptr);
     }
     const int64_t load_ns = ScalePpm(sample_load_ns_, load_ppm);
-    if (result.outcome == GetItemOutcome::kLivelock ||
-        result.outcome == GetItemOutcome::kAttemptsLimit) {
+    if (result.outcome == GetItemOutcome::kLivelock || result.outcome == GetItemOutcome::kAttemptsLimit) {
       // The worker never returns: record where it spins, and schedule nothing.
       worker.stuck = true;
       entry.state = BatchState::kStuck;
@@ -711,8 +697,7 @@ bool JobSim::BeginIteration(RankState& rank) {
     if (loader_.batches_per_epoch != 0 && rank.epoch_batches == 0) {
       // An empty DataLoader: next() raises StopIteration at once, and again after mmcv's
       // IterLoader starts a new epoch, so the rank's training loop dies.
-      Die(rank, Cause::kUnevenBatches,
-          "StopIteration: its DataLoader has no batch (uneven_batches leaves it none)");
+      Die(rank, Cause::kUnevenBatches, "StopIteration: its DataLoader has no batch (uneven_batches leaves it none)");
       return false;
     }
     StartEpoch(rank);
@@ -810,10 +795,8 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   const int64_t now = engine_.now_ns();
   const uint64_t seq = rank.next_seq[step.group]++;
   ++rank.stats.collectives;
-  const CollectiveSignature signature{step.collective->op(), step.collective->dtype(),
-                                      step.numel_in};
-  const auto arrival =
-      rendezvous_.Arrive(step.group, seq, rank.rank, signature, &step, iteration, now);
+  const CollectiveSignature signature{step.collective->op(), step.collective->dtype(), step.numel_in};
+  const auto arrival = rendezvous_.Arrive(step.group, seq, rank.rank, signature, &step, iteration, now);
   Instance* instance = arrival.instance;
   if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kMismatch) {
     Desync desync;
@@ -872,8 +855,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
   for (const uint32_t r : instance.waiters) {
     RankState& rank = ranks_[r];
     if (rank.phase == Phase::kDead) continue;
-    if (rank.phase == Phase::kBlocked && rank.blocked.group == group &&
-        rank.blocked.seq == instance.seq) {
+    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == instance.seq) {
       rank.blocked.complete_ns = done;
       rank.blocked.started_ns = instance.last_arrival_ns;
       blocked = true;
@@ -1005,8 +987,7 @@ void JobSim::Advance(RankState& rank) {
           rank.compute_spent = true;
           // Forward before the first step; the backward's share before each non-blocking (DDP
           // bucket) step; the step's own compute_before_ns; a straggler's delay.
-          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()),
-                                     rank.slow_ppm);
+          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
           const int64_t forward = rank.iteration_compute_ns / 3;
           const int64_t backward = rank.iteration_compute_ns - forward;
           if (rank.step == 0) {
@@ -1069,8 +1050,7 @@ void JobSim::Advance(RankState& rank) {
       }
 
       case Stage::kPeriodic:
-        while (rank.step < periodic_steps_.size() &&
-               (rank.iteration + 1) % periodic_every_[rank.step] != 0) {
+        while (rank.step < periodic_steps_.size() && (rank.iteration + 1) % periodic_every_[rank.step] != 0) {
           ++rank.step;
         }
         if (rank.step < periodic_steps_.size()) {
@@ -1152,8 +1132,7 @@ int64_t JobSim::OldestIncompleteIssue(const RankState& rank, OutstandingWork* wo
       break;
     }
   }
-  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0 &&
-      (oldest < 0 || rank.blocked.issue_ns < oldest)) {
+  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0 && (oldest < 0 || rank.blocked.issue_ns < oldest)) {
     oldest = rank.blocked.issue_ns;
     if (work != nullptr) {
       *work = rank.blocked;
@@ -1212,17 +1191,17 @@ bool JobSim::Handle(const Event& event) {
       if (rank.phase == Phase::kDead || rank.phase == Phase::kDone) break;
       if (loader_.workers == 0) {
         // workers_per_gpu 0: the main process itself loads, so it is the one that dies.
-        Die(rank, Cause::kWorkerDied, "the main process, which loads the data itself, died "
-                                      "(fault dead_worker with workers_per_gpu 0)");
+        Die(rank, Cause::kWorkerDied,
+            "the main process, which loads the data itself, died "
+            "(fault dead_worker with workers_per_gpu 0)");
         break;
       }
       PETRSIM_ASSERT(event.payload < rank.workers.size());
       rank.workers[event.payload].dead = true;
       // The DataLoader's SIGCHLD handler raises in the main thread at its next Python step:
       // now if it is waiting for data, else when its current compute or collective returns.
-      const std::string why = fmt::format(
-          "RuntimeError: DataLoader worker {} exited unexpectedly (fault dead_worker)",
-          event.payload);
+      const std::string why =
+          fmt::format("RuntimeError: DataLoader worker {} exited unexpectedly (fault dead_worker)", event.payload);
       if (rank.phase == Phase::kWaitData) {
         Die(rank, Cause::kWorkerDied, why);
       } else {
@@ -1242,8 +1221,7 @@ bool JobSim::Handle(const Event& event) {
   return true;
 }
 
-CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t group, uint64_t seq,
-                          uint64_t iteration) const {
+CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t group, uint64_t seq, uint64_t iteration) const {
   CollectiveRef ref;
   ref.process_group = group_names_[group];
   ref.seq = seq;
@@ -1257,8 +1235,7 @@ CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t group, uint64_t seq,
   return ref;
 }
 
-std::string JobSim::WatchdogLine(uint32_t rank, const OutstandingWork& work,
-                                 int64_t fire_ns) const {
+std::string JobSim::WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const {
   const uint64_t timeout_ms = scenario_.comm().timeout_ms();
   if (!nccl_) {
     return fmt::format(
@@ -1269,8 +1246,8 @@ std::string JobSim::WatchdogLine(uint32_t rank, const OutstandingWork& work,
   return fmt::format(
       "[Rank {}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={}, OpType={}, "
       "NumelIn={}, NumelOut={}, Timeout(ms)={}) ran for {} milliseconds before timing out.",
-      rank, work.seq, OpTypeName(work.step->collective->op()), work.step->numel_in,
-      work.step->numel_out, timeout_ms, (fire_ns - work.issue_ns) / 1'000'000);
+      rank, work.seq, OpTypeName(work.step->collective->op()), work.step->numel_in, work.step->numel_out, timeout_ms,
+      (fire_ns - work.issue_ns) / 1'000'000);
 }
 
 SimResult JobSim::Run() {
@@ -1337,10 +1314,9 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         stats.data_wait_ns += end - rank.phase_since_ns;
         break;
       case Phase::kBlocked:
-        stats.state = fmt::format(
-            "in collective {} seq {} ({}){}", group_names_[rank.blocked.group], rank.blocked.seq,
-            rank.blocked.step->collective->name(),
-            rank.blocked.complete_ns >= 0 ? ", complete, returning" : "");
+        stats.state = fmt::format("in collective {} seq {} ({}){}", group_names_[rank.blocked.group], rank.blocked.seq,
+                                  rank.blocked.step->collective->name(),
+                                  rank.blocked.complete_ns >= 0 ? ", complete, returning" : "");
         stats.collective_wait_ns += end - rank.phase_since_ns;
         break;
       case Phase::kWaitOutstanding:
@@ -1383,12 +1359,11 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   }
   for (StuckGetitem& stuck : spins_) {
     // Loads made by the time the run ended (the loop is not simulated, it is counted).
-    const int64_t load_ns = ScalePpm(
-        sample_load_ns_, ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm,
-                                  ranks_[stuck.rank].slow_ppm));
+    const int64_t load_ns =
+        ScalePpm(sample_load_ns_,
+                 ScalePpm(ranks_[stuck.rank].workers[std::max(0, stuck.worker)].slow_ppm, ranks_[stuck.rank].slow_ppm));
     if (load_ns > 0 && end > stuck.since_ns) {
-      stuck.attempts = std::max<uint64_t>(
-          stuck.attempts, static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
+      stuck.attempts = std::max<uint64_t>(stuck.attempts, static_cast<uint64_t>((end - stuck.since_ns) / load_ns) + 1);
     }
     if (tracing_) {
       TraceRecord spin;
@@ -1423,17 +1398,16 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   for (const RankState& rank : ranks_) uneven |= rank.iterations_total != ranks_[0].iterations_total;
   if (desync_) {
     result.outcome = Outcome::kDesync;
-    result.cause = skipped > 0 ? Cause::kConditionalCollective
-                               : uneven ? Cause::kUnevenBatches : Cause::kNone;
+    result.cause = skipped > 0 ? Cause::kConditionalCollective : uneven ? Cause::kUnevenBatches : Cause::kNone;
     result.desync = desync_;
   } else if (ranks_done_ == world_) {
     result.outcome = Outcome::kCompleted;
   } else if (reason == StopReason::kEventsLimit || reason == StopReason::kTimeLimit) {
     result.outcome = Outcome::kLimitReached;
-    result.limit_note = reason == StopReason::kEventsLimit
-                            ? fmt::format("petrsim's limit of {} events was reached", options_.events_max)
-                            : fmt::format("petrsim's limit of {} ns of virtual time was reached",
-                                          options_.virtual_time_max_ns);
+    result.limit_note =
+        reason == StopReason::kEventsLimit
+            ? fmt::format("petrsim's limit of {} events was reached", options_.events_max)
+            : fmt::format("petrsim's limit of {} ns of virtual time was reached", options_.virtual_time_max_ns);
   } else {
     result.outcome = first_death_ns_ >= 0 ? Outcome::kRankDied : Outcome::kHang;
   }
@@ -1449,8 +1423,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     if (skipped > 0) {
       oldest = rendezvous_.OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
         for (const RankState& rank : ranks_) {
-          if (rank.stats.collectives_skipped > 0 && rank.phase != Phase::kDead &&
-              rank.next_seq[g] <= instance.seq) {
+          if (rank.stats.collectives_skipped > 0 && rank.phase != Phase::kDead && rank.next_seq[g] <= instance.seq) {
             return true;
           }
         }
@@ -1470,8 +1443,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     }
     if (oldest == nullptr) oldest = rendezvous_.OldestIncomplete(&oldest_group);
     if (oldest != nullptr) {
-      result.collective =
-          Ref(*oldest->first, oldest_group, oldest->seq, oldest->first_iteration);
+      result.collective = Ref(*oldest->first, oldest_group, oldest->seq, oldest->first_iteration);
       for (const RankState& rank : ranks_) {
         if (rank.next_seq[oldest_group] > oldest->seq && rank.phase != Phase::kDead) {
           result.waiting_ranks.push_back(rank.rank);
@@ -1496,8 +1468,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
           result.cause = Cause::kSamplerLivelock;
           result.stuck = *stuck;
         } else if (rank.phase == Phase::kDone) {
-          result.cause = uneven ? Cause::kUnevenBatches
-                                : skipped > 0 ? Cause::kConditionalCollective : Cause::kNone;
+          result.cause = uneven ? Cause::kUnevenBatches : skipped > 0 ? Cause::kConditionalCollective : Cause::kNone;
         } else if (rank.phase == Phase::kRunning || rank.phase == Phase::kWaitData) {
           // Still computing, or waiting for a batch a (slow) worker is still loading, when
           // the others' watchdogs fired.

@@ -24,19 +24,19 @@ namespace petrsim::sim {
 struct RankStats {
   uint32_t rank = 0;
   uint64_t iterations_completed = 0;
-  uint64_t samples = 0;            // consumed by the main process
-  uint64_t loads = 0;  // getitem attempts of every batch loaded, consumed or not (timing-bound)
+  uint64_t samples = 0;  // consumed by the main process
+  uint64_t loads = 0;    // getitem attempts of every batch loaded, consumed or not (timing-bound)
   // Loads after the first of each getitem of the batches consumed (trained on); a spinning
   // getitem's loads are in StuckGetitem::attempts.
   uint64_t resample_attempts = 0;
-  uint64_t resample_jumps = 0;     // getitems that returned another frame than asked
-  uint64_t stream_breaks = 0;      // frames fed with prev_exists true after a different frame
-  uint64_t collectives = 0;        // issued
+  uint64_t resample_jumps = 0;       // getitems that returned another frame than asked
+  uint64_t stream_breaks = 0;        // frames fed with prev_exists true after a different frame
+  uint64_t collectives = 0;          // issued
   uint64_t collectives_skipped = 0;  // conditional collectives not issued (no GT)
   int64_t data_wait_ns = 0;
   int64_t collective_wait_ns = 0;
   int64_t compute_ns = 0;
-  std::string state;  // at the end: done, waiting for batch k, in collective ..., dead
+  std::string state;                        // at the end: done, waiting for batch k, in collective ..., dead
   std::optional<CollectiveRef> blocked_in;  // the oldest collective not complete at the end
   int64_t blocked_since_ns = -1;
   int64_t watchdog_fires_ns = -1;  // -1: never
@@ -59,13 +59,13 @@ struct SimResult {
   Cause cause = Cause::kNone;
   std::string limit_note;  // kLimit: which limit
   uint64_t job_iterations = 0;
-  uint64_t iterations_completed = 0;  // by every rank
-  int64_t end_ns = 0;                 // virtual time the run ended
-  int64_t last_iteration_end_ns = 0;  // when the last iteration completed on every rank
-  std::vector<uint32_t> stuck_ranks;    // never reached the collective the others wait in
-  std::vector<uint32_t> waiting_ranks;  // blocked in it
+  uint64_t iterations_completed = 0;        // by every rank
+  int64_t end_ns = 0;                       // virtual time the run ended
+  int64_t last_iteration_end_ns = 0;        // when the last iteration completed on every rank
+  std::vector<uint32_t> stuck_ranks;        // never reached the collective the others wait in
+  std::vector<uint32_t> waiting_ranks;      // blocked in it
   std::optional<CollectiveRef> collective;  // the collective the waiting ranks block in
-  int64_t blocked_at_ns = -1;             // when the last waiting rank blocked
+  int64_t blocked_at_ns = -1;               // when the last waiting rank blocked
   int64_t first_watchdog_ns = -1;
   // A sampler livelock: the spinning getitem of the batch the stuck rank waits for.
   std::optional<StuckGetitem> stuck;
@@ -86,7 +86,7 @@ struct SimOptions {
   uint64_t run_seed = 0;
   uint64_t events_max = 20'000'000'000ULL;
   int64_t virtual_time_max_ns = int64_t{365} * 24 * 3600 * 1'000'000'000LL;  // one year
-  TraceSink* trace = nullptr;  // not owned; may be null
+  TraceSink* trace = nullptr;                                                // not owned; may be null
   // How ranks blocked in a collective return when it completes: one event that wakes them all
   // in arrival order (false, the default), or one wake event per rank, scheduled back to back
   // (true). Both give the same run (times, sequence numbers, outcome, report); only the event

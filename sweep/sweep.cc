@@ -128,16 +128,14 @@ struct RunRecord {
   // Iterations per second of virtual time; none before the first completed iteration.
   std::optional<double> IterationsPerSecond() const {
     if (iterations_completed == 0 || last_iteration_end_ns <= 0) return std::nullopt;
-    return static_cast<double>(iterations_completed) /
-           (static_cast<double>(last_iteration_end_ns) * 1e-9);
+    return static_cast<double>(iterations_completed) / (static_cast<double>(last_iteration_end_ns) * 1e-9);
   }
 };
 
 const std::vector<std::string>& OutcomeNames() {
-  static const std::vector<std::string> names = {
-      OutcomeName(Outcome::kCompleted), OutcomeName(Outcome::kHang),
-      OutcomeName(Outcome::kDesync), OutcomeName(Outcome::kRankDied),
-      OutcomeName(Outcome::kLimitReached)};
+  static const std::vector<std::string> names = {OutcomeName(Outcome::kCompleted), OutcomeName(Outcome::kHang),
+                                                 OutcomeName(Outcome::kDesync), OutcomeName(Outcome::kRankDied),
+                                                 OutcomeName(Outcome::kLimitReached)};
   return names;
 }
 
@@ -181,8 +179,7 @@ RunRecord RecordFromResult(const sim::SimResult& result) {
   record.cause = CauseName(result.cause);
   record.job_iterations = result.job_iterations;
   record.iterations_completed = result.iterations_completed;
-  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kDesync ||
-      result.outcome == Outcome::kRankDied) {
+  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kDesync || result.outcome == Outcome::kRankDied) {
     if (result.blocked_at_ns >= 0) {
       record.time_to_hang_ns = result.blocked_at_ns;
     } else if (result.desync) {
@@ -206,9 +203,9 @@ RunRecord RecordFromResult(const sim::SimResult& result) {
 struct CombinationSummary {
   uint64_t runs = 0;
   uint64_t not_completed = 0;
-  std::vector<uint64_t> outcome_counts;      // by OutcomeNames()
+  std::vector<uint64_t> outcome_counts;                  // by OutcomeNames()
   std::vector<std::pair<std::string, uint64_t>> causes;  // sorted by name, non-completed runs
-  std::vector<int64_t> times_to_hang;        // sorted
+  std::vector<int64_t> times_to_hang;                    // sorted
   std::optional<int64_t> time_to_hang_median;
   std::optional<int64_t> time_to_hang_p90;
   uint64_t rate_runs = 0;
@@ -239,8 +236,8 @@ CombinationSummary Summarize(const std::vector<const RunRecord*>& records) {
     ++summary.outcome_counts[outcome];
     if (outcome != 0) {
       ++summary.not_completed;
-      auto it = std::find_if(causes.begin(), causes.end(),
-                             [&](const auto& entry) { return entry.first == record->cause; });
+      auto it =
+          std::find_if(causes.begin(), causes.end(), [&](const auto& entry) { return entry.first == record->cause; });
       if (it == causes.end()) {
         causes.emplace_back(record->cause, 1);
       } else {
@@ -265,8 +262,7 @@ CombinationSummary Summarize(const std::vector<const RunRecord*>& records) {
     summary.mean_iterations_per_s = rate_sum / static_cast<double>(summary.rate_runs);
   }
   if (summary.runs > 0) {
-    summary.mean_stream_breaks =
-        static_cast<double>(breaks_sum) / static_cast<double>(summary.runs);
+    summary.mean_stream_breaks = static_cast<double>(breaks_sum) / static_cast<double>(summary.runs);
   }
   return summary;
 }
@@ -276,13 +272,10 @@ double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 // "1835.120 s (0:30:35)"; the clock part is truncated to whole seconds.
 std::string FormatSeconds(int64_t ns) {
   const int64_t total = ns / 1'000'000'000;
-  return fmt::format("{:.3f} s ({}:{:02}:{:02})", Seconds(ns), total / 3600, total / 60 % 60,
-                     total % 60);
+  return fmt::format("{:.3f} s ({}:{:02}:{:02})", Seconds(ns), total / 3600, total / 60 % 60, total % 60);
 }
 
-std::string FormatOptionalSeconds(const std::optional<int64_t>& ns) {
-  return ns ? FormatSeconds(*ns) : "-";
-}
+std::string FormatOptionalSeconds(const std::optional<int64_t>& ns) { return ns ? FormatSeconds(*ns) : "-"; }
 
 std::string OutcomeList(const CombinationSummary& summary) {
   std::string text;
@@ -304,18 +297,15 @@ std::string CsvField(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string FormatTable(const SweepIdentity& identity,
-                        const std::vector<CombinationSummary>& summaries) {
-  std::string text = fmt::format("sweep of {}: {} combination{} x {} seed{} = {} runs\n",
-                                 identity.scenario_path, identity.Combinations(),
-                                 identity.Combinations() == 1 ? "" : "s", identity.seeds,
+std::string FormatTable(const SweepIdentity& identity, const std::vector<CombinationSummary>& summaries) {
+  std::string text = fmt::format("sweep of {}: {} combination{} x {} seed{} = {} runs\n", identity.scenario_path,
+                                 identity.Combinations(), identity.Combinations() == 1 ? "" : "s", identity.seeds,
                                  identity.seeds == 1 ? "" : "s", identity.Runs());
   for (const std::string& set : identity.sets) text += "--set " + set + "\n";
   text += fmt::format(
       "run i of a combination: job.seed = (job.seed + i) mod 2^31, run seed (cost jitter) = {} "
       "+ i, i = 0..{}\n",
-      identity.seed_base ? std::to_string(*identity.seed_base) : "0",
-      identity.seeds - 1);
+      identity.seed_base ? std::to_string(*identity.seed_base) : "0", identity.seeds - 1);
   text += "hang p: runs not completed; time to hang: when the waiting ranks blocked (virtual)\n\n";
 
   struct Column {
@@ -326,8 +316,7 @@ std::string FormatTable(const SweepIdentity& identity,
   std::vector<Column> columns;
   for (const SweepAxis& axis : identity.vary) columns.push_back({axis.path, true, {}});
   const size_t axes = columns.size();
-  for (const char* header :
-       {"runs", "hang p", "time to hang median", "p90", "it/s", "breaks/run"}) {
+  for (const char* header : {"runs", "hang p", "time to hang median", "p90", "it/s", "breaks/run"}) {
     columns.push_back({header, false, {}});
   }
   columns.push_back({"outcomes", true, {}});
@@ -339,15 +328,12 @@ std::string FormatTable(const SweepIdentity& identity,
     columns[k++].cells.push_back(std::to_string(summary.runs));
     columns[k++].cells.push_back(fmt::format(
         "{:.3f} ({}/{})",
-        summary.runs == 0 ? 0.0
-                          : static_cast<double>(summary.not_completed) /
-                                static_cast<double>(summary.runs),
+        summary.runs == 0 ? 0.0 : static_cast<double>(summary.not_completed) / static_cast<double>(summary.runs),
         summary.not_completed, summary.runs));
     columns[k++].cells.push_back(FormatOptionalSeconds(summary.time_to_hang_median));
     columns[k++].cells.push_back(FormatOptionalSeconds(summary.time_to_hang_p90));
-    columns[k++].cells.push_back(summary.mean_iterations_per_s
-                                     ? fmt::format("{:.3f}", *summary.mean_iterations_per_s)
-                                     : "-");
+    columns[k++].cells.push_back(summary.mean_iterations_per_s ? fmt::format("{:.3f}", *summary.mean_iterations_per_s)
+                                                               : "-");
     columns[k++].cells.push_back(fmt::format("{:.2f}", summary.mean_stream_breaks));
     columns[k++].cells.push_back(OutcomeList(summary));
   }
@@ -380,14 +366,13 @@ std::string FormatTable(const SweepIdentity& identity,
   return text;
 }
 
-std::string FormatCsv(const SweepIdentity& identity,
-                      const std::vector<CombinationSummary>& summaries) {
+std::string FormatCsv(const SweepIdentity& identity, const std::vector<CombinationSummary>& summaries) {
   std::vector<std::string> header;
   for (const SweepAxis& axis : identity.vary) header.push_back(CsvField(axis.path));
   for (const char* name : {"runs", "not_completed", "hang_probability"}) header.push_back(name);
   for (const std::string& name : OutcomeNames()) header.push_back(name);
-  for (const char* name : {"time_to_hang_runs", "time_to_hang_median_s", "time_to_hang_p90_s",
-                           "mean_iterations_per_s", "mean_stream_breaks"}) {
+  for (const char* name : {"time_to_hang_runs", "time_to_hang_median_s", "time_to_hang_p90_s", "mean_iterations_per_s",
+                           "mean_stream_breaks"}) {
     header.push_back(name);
   }
   std::string text = fmt::format("{}\n", fmt::join(header, ","));
@@ -398,28 +383,20 @@ std::string FormatCsv(const SweepIdentity& identity,
     fields.push_back(std::to_string(summary.runs));
     fields.push_back(std::to_string(summary.not_completed));
     fields.push_back(fmt::format(
-        "{:.6f}", summary.runs == 0 ? 0.0
-                                    : static_cast<double>(summary.not_completed) /
-                                          static_cast<double>(summary.runs)));
+        "{:.6f}",
+        summary.runs == 0 ? 0.0 : static_cast<double>(summary.not_completed) / static_cast<double>(summary.runs)));
     for (const uint64_t count : summary.outcome_counts) fields.push_back(std::to_string(count));
     fields.push_back(std::to_string(summary.times_to_hang.size()));
-    fields.push_back(summary.time_to_hang_median
-                         ? fmt::format("{:.3f}", Seconds(*summary.time_to_hang_median))
-                         : "");
-    fields.push_back(summary.time_to_hang_p90
-                         ? fmt::format("{:.3f}", Seconds(*summary.time_to_hang_p90))
-                         : "");
-    fields.push_back(summary.mean_iterations_per_s
-                         ? fmt::format("{:.6f}", *summary.mean_iterations_per_s)
-                         : "");
+    fields.push_back(summary.time_to_hang_median ? fmt::format("{:.3f}", Seconds(*summary.time_to_hang_median)) : "");
+    fields.push_back(summary.time_to_hang_p90 ? fmt::format("{:.3f}", Seconds(*summary.time_to_hang_p90)) : "");
+    fields.push_back(summary.mean_iterations_per_s ? fmt::format("{:.6f}", *summary.mean_iterations_per_s) : "");
     fields.push_back(fmt::format("{:.6f}", summary.mean_stream_breaks));
     text += fmt::format("{}\n", fmt::join(fields, ","));
   }
   return text;
 }
 
-std::string FormatJson(const SweepIdentity& identity,
-                       const std::vector<CombinationSummary>& summaries,
+std::string FormatJson(const SweepIdentity& identity, const std::vector<CombinationSummary>& summaries,
                        const std::vector<RunRecord>& records, bool json_runs) {
   Json combinations = Json::array();
   for (uint64_t c = 0; c < summaries.size(); ++c) {
@@ -443,9 +420,8 @@ std::string FormatJson(const SweepIdentity& identity,
         {"values", values},
         {"run_count", summary.runs},
         {"not_completed", summary.not_completed},
-        {"hang_probability", summary.runs == 0 ? 0.0
-                                               : static_cast<double>(summary.not_completed) /
-                                                     static_cast<double>(summary.runs)},
+        {"hang_probability",
+         summary.runs == 0 ? 0.0 : static_cast<double>(summary.not_completed) / static_cast<double>(summary.runs)},
         {"outcomes", outcomes},
         {"causes", causes},
         {"time_to_hang", hang},
@@ -465,8 +441,8 @@ std::string FormatJson(const SweepIdentity& identity,
 }
 
 // `records` holds every run of the sweep, by run index.
-std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunRecord>& records,
-                        SweepFormat format, bool json_runs) {
+std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunRecord>& records, SweepFormat format,
+                        bool json_runs) {
   PETRSIM_ASSERT(records.size() == identity.Runs());
   std::vector<CombinationSummary> summaries;
   for (uint64_t c = 0; c < identity.Combinations(); ++c) {
@@ -532,16 +508,13 @@ class DatasetCache {
 // (drop_empty_groups) and, for synthetic data, the seed.
 std::string DatasetKey(const Scenario& scenario) {
   std::string key;
-  for (const google::protobuf::Message* part :
-       std::initializer_list<const google::protobuf::Message*>{
-           &scenario.dataset(), &scenario.filters(), &scenario.grouping(),
-           &scenario.resample()}) {
+  for (const google::protobuf::Message* part : std::initializer_list<const google::protobuf::Message*>{
+           &scenario.dataset(), &scenario.filters(), &scenario.grouping(), &scenario.resample()}) {
     const std::string bytes = part->SerializeAsString();
     key += std::to_string(bytes.size()) + ":" + bytes;
   }
-  const bool synthetic =
-      std::any_of(scenario.dataset().subdatasets().begin(), scenario.dataset().subdatasets().end(),
-                  [](const SubDataset& sub) { return sub.source_case() == SubDataset::kSynthetic; });
+  const bool synthetic = std::any_of(scenario.dataset().subdatasets().begin(), scenario.dataset().subdatasets().end(),
+                                     [](const SubDataset& sub) { return sub.source_case() == SubDataset::kSynthetic; });
   if (synthetic) key += "seed:" + std::to_string(scenario.seed());  // e.g. --vary seed=1,2
   return key;
 }
@@ -562,25 +535,21 @@ std::string CombinationDisplay(const SweepIdentity& identity, uint64_t c) {
   return identity.scenario_path + " with --vary " + identity.Describe(c);
 }
 
-RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t run,
-                 DatasetCache& cache) {
+RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t run, DatasetCache& cache) {
   const uint64_t c = run / identity.seeds;
   const uint32_t i = static_cast<uint32_t>(run % identity.seeds);
   Scenario scenario = CombinationScenario(base, identity, c);
   const uint64_t scenario_seed = identity.seed_base.value_or(0) + i;  // the run seed
-  const uint32_t job_seed =
-      static_cast<uint32_t>((uint64_t{scenario.job().seed()} + i) % kJobSeedModulus);
+  const uint32_t job_seed = static_cast<uint32_t>((uint64_t{scenario.job().seed()} + i) % kJobSeedModulus);
   scenario.mutable_job()->set_seed(job_seed);
   sim::SimOptions options;
   options.run_seed = scenario_seed;
   const std::string context =
       fmt::format("run {} ({}, seed index {}: run seed {}, job.seed {}): ", run,
-                  identity.vary.empty() ? std::string("no --vary") : identity.Describe(c), i,
-                  scenario_seed, job_seed);
+                  identity.vary.empty() ? std::string("no --vary") : identity.Describe(c), i, scenario_seed, job_seed);
   try {
     ValidateScenario(scenario, identity.scenario_path);
-    const std::shared_ptr<const Dataset> dataset =
-        cache.Get(DatasetKey(scenario), scenario, identity.scenario_path);
+    const std::shared_ptr<const Dataset> dataset = cache.Get(DatasetKey(scenario), scenario, identity.scenario_path);
     CheckSamplerConstructible(scenario, *dataset, identity.scenario_path);
     const sim::SimResult result = sim::Simulate(scenario, *dataset, options);
     RunRecord record = RecordFromResult(result);
@@ -608,14 +577,14 @@ std::string ReadFileBytes(const std::string& path, const char* what) {
 // (file + --set) and fills `identity`.
 Scenario CheckSweep(const SweepSpec& spec, SweepIdentity& identity) {
   if (spec.seeds == 0) throw ScenarioError("--seeds: must be >= 1, got 0");
-  if (spec.shard && (spec.shard->count == 0 || spec.shard->index == 0 ||
-                     spec.shard->index > spec.shard->count)) {
-    throw ScenarioError(fmt::format("--shard: expected K/N with 1 <= K <= N, got {}/{}",
-                                    spec.shard->index, spec.shard->count));
+  if (spec.shard && (spec.shard->count == 0 || spec.shard->index == 0 || spec.shard->index > spec.shard->count)) {
+    throw ScenarioError(
+        fmt::format("--shard: expected K/N with 1 <= K <= N, got {}/{}", spec.shard->index, spec.shard->count));
   }
   if (spec.shard && spec.format == SweepFormat::kCsv) {
-    throw ScenarioError("--shard writes a JSON shard file for `petrsim merge`; --csv and the "
-                        "table are printed by merge");
+    throw ScenarioError(
+        "--shard writes a JSON shard file for `petrsim merge`; --csv and the "
+        "table are printed by merge");
   }
   for (size_t a = 0; a < spec.vary.size(); ++a) {
     if (spec.vary[a].values.empty()) {
@@ -658,8 +627,8 @@ Scenario CheckSweep(const SweepSpec& spec, SweepIdentity& identity) {
         std::string what = error.what();
         const std::string prefix = "--set " + text + ": ";
         if (what.starts_with(prefix)) what.erase(0, prefix.size());
-        throw ScenarioError("--vary " + axis.path + "=" + fmt::format("{}", fmt::join(axis.values, ",")) +
-                            ": value '" + value + "': " + what);
+        throw ScenarioError("--vary " + axis.path + "=" + fmt::format("{}", fmt::join(axis.values, ",")) + ": value '" +
+                            value + "': " + what);
       }
     }
   }
@@ -670,15 +639,14 @@ Scenario CheckSweep(const SweepSpec& spec, SweepIdentity& identity) {
 }
 
 // Runs `runs` (global run indices, ascending) and returns their records in the same order.
-std::vector<RunRecord> RunAll(const Scenario& base, const SweepIdentity& identity,
-                              const std::vector<uint64_t>& runs, const SweepSpec& spec) {
+std::vector<RunRecord> RunAll(const Scenario& base, const SweepIdentity& identity, const std::vector<uint64_t>& runs,
+                              const SweepSpec& spec) {
   std::vector<RunRecord> records(runs.size());
   // Seed-major execution order: runs of one seed (that may share a dataset) run together.
   std::vector<size_t> order(runs.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return runs[a] % identity.seeds < runs[b] % identity.seeds;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return runs[a] % identity.seeds < runs[b] % identity.seeds; });
 
   DatasetCache cache;
   std::atomic<size_t> next{0};
@@ -724,8 +692,7 @@ std::vector<RunRecord> RunAll(const Scenario& base, const SweepIdentity& identit
   }
   if (!errors.empty()) {
     // The failing run with the lowest index among those that ran.
-    std::sort(errors.begin(), errors.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(errors.begin(), errors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::rethrow_exception(errors.front().second);
   }
   return records;
@@ -750,8 +717,7 @@ class ShardReader {
     return *it;
   }
 
-  uint64_t Unsigned(const Json& object, const std::string& where, const char* name,
-                    uint64_t max = UINT64_MAX) const {
+  uint64_t Unsigned(const Json& object, const std::string& where, const char* name, uint64_t max = UINT64_MAX) const {
     const Json& value = Member(object, where, name);
     if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
       Fail(where + "." + name, "expected an unsigned integer, got " + value.dump());
@@ -763,8 +729,7 @@ class ShardReader {
 
   int64_t Signed(const Json& object, const std::string& where, const char* name) const {
     const Json& value = Member(object, where, name);
-    if (!value.is_number_integer() ||
-        (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX})) {
+    if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX})) {
       Fail(where + "." + name, "expected a 64-bit integer, got " + value.dump());
     }
     return value.get<int64_t>();
@@ -805,8 +770,7 @@ SweepIdentity IdentityFromJson(const ShardReader& reader, const Json& json) {
     identity.vary.push_back(std::move(axis));
   }
   identity.sets = reader.Strings(reader.Member(json, "sweep", "sets"), "sweep.sets");
-  identity.seeds =
-      static_cast<uint32_t>(reader.Unsigned(json, "sweep", "seeds", UINT32_MAX));
+  identity.seeds = static_cast<uint32_t>(reader.Unsigned(json, "sweep", "seeds", UINT32_MAX));
   if (identity.seeds == 0) reader.Fail("sweep.seeds", "must be >= 1");
   if (!reader.Member(json, "sweep", "seed_base").is_null()) {
     identity.seed_base = reader.Unsigned(json, "sweep", "seed_base");
@@ -828,21 +792,18 @@ RunRecord RecordFromJson(const ShardReader& reader, const Json& json, const std:
   RunRecord record;
   record.run = reader.Unsigned(json, where, "run");
   if (record.run >= identity.Runs()) {
-    reader.Fail(where + ".run", fmt::format("must be < {} (the sweep's runs), got {}",
-                                            identity.Runs(), record.run));
+    reader.Fail(where + ".run", fmt::format("must be < {} (the sweep's runs), got {}", identity.Runs(), record.run));
   }
   record.combination = reader.Unsigned(json, where, "combination");
   record.seed_index = static_cast<uint32_t>(reader.Unsigned(json, where, "seed_index", UINT32_MAX));
-  if (record.combination != record.run / identity.seeds ||
-      record.seed_index != record.run % identity.seeds) {
-    reader.Fail(where, fmt::format("combination {} and seed_index {} do not match run {}",
-                                   record.combination, record.seed_index, record.run));
+  if (record.combination != record.run / identity.seeds || record.seed_index != record.run % identity.seeds) {
+    reader.Fail(where, fmt::format("combination {} and seed_index {} do not match run {}", record.combination,
+                                   record.seed_index, record.run));
   }
   record.scenario_seed = reader.Unsigned(json, where, "run_seed");
   record.job_seed = static_cast<uint32_t>(reader.Unsigned(json, where, "job_seed", UINT32_MAX));
   record.outcome = reader.String(json, where, "outcome");
-  if (std::find(OutcomeNames().begin(), OutcomeNames().end(), record.outcome) ==
-      OutcomeNames().end()) {
+  if (std::find(OutcomeNames().begin(), OutcomeNames().end(), record.outcome) == OutcomeNames().end()) {
     reader.Fail(where + ".outcome", "unknown outcome '" + record.outcome + "'");
   }
   record.cause = reader.String(json, where, "cause");
@@ -858,8 +819,7 @@ RunRecord RecordFromJson(const ShardReader& reader, const Json& json, const std:
   return record;
 }
 
-std::string FormatShard(const SweepIdentity& identity, const SweepShard& shard,
-                        const std::vector<RunRecord>& records) {
+std::string FormatShard(const SweepIdentity& identity, const SweepShard& shard, const std::vector<RunRecord>& records) {
   Json runs = Json::array();
   for (const RunRecord& record : records) runs.push_back(RecordJson(identity, record));
   const Json document{{"format", kShardFormat},
@@ -916,8 +876,7 @@ SweepAxis ParseVary(const std::string& text) {
 }
 
 SweepShard ParseShard(const std::string& text) {
-  const std::string expected = "--shard: expected K/N with 1 <= K <= N (K is 1-based), got '" +
-                               text + "'";
+  const std::string expected = "--shard: expected K/N with 1 <= K <= N (K is 1-based), got '" + text + "'";
   const size_t slash = text.find('/');
   if (slash == std::string::npos) throw ScenarioError(expected);
   auto parse = [&](std::string_view digits) {
@@ -950,8 +909,7 @@ int RunSweep(const SweepSpec& spec, std::FILE* out) {
   return 0;
 }
 
-int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs,
-             std::FILE* out) {
+int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out) {
   if (paths.empty()) throw ScenarioError("merge: no shard files given");
   std::optional<SweepIdentity> identity;
   Json reference_identity;
@@ -969,8 +927,7 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
       throw ScenarioError(path + ": not a JSON shard file: " + error.what());
     }
     const ShardReader reader(path);
-    if (!document.is_object() || !document.contains("format") ||
-        document.at("format") != std::string(kShardFormat)) {
+    if (!document.is_object() || !document.contains("format") || document.at("format") != std::string(kShardFormat)) {
       throw ScenarioError(path + ": not a shard file of `petrsim sweep --shard K/N`");
     }
     if (reader.Unsigned(document, "file", "version") != kShardVersion) {
@@ -982,8 +939,7 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
     const uint64_t index = reader.Unsigned(shard_json, "shard", "index", UINT32_MAX);
     const uint64_t file_count = reader.Unsigned(shard_json, "shard", "count", UINT32_MAX);
     if (file_count == 0 || index == 0 || index > file_count) {
-      reader.Fail("shard", fmt::format("expected K/N with 1 <= K <= N, got {}/{}", index,
-                                       file_count));
+      reader.Fail("shard", fmt::format("expected K/N with 1 <= K <= N, got {}/{}", index, file_count));
     }
     if (!identity) {
       identity = file_identity;
@@ -999,30 +955,29 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
                             DescribeIdentityDifference(reference_identity, sweep) + ")");
       }
       if (file_count != count) {
-        throw ScenarioError(fmt::format("{}: shard {}/{} of {} shards, but {} is one of {}", path,
-                                        index, file_count, file_count, reference_path, count));
+        throw ScenarioError(fmt::format("{}: shard {}/{} of {} shards, but {} is one of {}", path, index, file_count,
+                                        file_count, reference_path, count));
       }
     }
     if (!shard_paths[index - 1].empty()) {
-      throw ScenarioError(fmt::format("{}: shard {}/{} given twice (also {})", path, index, count,
-                                      shard_paths[index - 1]));
+      throw ScenarioError(
+          fmt::format("{}: shard {}/{} given twice (also {})", path, index, count, shard_paths[index - 1]));
     }
     shard_paths[index - 1] = path;
 
     const Json& runs = reader.Member(document, "file", "runs");
     if (!runs.is_array()) reader.Fail("runs", "expected a list");
-    const std::vector<uint64_t> expected = ShardRuns(identity->Runs(),
-                                                     SweepShard{static_cast<uint32_t>(index), count});
+    const std::vector<uint64_t> expected = ShardRuns(identity->Runs(), SweepShard{static_cast<uint32_t>(index), count});
     if (runs.size() != expected.size()) {
-      reader.Fail("runs", fmt::format("shard {}/{} has {} runs, the file holds {}", index, count,
-                                      expected.size(), runs.size()));
+      reader.Fail("runs", fmt::format("shard {}/{} has {} runs, the file holds {}", index, count, expected.size(),
+                                      runs.size()));
     }
     for (size_t k = 0; k < runs.size(); ++k) {
       const std::string where = fmt::format("runs[{}]", k);
       RunRecord record = RecordFromJson(reader, runs[k], where, *identity);
       if (record.run != expected[k]) {
-        reader.Fail(where + ".run", fmt::format("expected run {} of shard {}/{}, got {}",
-                                                expected[k], index, count, record.run));
+        reader.Fail(where + ".run",
+                    fmt::format("expected run {} of shard {}/{}, got {}", expected[k], index, count, record.run));
       }
       seen[record.run] = true;
       records[record.run] = std::move(record);
@@ -1033,9 +988,8 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
     if (shard_paths[k].empty()) missing.push_back(fmt::format("{}/{}", k + 1, count));
   }
   if (!missing.empty()) {
-    throw ScenarioError(fmt::format("merge: shard{} {} of the sweep in {} missing",
-                                    missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
-                                    reference_path));
+    throw ScenarioError(fmt::format("merge: shard{} {} of the sweep in {} missing", missing.size() == 1 ? "" : "s",
+                                    fmt::join(missing, ", "), reference_path));
   }
   PETRSIM_ASSERT(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }));
   Write(FormatSweep(*identity, records, format, json_runs), out);

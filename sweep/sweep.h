@@ -76,12 +76,12 @@ struct SweepShard {
 
 struct SweepSpec {
   std::string scenario_path;
-  std::vector<SweepAxis> vary;    // no axis: one combination, the scenario itself
-  std::vector<std::string> sets;  // --set path=value, applied before the combination's values
-  uint32_t seeds = 1;             // >= 1
+  std::vector<SweepAxis> vary;        // no axis: one combination, the scenario itself
+  std::vector<std::string> sets;      // --set path=value, applied before the combination's values
+  uint32_t seeds = 1;                 // >= 1
   std::optional<uint64_t> seed_base;  // first run seed (cost jitter); default 0
-  uint32_t jobs = 0;  // worker threads; 0: std::thread::hardware_concurrency() (at least 1)
-  std::optional<SweepShard> shard;  // set: write a shard file (JSON) for `petrsim merge`
+  uint32_t jobs = 0;                  // worker threads; 0: std::thread::hardware_concurrency() (at least 1)
+  std::optional<SweepShard> shard;    // set: write a shard file (JSON) for `petrsim merge`
   SweepFormat format = SweepFormat::kTable;
   bool json_runs = false;  // kJson: list every run's record under its combination
   // Called after each run with (runs done, runs of this shard), from the worker threads but
@@ -106,7 +106,6 @@ int RunSweep(const SweepSpec& spec, std::FILE* out);
 // unsharded sweep writes in `format`. Throws ScenarioError naming the file when a file cannot be
 // read or parsed, the files come from different sweeps, or a shard is missing or given twice.
 // Returns the exit code, 0.
-int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs,
-             std::FILE* out);
+int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out);
 
 }  // namespace petrsim

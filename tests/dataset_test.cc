@@ -16,13 +16,13 @@ const char* kTwoSubDatasets = R"pb(
     subdatasets {
       name: "train"
       explicit {
-        scenes { gt_counts: [1, 1, 1, 1] }
-        scenes { gt_counts: [1, 0, 1, 1, 1] }
+        scenes { gt_counts: [ 1, 1, 1, 1 ] }
+        scenes { gt_counts: [ 1, 0, 1, 1, 1 ] }
       }
     }
     subdatasets {
       name: "val"
-      explicit { scenes { gt_counts: [0, 0, 2] } }
+      explicit { scenes { gt_counts: [ 0, 0, 2 ] } }
     }
   }
   job { world_size: 1 samples_per_gpu: 1 }
@@ -44,8 +44,7 @@ TEST(DatasetTest, ConcatenatesFlagsWithoutOffset) {
 
 TEST(DatasetTest, PrevExistsResetsAtEveryChunkStartIncludingSubDatasetSwitch) {
   const Dataset dataset = BuildDataset(ScenarioFromText(kTwoSubDatasets), "t");
-  const std::vector<bool> expected = {false, true, false, true, false, true, true,
-                                      false, true, false, true, false};
+  const std::vector<bool> expected = {false, true, false, true, false, true, true, false, true, false, true, false};
   for (int64_t i = 0; i < dataset.size(); ++i) {
     EXPECT_EQ(dataset.frame(i).prev_exists, expected[i]) << "index " << i;
   }
@@ -63,14 +62,22 @@ TEST(DatasetTest, ResamplePoolIsTheSubDatasetChunkNotTheMergedGroup) {
 
 TEST(DatasetTest, BoxFiltersApplyValidFlagClassAndStrictRange) {
   const Scenario scenario = ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit { scenes { frames {
-      boxes { name: "car" x: 1 y: 1 num_lidar_pts: 3 }
-      boxes { name: "car" x: 1 y: 1 num_lidar_pts: 0 num_radar_pts: 2 }
-      boxes { name: "car" x: 1 y: 1 num_lidar_pts: 0 num_radar_pts: 0 }
-      boxes { name: "animal" x: 1 y: 1 num_lidar_pts: 9 }
-      boxes { name: "pedestrian" x: 51.2 y: 0 num_lidar_pts: 9 }
-      boxes { name: "pedestrian" x: 0 y: -51.19 num_lidar_pts: 9 }
-    } } } } }
+    dataset {
+      subdatasets {
+        explicit {
+          scenes {
+            frames {
+              boxes { name: "car" x: 1 y: 1 num_lidar_pts: 3 }
+              boxes { name: "car" x: 1 y: 1 num_lidar_pts: 0 num_radar_pts: 2 }
+              boxes { name: "car" x: 1 y: 1 num_lidar_pts: 0 num_radar_pts: 0 }
+              boxes { name: "animal" x: 1 y: 1 num_lidar_pts: 9 }
+              boxes { name: "pedestrian" x: 51.2 y: 0 num_lidar_pts: 9 }
+              boxes { name: "pedestrian" x: 0 y: -51.19 num_lidar_pts: 9 }
+            }
+          }
+        }
+      }
+    }
     grouping { seq_mode: false }
     job { world_size: 1 samples_per_gpu: 1 }
   )pb");
@@ -134,8 +141,7 @@ TEST(DatasetTest, SceneTooShortForTheSplitIsRejectedLikeMmdet3d) {
     FAIL() << "expected a ScenarioError";
   } catch (const ScenarioError& error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("bad.pbtxt: dataset.subdatasets[0] ('train') scene 1"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("bad.pbtxt: dataset.subdatasets[0] ('train') scene 1"), std::string::npos) << message;
     EXPECT_NE(message.find("mmdet3d asserts every scene yields exactly 4"), std::string::npos);
   }
 }
@@ -192,10 +198,18 @@ namespace {
 TEST(DatasetTest, RangeFilterComparesInFloat32LikeMmdet3d) {
   // 51.19999999 rounds to 51.2f, which is not < 51.2f: mmdet3d drops the box.
   const Scenario scenario = testing::ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit { scenes { frames {
-      boxes { name: "car" x: 51.19999999 y: 0 num_lidar_pts: 1 }
-      boxes { name: "car" x: 51.1999 y: 0 num_lidar_pts: 1 }
-    } } } } }
+    dataset {
+      subdatasets {
+        explicit {
+          scenes {
+            frames {
+              boxes { name: "car" x: 51.19999999 y: 0 num_lidar_pts: 1 }
+              boxes { name: "car" x: 51.1999 y: 0 num_lidar_pts: 1 }
+            }
+          }
+        }
+      }
+    }
     grouping { seq_mode: false }
     job { world_size: 1 samples_per_gpu: 1 }
   )pb");

@@ -6,25 +6,25 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "formats/pickle/pickle.h"
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/iteration_plan.h"
 #include "model/scenario_loader.h"
 #include "replay/diagnose.h"
 #include "replay/flight_recorder.h"
-#include "formats/pickle/pickle.h"
+#include "sim/simulator.h"
 #include "trace/directory_writer.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
-#include "sim/simulator.h"
 
 namespace petrsim {
 namespace {
@@ -219,7 +219,8 @@ TEST(Diagnose, ADumpOfAnotherVersionIsRefused) {
   } catch (const ScenarioError& error) {
     const std::string message = error.what();
     EXPECT_NE(message.find("_dump_0.json: version: Flight Recorder dump version '3.0' is not supported"),
-              std::string::npos) << message;
+              std::string::npos)
+        << message;
   }
 }
 
@@ -290,7 +291,8 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   ASSERT_TRUE(result.stuck.has_value());
   EXPECT_NE(diagnosis.cause->find("worker " + std::to_string(result.stuck->worker) + " of rank " +
                                   std::to_string(result.stuck->rank)),
-            std::string::npos) << *diagnosis.cause;
+            std::string::npos)
+      << *diagnosis.cause;
   EXPECT_NE(diagnosis.cause->find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << *diagnosis.cause;
 
   const ScenarioCrossCheck cross = CrossCheck(diagnosis, scenario, scenario_path);
@@ -346,21 +348,33 @@ void WriteJsonDump(const fs::path& dir, uint32_t rank, const std::vector<std::st
     config[groups[g]] = {{"name", groups[g]}, {"desc", desc.empty() ? "group " + groups[g] : desc}, {"ranks", members}};
     const auto it = enqueued.find(groups[g]);
     const int64_t last = it != enqueued.end() ? it->second : 0;
-    status[std::to_string(g)] = {{"last_enqueued_collective", last}, {"last_started_collective", -1},
-                                 {"last_completed_collective", last - 1}};
+    status[std::to_string(g)] = {
+        {"last_enqueued_collective", last}, {"last_started_collective", -1}, {"last_completed_collective", last - 1}};
   }
   nlohmann::json list = nlohmann::json::array();
   int64_t record = 0;
   for (const Entry& e : entries) {
-    list.push_back({{"record_id", record++}, {"pg_id", ids.at(e.group)},
+    list.push_back({{"record_id", record++},
+                    {"pg_id", ids.at(e.group)},
                     {"process_group", {e.group, desc.empty() ? "group " + e.group : desc}},
-                    {"collective_seq_id", e.seq}, {"p2p_seq_id", 0}, {"op_id", e.seq},
-                    {"profiling_name", e.op}, {"time_created_ns", 1000 * e.seq + record},
-                    {"input_sizes", {{e.size}}}, {"input_dtypes", {e.dtype}}, {"output_sizes", {{e.size}}},
-                    {"output_dtypes", {e.dtype}}, {"state", "scheduled"}, {"timeout_ms", 600000}, {"is_p2p", false}});
+                    {"collective_seq_id", e.seq},
+                    {"p2p_seq_id", 0},
+                    {"op_id", e.seq},
+                    {"profiling_name", e.op},
+                    {"time_created_ns", 1000 * e.seq + record},
+                    {"input_sizes", {{e.size}}},
+                    {"input_dtypes", {e.dtype}},
+                    {"output_sizes", {{e.size}}},
+                    {"output_dtypes", {e.dtype}},
+                    {"state", "scheduled"},
+                    {"timeout_ms", 600000},
+                    {"is_p2p", false}});
   }
-  const nlohmann::json dump = {{"version", "2.10"}, {"comm_lib_version", "2.27.3"}, {"pg_config", config},
-                               {"pg_status", status}, {"entries", list}};
+  const nlohmann::json dump = {{"version", "2.10"},
+                               {"comm_lib_version", "2.27.3"},
+                               {"pg_config", config},
+                               {"pg_status", status},
+                               {"entries", list}};
   std::ofstream(dir / ("dump_" + std::to_string(rank) + ".json")) << dump.dump(1);
 }
 
@@ -368,8 +382,7 @@ TEST(Diagnose, ADesyncNamesTheRankThatDiffers) {
   const fs::path dir = TempDir("desync");
   const std::vector<uint32_t> members = {0, 1, 2};
   for (uint32_t r = 0; r < 3; ++r) {
-    WriteJsonDump(dir, r, {"0"}, members,
-                  {{"0", 5, "nccl:all_reduce", r == 2 ? "Long" : "Float", 1}}, {{"0", 5}});
+    WriteJsonDump(dir, r, {"0"}, members, {{"0", 5, "nccl:all_reduce", r == 2 ? "Long" : "Float", 1}}, {{"0", 5}});
   }
   const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
   ASSERT_EQ(diagnosis.desyncs.size(), 1u) << FormatDiagnosis(diagnosis);
@@ -417,9 +430,8 @@ TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
   const DesyncFinding& finding = diagnosis.desyncs[0];
   EXPECT_EQ(static_cast<uint64_t>(finding.seq), result.desync->seq);
   // The skipping rank is the one whose call differs from the others'.
-  const uint32_t skipper = result.ranks[result.desync->other_rank].collectives_skipped > 0
-                               ? result.desync->other_rank
-                               : result.desync->first_rank;
+  const uint32_t skipper = result.ranks[result.desync->other_rank].collectives_skipped > 0 ? result.desync->other_rank
+                                                                                           : result.desync->first_rank;
   EXPECT_EQ(finding.culprit_ranks, std::vector<uint32_t>{skipper}) << FormatDiagnosis(diagnosis);
 }
 
@@ -481,8 +493,7 @@ TEST(LocateCollective, StartupThenIterationsThenPeriodic) {
   const auto at = [&](uint64_t seq) {
     const auto position = LocateCollective(expanded, "default_pg", seq, 10);
     if (!position) return std::string("none");
-    return position->startup ? "startup " + position->step
-                             : std::to_string(position->iteration) + " " + position->step;
+    return position->startup ? "startup " + position->step : std::to_string(position->iteration) + " " + position->step;
   };
   EXPECT_EQ(at(0), "none");
   EXPECT_EQ(at(1), "startup broadcast params");
@@ -506,8 +517,8 @@ std::string Bytes(std::initializer_list<int> values) {
 
 TEST(Pickle, ReadsPlainDataAndSharesMemoizedObjects) {
   // {'a': [1, -2, 300, 70000], 'b': ('x', None, True, 1.5)} with the list memoized and reused.
-  std::string p = Bytes({0x80, 2, '}', 'q', 0, '(', 'X', 1, 0, 0, 0, 'a', ']', 'q', 1, '(', 'K', 1, 'J', 0xfe, 0xff,
-                         0xff, 0xff, 'M', 0x2c, 0x01, 0x8a, 3, 0x70, 0x11, 0x01, 'e'});
+  std::string p = Bytes({0x80, 2, '}', 'q',  0,    '(',  'X',  1,   0,    0,    0,    'a', ']',  'q',  1,    '(',
+                         'K',  1, 'J', 0xfe, 0xff, 0xff, 0xff, 'M', 0x2c, 0x01, 0x8a, 3,   0x70, 0x11, 0x01, 'e'});
   p += Bytes({'X', 1, 0, 0, 0, 'b', '(', 'X', 1, 0, 0, 0, 'x', 'N', 0x88, 'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 't'});
   p += Bytes({'X', 1, 0, 0, 0, 'c', 'h', 1, 'u', '.'});
   const PickleDocument doc = ParsePickle(p, "test.pkl");
@@ -556,7 +567,8 @@ TEST(Pickle, RefusesHugeLengthsAndUnknownOpcodes) {
     FAIL();
   } catch (const PickleError& error) {
     EXPECT_NE(std::string(error.what()).find("text.pkl: byte 0: unknown pickle opcode 0x00 (not a pickle"),
-              std::string::npos) << error.what();
+              std::string::npos)
+        << error.what();
   }
   EXPECT_THROW(ParsePickle(Bytes({0x80, 2, 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, '.'}), "long.pkl"), PickleError);
 }
@@ -582,9 +594,9 @@ TEST(Pickle, DeepAndSelfReferencingStructuresDoNotCrash) {
   ASSERT_NE(doc.root, nullptr);
   // A list that contains itself, as a Flight Recorder dump's entries: the converter reads a
   // fixed shape (entries must be dicts), so it ends with an error instead of walking the cycle.
-  std::string self = Bytes({0x80, 2, '}', 'X', 7, 0, 0, 0, 'v', 'e', 'r', 's', 'i', 'o', 'n', 'X', 3, 0, 0, 0, '2',
-                            '.', '9', 's', 'X', 7, 0, 0, 0, 'e', 'n', 't', 'r', 'i', 'e', 's', ']', 'q', 0, 'h', 0,
-                            'a', 's', '.'});
+  std::string self =
+      Bytes({0x80, 2,   '}', 'X', 7, 0, 0, 0,   'v', 'e', 'r', 's', 'i', 'o', 'n', 'X', 3, 0,   0, 0,   '2', '.',
+             '9',  's', 'X', 7,   0, 0, 0, 'e', 'n', 't', 'r', 'i', 'e', 's', ']', 'q', 0, 'h', 0, 'a', 's', '.'});
   const fs::path dir = TempDir("self");
   std::ofstream(dir / "_dump_0", std::ios::binary) << self;
   EXPECT_THROW(ReadFlightRecorderDump((dir / "_dump_0").string()), ScenarioError);

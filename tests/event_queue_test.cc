@@ -87,8 +87,7 @@ TEST(EngineTest, StopsAtEachLimitWithItsReason) {
   Engine stopping;
   stopping.Schedule(7, 0, 0, 0);
   stopping.Schedule(9, 0, 0, 0);
-  EXPECT_EQ(stopping.Run([](const Event&) { return false; }, EngineLimits{}),
-            StopReason::kHandlerStopped);
+  EXPECT_EQ(stopping.Run([](const Event&) { return false; }, EngineLimits{}), StopReason::kHandlerStopped);
   EXPECT_EQ(stopping.now_ns(), 7);
   Engine empty;
   EXPECT_EQ(empty.Run([](const Event&) { return true; }, EngineLimits{}), StopReason::kQueueEmpty);

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "trace/perfetto_writer.h"
 #include "model/dataset.h"
 #include "model/error.h"
-#include "trace/directory_writer.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
+#include "trace/directory_writer.h"
+#include "trace/perfetto_writer.h"
 
 namespace petrsim {
 namespace {

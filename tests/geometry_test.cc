@@ -94,7 +94,8 @@ TEST(Geometry, EgoMotionComposes) {
   const Mat4 pose2 = RigidZ(0.45, 108, 55, 0.2);
   const Mat4 two_steps = EgoMotion(pose1, pose2) * EgoMotion(pose0, pose1);
   const Mat4 composed = EgoMotion(pose0, pose2);
-  for (int i = 0; i < 16; ++i) EXPECT_NEAR(two_steps.m[static_cast<size_t>(i)], composed.m[static_cast<size_t>(i)], 1e-9);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_NEAR(two_steps.m[static_cast<size_t>(i)], composed.m[static_cast<size_t>(i)], 1e-9);
   const std::array<double, 4> in_frame0{5, -2, 0.5, 1};
   const auto world = pose0 * in_frame0;
   const auto in_frame2 = composed * in_frame0;

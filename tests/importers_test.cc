@@ -60,8 +60,7 @@ std::string ErrorOf(const std::function<void()>& run) {
 // the dataset petrsim's model builds from the written scenario.
 // (build_dataset: false for data mmdet3d's chunk assertion rejects, which BuildDataset refuses.)
 void CheckCounts(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                 const nlohmann::json& expected, bool check_names = true,
-                 bool build_dataset = true) {
+                 const nlohmann::json& expected, bool check_names = true, bool build_dataset = true) {
   const ImportSummary summary = Summarize(data, filters);
   ASSERT_EQ(summary.subdatasets.size(), expected["subdatasets"].size());
   for (size_t s = 0; s < data.size(); ++s) {
@@ -78,8 +77,7 @@ void CheckCounts(const std::vector<ImportedSubDataset>& data, const ImportFilter
     EXPECT_EQ(got.zero_gt_groups, want["zero_gt_groups"].get<uint64_t>());
     EXPECT_EQ(got.boxes, want["boxes"].get<uint64_t>());
     std::vector<uint64_t> scene_frames;
-    for (const auto& scene : data[s].scenes)
-      scene_frames.push_back(scene.frame_end - scene.frame_begin);
+    for (const auto& scene : data[s].scenes) scene_frames.push_back(scene.frame_end - scene.frame_begin);
     EXPECT_EQ(scene_frames, want["scene_frames"].get<std::vector<uint64_t>>());
     std::vector<std::string> tokens;
     for (const auto& frame : data[s].frames) tokens.push_back(frame.token);
@@ -140,8 +138,7 @@ TEST(Mmdet3dInfos, EveryPickleProtocolGivesTheSameDataset) {
         ReadMmdet3dInfos(kData + "mini_infos_val_p" + std::to_string(protocol) + ".pkl", options);
     const Scenario a = ToScenario({p2}, {}, "");
     const Scenario b = ToScenario({other}, {}, "");
-    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b))
-        << "protocol " << protocol;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b)) << "protocol " << protocol;
   }
 }
 
@@ -151,17 +148,14 @@ TEST(Mmdet3dInfos, ScenesFollowTheZeroSweepsRuleAndDisagreementsAreReported) {
   CheckCounts({sub}, {}, expected["disagree"], true, /*build_dataset=*/false);
   // Its one-frame scene is the job's (and petrsim check's) error.
   const std::string error = ErrorOf([&] { BuildDataset(ToScenario({sub}, {}, ""), "disagree"); });
-  EXPECT_NE(error.find("has 1 frame(s): seq_split_num 2 cuts it into 1 chunk(s)"),
-            std::string::npos)
-      << error;
+  EXPECT_NE(error.find("has 1 frame(s): seq_split_num 2 cuts it into 1 chunk(s)"), std::string::npos) << error;
   EXPECT_EQ(sub.scene_token_disagreements, expected["disagree_warnings"].get<uint64_t>());
   const ImportSummary summary = Summarize({sub}, {});
   const auto has = [&](const std::string& text) {
     return std::any_of(summary.warnings.begin(), summary.warnings.end(),
                        [&](const std::string& w) { return w.find(text) != std::string::npos; });
   };
-  EXPECT_TRUE(has("3 frame(s) where a new scene by the zero-sweeps rule"))
-      << FormatSummary(summary, {}, "x");
+  EXPECT_TRUE(has("3 frame(s) where a new scene by the zero-sweeps rule")) << FormatSummary(summary, {}, "x");
   EXPECT_TRUE(has("no lidar sweeps, so StreamPETR starts a new scene there"));
   EXPECT_TRUE(has("its scene_token changes, but it has lidar sweeps"));
   EXPECT_TRUE(has("has 1 frame(s): seq_split_num 2 cuts it into 1 chunk(s)"));
@@ -171,8 +165,7 @@ TEST(Mmdet3dInfos, BadFilesGetPreciseErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"empty.pkl", "empty.pkl: empty file (not a pickle)"},
       {"not_a_pickle.pkl", "not_a_pickle.pkl: byte 0: unknown pickle opcode 0x7b (not a pickle"},
-      {"timestamp_str.pkl",
-       "timestamp_str.pkl: infos[1].timestamp: expected an int (microseconds), found str"},
+      {"timestamp_str.pkl", "timestamp_str.pkl: infos[1].timestamp: expected an int (microseconds), found str"},
       {"no_sweeps.pkl", "no_sweeps.pkl: infos[2]: missing key 'sweeps'"},
       {"boxes_3_columns.pkl",
        "infos[0].gt_boxes: expected a float array of shape (N, 7) (x, y, z, dx, dy, dz, "
@@ -203,9 +196,7 @@ TEST(Mmdet3dInfos, BadFilesGetPreciseErrors) {
   EXPECT_GT(digits, 0u);
   EXPECT_LT(offset, std::filesystem::file_size(truncated)) << error;
   EXPECT_EQ(error.compare(prefix.size() + digits, 12, ": truncated:"), 0) << error;
-  EXPECT_NE(ErrorOf([&] {
-              ReadMmdet3dInfos(kData + "bad/missing.pkl", {});
-            }).find("cannot open info file"),
+  EXPECT_NE(ErrorOf([&] { ReadMmdet3dInfos(kData + "bad/missing.pkl", {}); }).find("cannot open info file"),
             std::string::npos);
 }
 
@@ -224,34 +215,28 @@ std::string Op4(char op, uint32_t argument, const std::string& tail = "") {
   out += tail;
   return out;
 }
-std::string X(const std::string& text) {
-  return Op4('X', static_cast<uint32_t>(text.size()), text);
-}
+std::string X(const std::string& text) { return Op4('X', static_cast<uint32_t>(text.size()), text); }
 std::string J(int32_t value) { return Op4('J', static_cast<uint32_t>(value)); }
-std::string B(const std::string& data) {
-  return Op4('B', static_cast<uint32_t>(data.size()), data);
-}
+std::string B(const std::string& data) { return Op4('B', static_cast<uint32_t>(data.size()), data); }
 std::string Put(uint32_t index) { return Op4('r', index); }
 std::string Get(uint32_t index) { return Op4('j', index); }
 // The globals, memoized at 10-14 (and popped).
 std::string Globals() {
-  return "cnumpy.core.multiarray\n_reconstruct\n" + Put(10) + "0" + "cnumpy\nndarray\n" + Put(11) +
-         "K" + Op(0) + Op(0x85) + "C" + Op(1) + "b" + Op(0x87) + Put(12) + "0" +
-         "cnumpy\ndtype\n" + Put(13) + "0" + "cnumpy.core.multiarray\nscalar\n" + Put(14) + "0";
+  return "cnumpy.core.multiarray\n_reconstruct\n" + Put(10) + "0" + "cnumpy\nndarray\n" + Put(11) + "K" + Op(0) +
+         Op(0x85) + "C" + Op(1) + "b" + Op(0x87) + Put(12) + "0" + "cnumpy\ndtype\n" + Put(13) + "0" +
+         "cnumpy.core.multiarray\nscalar\n" + Put(14) + "0";
 }
 std::string Dtype(const std::string& spec, const std::string& order, int32_t elsize = -1) {
-  return Get(13) + "(" + X(spec) + Op(0x89) + Op(0x88) + "tR(K" + Op(3) + X(order) + "NNN" +
-         J(elsize) + J(-1) + "K" + Op(0) + "tb";
+  return Get(13) + "(" + X(spec) + Op(0x89) + Op(0x88) + "tR(K" + Op(3) + X(order) + "NNN" + J(elsize) + J(-1) + "K" +
+         Op(0) + "tb";
 }
 // ndarray.__setstate__'s tuple.
-std::string ArrayState(const std::vector<int32_t>& shape, const std::string& dtype,
-                       const std::string& data) {
+std::string ArrayState(const std::vector<int32_t>& shape, const std::string& dtype, const std::string& data) {
   std::string dims;
   for (const int32_t d : shape) dims += J(d);
   return "(K" + Op(1) + "(" + dims + "t" + dtype + Op(0x89) + B(data) + "t";
 }
-std::string Array(const std::vector<int32_t>& shape, const std::string& dtype,
-                  const std::string& data) {
+std::string Array(const std::vector<int32_t>& shape, const std::string& dtype, const std::string& data) {
   return Get(10) + Get(12) + "R" + ArrayState(shape, dtype, data) + "b";
 }
 std::string Scalar(const std::string& dtype, const std::string& bytes) {
@@ -264,37 +249,33 @@ std::string Repeat(const std::string& unit, int n) {
 }
 // One info: token t<i>, no sweeps, then `fields` (key, value, key, value, ...).
 std::string Info(int i, const std::string& fields, const std::string& timestamp = "") {
-  return "}(" + X("token") + X("t" + std::to_string(i)) + X("timestamp") +
-         (timestamp.empty() ? J(i) : timestamp) + X("sweeps") + "]" + fields + "u";
+  return "}(" + X("token") + X("t" + std::to_string(i)) + X("timestamp") + (timestamp.empty() ? J(i) : timestamp) +
+         X("sweeps") + "]" + fields + "u";
 }
 std::string InfoFile(const std::string& infos) {
-  return Op(0x80) + Op(4) + Globals() + "}" + Put(0) + "(" + X("infos") + "]" + Put(1) + "(" +
-         infos + "e" + X("metadata") + "}u.";
+  return Op(0x80) + Op(4) + Globals() + "}" + Put(0) + "(" + X("infos") + "]" + Put(1) + "(" + infos + "e" +
+         X("metadata") + "}u.";
 }
 // The five arrays of n cars, with `names` for gt_names and `lidar` for num_lidar_pts.
 std::string Boxes(int n, const std::string& names, const std::string& lidar) {
-  return X("gt_boxes") + Array({n, 7}, Dtype("f8", "<"), std::string(56 * n, '\0')) +
-         X("gt_names") + names + X("num_lidar_pts") + lidar + X("num_radar_pts") +
-         Array({n}, Dtype("i8", "<"), Repeat(std::string("\1\0\0\0\0\0\0\0", 8), n)) +
-         X("valid_flag") + Array({n}, Dtype("b1", "|"), std::string(n, '\1'));
+  return X("gt_boxes") + Array({n, 7}, Dtype("f8", "<"), std::string(56 * n, '\0')) + X("gt_names") + names +
+         X("num_lidar_pts") + lidar + X("num_radar_pts") +
+         Array({n}, Dtype("i8", "<"), Repeat(std::string("\1\0\0\0\0\0\0\0", 8), n)) + X("valid_flag") +
+         Array({n}, Dtype("b1", "|"), std::string(n, '\1'));
 }
 std::string Cars(int n) {
   std::string car;
   for (const char c : std::string("car")) car += Op(c) + std::string(3, '\0');  // UCS-4
   return Array({n}, Dtype("U3", "<", 12), Repeat(car, n));
 }
-std::string Ones(int n) {
-  return Array({n}, Dtype("i8", "<"), Repeat(std::string("\1\0\0\0\0\0\0\0", 8), n));
-}
+std::string Ones(int n) { return Array({n}, Dtype("i8", "<"), Repeat(std::string("\1\0\0\0\0\0\0\0", 8), n)); }
 std::string ParseError(const std::string& bytes) {
   return ErrorOf([&] { ParseMmdet3dInfos(bytes, "hand.pkl", {}); });
 }
 
 TEST(Mmdet3dInfos, HandMadePicklesImport) {
-  const ImportedSubDataset sub =
-      ParseMmdet3dInfos(InfoFile(Info(0, Boxes(3, Cars(3), Ones(3))) +
-                                 Info(1, Boxes(2, Cars(2), Ones(2)))),
-                        "hand.pkl", {});
+  const ImportedSubDataset sub = ParseMmdet3dInfos(
+      InfoFile(Info(0, Boxes(3, Cars(3), Ones(3))) + Info(1, Boxes(2, Cars(2), Ones(2)))), "hand.pkl", {});
   ASSERT_EQ(sub.frames.size(), 2u);
   EXPECT_EQ(sub.boxes.size(), 5u);
   ASSERT_EQ(sub.class_names.size(), 1u);
@@ -307,11 +288,10 @@ TEST(Mmdet3dInfos, ArrayDataCopiedFromOneSharedStateIsRefused) {
   const int rows = 4681;  // 256 KiB of float64
   std::string infos;
   for (int i = 0; i < 30; ++i) {
-    const std::string boxes =
-        i == 0 ? Get(10) + Get(12) + "R" +
-                     ArrayState({rows, 7}, Dtype("f8", "<"), std::string(56 * rows, '\0')) +
-                     Put(30) + "b"
-               : Get(10) + Get(12) + "R" + Get(30) + "b";
+    const std::string boxes = i == 0 ? Get(10) + Get(12) + "R" +
+                                           ArrayState({rows, 7}, Dtype("f8", "<"), std::string(56 * rows, '\0')) +
+                                           Put(30) + "b"
+                                     : Get(10) + Get(12) + "R" + Get(30) + "b";
     infos += Info(i, X("gt_boxes") + boxes);
   }
   const std::string error = ParseError(InfoFile(infos));
@@ -329,9 +309,8 @@ TEST(Mmdet3dInfos, ArraysSharedBetweenInfosAreCappedByTheFileSize) {
     std::string fields;
     const char* keys[] = {"gt_boxes", "gt_names", "num_lidar_pts", "num_radar_pts", "valid_flag"};
     if (i == 0) {
-      const std::string arrays[] = {
-          Array({n, 7}, Dtype("f8", "<"), std::string(56 * n, '\0')), Cars(n), Ones(n), Ones(n),
-          Array({n}, Dtype("b1", "|"), std::string(n, '\1'))};
+      const std::string arrays[] = {Array({n, 7}, Dtype("f8", "<"), std::string(56 * n, '\0')), Cars(n), Ones(n),
+                                    Ones(n), Array({n}, Dtype("b1", "|"), std::string(n, '\1'))};
       for (uint32_t k = 0; k < 5; ++k) fields += X(keys[k]) + arrays[k] + Put(20 + k);
     } else {
       for (uint32_t k = 0; k < 5; ++k) fields += X(keys[k]) + Get(20 + k);
@@ -342,8 +321,8 @@ TEST(Mmdet3dInfos, ArraysSharedBetweenInfosAreCappedByTheFileSize) {
   const std::string error = ParseError(bytes);
   const uint64_t cap = bytes.size() / 16;
   const uint64_t crossing = cap / n;  // the first info whose boxes cross the cap
-  EXPECT_NE(error.find(fmt::format("hand.pkl: infos[{}].gt_boxes: the infos so far hold {} boxes",
-                                   crossing, (crossing + 1) * n)),
+  EXPECT_NE(error.find(fmt::format("hand.pkl: infos[{}].gt_boxes: the infos so far hold {} boxes", crossing,
+                                   (crossing + 1) * n)),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("are arrays shared between infos?"), std::string::npos) << error;
@@ -366,8 +345,7 @@ TEST(Mmdet3dInfos, BytesNamesAndHugeUnsignedValuesAreRefused) {
       << error;
   // One in range reads as it is.
   const ImportedSubDataset sub = ParseMmdet3dInfos(
-      InfoFile(Info(0, Boxes(1, Cars(1), Ones(1)),
-                    Scalar(Dtype("u8", "<"), std::string("\x40\x42\x0f\0\0\0\0\0", 8)))),
+      InfoFile(Info(0, Boxes(1, Cars(1), Ones(1)), Scalar(Dtype("u8", "<"), std::string("\x40\x42\x0f\0\0\0\0\0", 8)))),
       "hand.pkl", {});
   ASSERT_EQ(sub.frames.size(), 1u);
   EXPECT_EQ(sub.frames[0].timestamp, 1000000);
@@ -383,8 +361,7 @@ TEST(Mmdet3dInfos, BytesNamesAndHugeUnsignedValuesAreRefused) {
 
 // One scene of one sample with one car at global `centre`; the LIDAR_TOP keyframe's ego pose and
 // calibration as given ((w, x, y, z) rotations). Returns the options to read it.
-NuScenesOptions OneSampleTables(const std::string& name, const std::string& centre,
-                                const std::string& ego_rotation,
+NuScenesOptions OneSampleTables(const std::string& name, const std::string& centre, const std::string& ego_rotation,
                                 const std::string& ego_translation = "[0, 0, 0]",
                                 const std::string& calibration_rotation = "[1, 0, 0, 0]") {
   const std::string root = testing::TempDir() + "/" + name;
@@ -396,18 +373,19 @@ NuScenesOptions OneSampleTables(const std::string& name, const std::string& cent
   write("instance", R"([{"token": "i1", "category_token": "c1"}])");
   write("sensor", R"([{"token": "s1", "channel": "LIDAR_TOP"}])");
   write("calibrated_sensor", R"([{"token": "cs1", "sensor_token": "s1", "translation": [0, 0, 0],
-                                   "rotation": )" + calibration_rotation + "}]");
+                                   "rotation": )" +
+                                 calibration_rotation + "}]");
   write("scene", R"([{"token": "sc1", "name": "scene-x", "first_sample_token": "sa1",
                       "nbr_samples": 1}])");
   write("sample", R"([{"token": "sa1", "timestamp": 1000, "scene_token": "sc1", "next": ""}])");
   write("sample_data", R"([{"token": "sd1", "sample_token": "sa1", "ego_pose_token": "ep1",
                             "calibrated_sensor_token": "cs1", "is_key_frame": true,
                             "prev": ""}])");
-  write("ego_pose", R"([{"token": "ep1", "translation": )" + ego_translation +
-                        R"(, "rotation": )" + ego_rotation + "}]");
+  write("ego_pose",
+        R"([{"token": "ep1", "translation": )" + ego_translation + R"(, "rotation": )" + ego_rotation + "}]");
   write("sample_annotation", R"([{"token": "a1", "sample_token": "sa1", "instance_token": "i1",
-                                  "translation": )" + centre +
-                                 R"(, "num_lidar_pts": 5, "num_radar_pts": 0}])");
+                                  "translation": )" +
+                                 centre + R"(, "num_lidar_pts": 5, "num_radar_pts": 0}])");
   const std::string split_file = root + "/splits.json";
   std::ofstream(split_file) << R"({"only": ["scene-x"]})";
   NuScenesOptions options;
@@ -422,8 +400,7 @@ TEST(NuScenesTables, TheTransformIntoTheLidarFrameByHand) {
   // frame. The global point (1, 0) lies to the ego's right: (0, -1).
   const double h = std::sqrt(0.5);
   const std::string yaw90 = fmt::format("[{:.17g}, 0, 0, {:.17g}]", h, h);
-  std::vector<ImportedSubDataset> data =
-      ReadNuScenesTables(OneSampleTables("yaw90", "[1, 0, 0]", yaw90));
+  std::vector<ImportedSubDataset> data = ReadNuScenesTables(OneSampleTables("yaw90", "[1, 0, 0]", yaw90));
   ASSERT_EQ(data.size(), 1u);
   ASSERT_EQ(data[0].boxes.size(), 1u);
   EXPECT_NEAR(data[0].boxes[0].x, 0.0, 1e-6);
@@ -438,16 +415,13 @@ TEST(NuScenesTables, TheTransformIntoTheLidarFrameByHand) {
 }
 
 TEST(NuScenesTables, AZeroQuaternionIsRefused) {
-  std::string error = ErrorOf(
-      [&] { ReadNuScenesTables(OneSampleTables("zero_ego", "[1, 0, 0]", "[0, 0, 0, 0]")); });
+  std::string error = ErrorOf([&] { ReadNuScenesTables(OneSampleTables("zero_ego", "[1, 0, 0]", "[0, 0, 0, 0]")); });
   EXPECT_NE(error.find("v1.0-mini/ego_pose.json: record 0 (token ep1): 'rotation': a quaternion "
                        "(w, x, y, z) of norm 0"),
             std::string::npos)
       << error;
   error = ErrorOf([&] {
-    ReadNuScenesTables(
-        OneSampleTables("zero_calibration", "[1, 0, 0]", "[1, 0, 0, 0]", "[0, 0, 0]",
-                        "[0, 0, 0, 0]"));
+    ReadNuScenesTables(OneSampleTables("zero_calibration", "[1, 0, 0]", "[1, 0, 0, 0]", "[0, 0, 0]", "[0, 0, 0, 0]"));
   });
   EXPECT_NE(error.find("v1.0-mini/calibrated_sensor.json: record 0 (token cs1): 'rotation': a "
                        "quaternion (w, x, y, z) of norm 0"),
@@ -473,8 +447,7 @@ TEST(NuScenesTables, GiveTheSameDatasetAsTheInfoPickles) {
     for (size_t f = 0; f < a.frames.size(); ++f) {
       EXPECT_EQ(a.frames[f].token, b.frames[f].token);
       EXPECT_EQ(a.frames[f].scene_token, b.frames[f].scene_token);
-      EXPECT_EQ(a.frames[f].box_end - a.frames[f].box_begin,
-                b.frames[f].box_end - b.frames[f].box_begin);
+      EXPECT_EQ(a.frames[f].box_end - a.frames[f].box_begin, b.frames[f].box_end - b.frames[f].box_begin);
     }
     for (size_t i = 0; i < a.boxes.size(); ++i) {
       const ImportedBox& x = a.boxes[i];
@@ -514,13 +487,10 @@ TEST(NuScenesTables, SplitNamesAndFiles) {
   EXPECT_EQ(train[0].frames.size(), 21u);
   options.splits = {"val"};
   options.version = "v1.0-trainval";
-  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("cannot open nuScenes table"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("cannot open nuScenes table"), std::string::npos);
   options.version = "v1.0-mini";
   options.splits = {"test"};
-  EXPECT_NE(ErrorOf([&] {
-              ReadNuScenesTables(options);
-            }).find("--split test: not an official split of v1.0-mini"),
+  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("--split test: not an official split of v1.0-mini"),
             std::string::npos);
   // A split file instead of the official lists.
   const std::string split_file = testing::TempDir() + "/splits.json";
@@ -536,8 +506,7 @@ TEST(NuScenesTables, SplitNamesAndFiles) {
   EXPECT_EQ(mine[0].frames.size(), 8u + 9u);
   EXPECT_EQ(mine[1].frames.size(), 6u);
   options.splits = {"nope"};
-  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("no split 'nope'"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("no split 'nope'"), std::string::npos);
 }
 
 TEST(NuScenesTables, BadTablesGetPreciseErrors) {
@@ -545,21 +514,15 @@ TEST(NuScenesTables, BadTablesGetPreciseErrors) {
   options.version = "v1.0-mini";
   options.splits = {"mini_train"};
   options.dataroot = kData + "bad_nuscenes_missing_table";
-  EXPECT_NE(ErrorOf([&] {
-              ReadNuScenesTables(options);
-            }).find("v1.0-mini/sample.json: cannot open nuScenes table"),
+  EXPECT_NE(ErrorOf([&] { ReadNuScenesTables(options); }).find("v1.0-mini/sample.json: cannot open nuScenes table"),
             std::string::npos);
   options.dataroot = kData + "bad_nuscenes_broken_json";
   const std::string broken = ErrorOf([&] { ReadNuScenesTables(options); });
-  EXPECT_NE(broken.find("v1.0-mini/sample.json: invalid JSON at byte"), std::string::npos)
-      << broken;
+  EXPECT_NE(broken.find("v1.0-mini/sample.json: invalid JSON at byte"), std::string::npos) << broken;
   options.dataroot = kData + "bad_nuscenes_translation";
   const std::string translation = ErrorOf([&] { ReadNuScenesTables(options); });
-  EXPECT_NE(translation.find("sample_annotation.json: record 3 (token "), std::string::npos)
-      << translation;
-  EXPECT_NE(translation.find("'translation': expected 3 numbers, found 2 number(s)"),
-            std::string::npos)
-      << translation;
+  EXPECT_NE(translation.find("sample_annotation.json: record 3 (token "), std::string::npos) << translation;
+  EXPECT_NE(translation.find("'translation': expected 3 numbers, found 2 number(s)"), std::string::npos) << translation;
 }
 
 TEST(NuScenesSplits, AreTheOfficialLists) {
@@ -572,9 +535,8 @@ TEST(NuScenesSplits, AreTheOfficialLists) {
   EXPECT_EQ(train->size(), 700u);
   EXPECT_EQ(val->size(), 150u);
   EXPECT_EQ(test->size(), 150u);
-  EXPECT_EQ(*mini_train,
-            (std::vector<std::string>{"scene-0061", "scene-0553", "scene-0655", "scene-0757",
-                                      "scene-0796", "scene-1077", "scene-1094", "scene-1100"}));
+  EXPECT_EQ(*mini_train, (std::vector<std::string>{"scene-0061", "scene-0553", "scene-0655", "scene-0757", "scene-0796",
+                                                   "scene-1077", "scene-1094", "scene-1100"}));
   EXPECT_EQ(*mini_val, (std::vector<std::string>{"scene-0103", "scene-0916"}));
   EXPECT_EQ(train->front(), "scene-0001");
   EXPECT_EQ(train->back(), "scene-1110");
@@ -617,10 +579,8 @@ TEST(ImportedDataset, TheWrittenScenarioReadsBackAsTheSameMessage) {
     EXPECT_TRUE(differ.Compare(want, got)) << suffix << ": " << difference;
   }
   // Nothing half-written where the file cannot be created.
-  const std::string error =
-      ErrorOf([&] { WriteScenarioFile(data, filters, "", "/nonexistent-dir/x.pbtxt"); });
-  EXPECT_NE(error.find("/nonexistent-dir/x.pbtxt.tmp: cannot open for writing"), std::string::npos)
-      << error;
+  const std::string error = ErrorOf([&] { WriteScenarioFile(data, filters, "", "/nonexistent-dir/x.pbtxt"); });
+  EXPECT_NE(error.find("/nonexistent-dir/x.pbtxt.tmp: cannot open for writing"), std::string::npos) << error;
 }
 
 TEST(ImportedDataset, AStoredValidFlagDecidesUnderUseValidFlag) {
@@ -652,14 +612,10 @@ TEST(ImportedDataset, RangeOption) {
   EXPECT_EQ(filters.bev_range_max_m, 51.2);
   ParseRangeOption("-40, 40", filters);
   EXPECT_EQ(filters.bev_range_min_m, -40);
-  EXPECT_NE(ErrorOf([&] { ParseRangeOption("-50,-40,-5,50,40,3", filters); }).find("differ"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] { ParseRangeOption("1,2,3", filters); }).find("expected 6 numbers"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] { ParseRangeOption("a,b", filters); }).find("'a' is not a number"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([&] { ParseRangeOption("5,-5", filters); }).find("minimum must be below"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ParseRangeOption("-50,-40,-5,50,40,3", filters); }).find("differ"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ParseRangeOption("1,2,3", filters); }).find("expected 6 numbers"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ParseRangeOption("a,b", filters); }).find("'a' is not a number"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ParseRangeOption("5,-5", filters); }).find("minimum must be below"), std::string::npos);
 }
 
 }  // namespace

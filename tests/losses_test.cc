@@ -68,10 +68,12 @@ TEST(Losses, MatchCostByHandAndTheObviousMatch) {
 
 TEST(Losses, DetectionLossMatchesAndNormalises) {
   // 4 queries, 3 classes, 2 box terms; 2 GT boxes. Queries 2 and 0 predict the GT well.
-  const auto logits = torch::tensor({5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, 5.0, -5.0, -5.0, -5.0},
-                                    torch::kFloat64).view({4, 3}).set_requires_grad(true);
-  const auto boxes = torch::tensor({1.0, 1.0, 9.0, 9.0, 3.0, 3.0, 0.0, 0.0}, torch::kFloat64).view({4, 2})
-                         .set_requires_grad(true);
+  const auto logits =
+      torch::tensor({5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, -5.0, 5.0, -5.0, -5.0, -5.0}, torch::kFloat64)
+          .view({4, 3})
+          .set_requires_grad(true);
+  const auto boxes =
+      torch::tensor({1.0, 1.0, 9.0, 9.0, 3.0, 3.0, 0.0, 0.0}, torch::kFloat64).view({4, 2}).set_requires_grad(true);
   const auto gt_labels = torch::tensor({2, 0}, torch::kInt64);
   const auto gt_boxes = torch::tensor({3.1, 2.9, 1.0, 1.2}, torch::kFloat64).view({2, 2});
   const auto weights = torch::ones({2}, torch::kFloat64);
@@ -83,7 +85,8 @@ TEST(Losses, DetectionLossMatchesAndNormalises) {
   const std::vector<std::vector<int>> targets = {{1, 0, 0}, {0, 0, 0}, {0, 0, 1}, {0, 0, 0}};
   double focal = 0;
   for (int q = 0; q < 4; ++q) {
-    for (int c = 0; c < 3; ++c) focal += Focal(logits[q][c].item<double>(), targets[static_cast<size_t>(q)][static_cast<size_t>(c)]);
+    for (int c = 0; c < 3; ++c)
+      focal += Focal(logits[q][c].item<double>(), targets[static_cast<size_t>(q)][static_cast<size_t>(c)]);
   }
   EXPECT_NEAR(loss.classification.item<double>(), focal / 2, 1e-9);
   (loss.classification + loss.regression).backward();

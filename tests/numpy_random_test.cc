@@ -19,8 +19,7 @@ TEST(NumpyRandomStateTest, ChoiceMatchesRealNumpyAcrossPoolSizes) {
     const auto& draws = c.at("draws");
     ASSERT_EQ(sizes.size(), draws.size());
     for (size_t i = 0; i < sizes.size(); ++i) {
-      EXPECT_EQ(rng.Choice(sizes[i].get<uint32_t>()), draws[i].get<uint32_t>())
-          << "draw " << i << " pool " << sizes[i];
+      EXPECT_EQ(rng.Choice(sizes[i].get<uint32_t>()), draws[i].get<uint32_t>()) << "draw " << i << " pool " << sizes[i];
     }
   }
 }

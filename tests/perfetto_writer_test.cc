@@ -29,8 +29,7 @@ class PerfettoWriterTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     directory_ = fs::temp_directory_path() /
-                 (std::string("petrsim_perfetto_") + info->name() + "_" +
-                  std::to_string(::getpid()));
+                 (std::string("petrsim_perfetto_") + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(directory_);
     fs::create_directories(directory_);
     path_ = (directory_ / "timeline.json").string();
@@ -102,8 +101,7 @@ void RecordSample(PerfettoWriter& writer) {
   writer.Record(watchdog);
 }
 
-const nlohmann::json* FindEvent(const nlohmann::json& events, const std::string& ph,
-                                const std::string& name, int pid) {
+const nlohmann::json* FindEvent(const nlohmann::json& events, const std::string& ph, const std::string& name, int pid) {
   for (const auto& event : events) {
     if (event["ph"] == ph && event["name"] == name && event["pid"] == pid) return &event;
   }
@@ -185,8 +183,7 @@ TEST_F(PerfettoWriterTest, WritesATimelineThatParses) {
   EXPECT_EQ((*watchdog)["s"], "p");
   EXPECT_FALSE(watchdog->contains("dur"));
   EXPECT_DOUBLE_EQ((*watchdog)["ts"].get<double>(), 1800003000.0);
-  EXPECT_EQ((*watchdog)["args"]["text"],
-            "[Rank 1] Watchdog caught collective operation timeout: \"x\"\n");
+  EXPECT_EQ((*watchdog)["args"]["text"], "[Rank 1] Watchdog caught collective operation timeout: \"x\"\n");
 }
 
 TEST_F(PerfettoWriterTest, CountsRecordsPastTheLimitWithoutWritingThem) {
@@ -272,8 +269,7 @@ TEST_F(PerfettoWriterTest, AnUnwritableDirectoryNamesThePath) {
 // A simulated run's timeline: on every track, slices nest or follow one another (Perfetto and
 // chrome://tracing draw overlapping slices of one track wrongly), and the hang is there.
 TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
-  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) +
-                                       "/scenarios/streampetr_trainval_hang.pbtxt");
+  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) + "/scenarios/streampetr_trainval_hang.pbtxt");
   const Dataset dataset = BuildDataset(scenario, "test");
   PerfettoWriter writer(path_);
   sim::SimOptions options;
@@ -294,8 +290,7 @@ TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
     const std::string name = event["name"];
     hung += name.rfind("HUNG: ", 0) == 0;
     async_slices += event["tid"].get<int64_t>() >= PerfettoWriter::kAsyncCollectivesTid &&
-                    event["tid"].get<int64_t>() < PerfettoWriter::kAsyncCollectivesTid +
-                                                      PerfettoWriter::kAsyncLanes;
+                    event["tid"].get<int64_t>() < PerfettoWriter::kAsyncCollectivesTid + PerfettoWriter::kAsyncLanes;
   }
   EXPECT_EQ(hung, 7);  // every waiting rank's last collective
   EXPECT_GT(async_slices, 1000);
@@ -306,8 +301,8 @@ TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
       const int64_t end = -negative_end;
       while (!open_ends.empty() && open_ends.back() <= start) open_ends.pop_back();
       ASSERT_TRUE(open_ends.empty() || end <= open_ends.back())
-          << "rank " << track.first << " track " << track.second << ": a slice from " << start
-          << " to " << end << " ns overlaps one ending at " << open_ends.back();
+          << "rank " << track.first << " track " << track.second << ": a slice from " << start << " to " << end
+          << " ns overlaps one ending at " << open_ends.back();
       open_ends.push_back(end);
     }
   }

@@ -34,9 +34,7 @@ std::string Bytes(std::initializer_list<int> values) {
 }
 
 // SHORT_BINUNICODE of `text`.
-std::string Str(const std::string& text) {
-  return Bytes({0x8c, static_cast<int>(text.size())}) + text;
-}
+std::string Str(const std::string& text) { return Bytes({0x8c, static_cast<int>(text.size())}) + text; }
 
 PickleOptions Numpy() {
   PickleOptions options;
@@ -46,8 +44,7 @@ PickleOptions Numpy() {
 }
 
 // The error ParsePickle throws for `bytes`, or "" when it does not throw.
-std::string ErrorOf(const std::string& bytes, const PickleOptions& options,
-                    uint64_t* offset = nullptr) {
+std::string ErrorOf(const std::string& bytes, const PickleOptions& options, uint64_t* offset = nullptr) {
   try {
     ParsePickle(bytes, "t.pkl", options);
   } catch (const PickleError& error) {
@@ -132,8 +129,7 @@ TEST(PickleNumpy, TheDefaultStillRefusesEveryGlobal) {
   // The Flight Recorder's call: what was read before the global, and the error.
   const PickleDocument salvaged = ParsePickle(bytes, "fr.pkl");
   ASSERT_TRUE(salvaged.partial.has_value());
-  EXPECT_NE(salvaged.partial->find("fr.pkl: byte 15: unsupported pickle opcode GLOBAL"),
-            std::string::npos)
+  EXPECT_NE(salvaged.partial->find("fr.pkl: byte 15: unsupported pickle opcode GLOBAL"), std::string::npos)
       << *salvaged.partial;
 }
 
@@ -147,10 +143,9 @@ TEST(PickleNumpy, RefusesOtherGlobalsByNameAndOffset) {
   EXPECT_NE(error.find("refused global builtins.eval"), std::string::npos) << error;
   EXPECT_EQ(offset, 29u);  // STACK_GLOBAL, after its two strings
   // GLOBAL with names that are allowed elsewhere, or look alike.
-  for (const std::string& global :
-       {std::string("collections\nOrderedDict\n"), std::string("numpy\nload\n"),
-        std::string("numpy.core.multiarray\n_reconstruct_\n"), std::string("builtins\nbytearray\n"),
-        std::string("os\nsystem\n")}) {
+  for (const std::string& global : {std::string("collections\nOrderedDict\n"), std::string("numpy\nload\n"),
+                                    std::string("numpy.core.multiarray\n_reconstruct_\n"),
+                                    std::string("builtins\nbytearray\n"), std::string("os\nsystem\n")}) {
     const std::string bytes = Bytes({0x80, 2, 'c'}) + global + Bytes({')', 'R', '.'});
     error = ErrorOf(bytes, Numpy(), &offset);
     EXPECT_NE(error.find("refused global"), std::string::npos) << global << error;
@@ -163,17 +158,14 @@ TEST(PickleNumpy, RefusesOtherGlobalsByNameAndOffset) {
 
 TEST(PickleNumpy, AllowedGlobalsAreInterpretedOnlyAsNumpyUsesThem) {
   // numpy.ndarray called directly.
-  std::string error =
-      ErrorOf(Bytes({0x80, 2, 'c'}) + "numpy\nndarray\n" + Bytes({')', 'R', '.'}), Numpy());
+  std::string error = ErrorOf(Bytes({0x80, 2, 'c'}) + "numpy\nndarray\n" + Bytes({')', 'R', '.'}), Numpy());
   EXPECT_NE(error.find("numpy.ndarray is called directly"), std::string::npos) << error;
   // _codecs.encode with another encoding.
-  error = ErrorOf(Bytes({0x80, 2, 'c'}) + "_codecs\nencode\n" + Str("a") + Str("utf8") +
-                      Bytes({0x86, 'R', '.'}),
-                  Numpy());
+  error =
+      ErrorOf(Bytes({0x80, 2, 'c'}) + "_codecs\nencode\n" + Str("a") + Str("utf8") + Bytes({0x86, 'R', '.'}), Numpy());
   EXPECT_NE(error.find("_codecs.encode with encoding 'utf8'"), std::string::npos) << error;
   // bytes() with an argument.
-  error = ErrorOf(
-      Bytes({0x80, 2, 'c'}) + "__builtin__\nbytes\n" + Str("a") + Bytes({0x85, 'R', '.'}), Numpy());
+  error = ErrorOf(Bytes({0x80, 2, 'c'}) + "__builtin__\nbytes\n" + Str("a") + Bytes({0x85, 'R', '.'}), Numpy());
   EXPECT_NE(error.find("bytes() with arguments"), std::string::npos) << error;
   // REDUCE of something that is not a global.
   error = ErrorOf(Bytes({0x80, 2, 'N', ')', 'R', '.'}), Numpy());
@@ -185,10 +177,9 @@ TEST(PickleNumpy, AllowedGlobalsAreInterpretedOnlyAsNumpyUsesThem) {
   error = ErrorOf(Bytes({0x80, 2, 'N', ')', 0x81, '.'}), Numpy());
   EXPECT_NE(error.find("unsupported pickle opcode NEWOBJ"), std::string::npos) << error;
   // protocol 2's bytes: _codecs.encode('\xe9', 'latin1') -> b'\xe9'.
-  const PickleDocument doc =
-      ParsePickle(Bytes({0x80, 2, 'c'}) + "_codecs\nencode\n" + Bytes({0x8c, 2, 0xc3, 0xa9}) +
-                      Str("latin1") + Bytes({0x86, 'R', '.'}),
-                  "t.pkl", Numpy());
+  const PickleDocument doc = ParsePickle(Bytes({0x80, 2, 'c'}) + "_codecs\nencode\n" + Bytes({0x8c, 2, 0xc3, 0xa9}) +
+                                             Str("latin1") + Bytes({0x86, 'R', '.'}),
+                                         "t.pkl", Numpy());
   ASSERT_EQ(doc.root->type, PickleNode::Type::kBytes);
   EXPECT_EQ(doc.root->text, "\xe9");
 }
@@ -200,8 +191,8 @@ std::string Dtype(const std::string& spec, const std::string& state = "") {
 // (3, order, None, None, None, elsize, -1, 0) then BUILD.
 std::string DtypeState(const std::string& order, int elsize = -1, bool structured = false) {
   return Bytes({'(', 'K', 3}) + Str(order) + Bytes({'N'}) + (structured ? Str("a") : Bytes({'N'})) +
-         Bytes({'N', 'J', elsize & 0xff, (elsize >> 8) & 0xff, (elsize >> 16) & 0xff,
-                (elsize >> 24) & 0xff, 'J', 0xff, 0xff, 0xff, 0xff, 'K', 0, 't', 'b'});
+         Bytes({'N', 'J', elsize & 0xff, (elsize >> 8) & 0xff, (elsize >> 16) & 0xff, (elsize >> 24) & 0xff, 'J', 0xff,
+                0xff, 0xff, 0xff, 'K', 0, 't', 'b'});
 }
 
 TEST(PickleNumpy, RefusesDtypesItDoesNotRead) {
@@ -209,15 +200,13 @@ TEST(PickleNumpy, RefusesDtypesItDoesNotRead) {
     const std::string error = ErrorOf(Bytes({0x80, 2}) + Dtype(spec) + Bytes({'.'}), Numpy());
     EXPECT_NE(error.find("numpy dtype '" + spec + "'"), std::string::npos) << spec << ": " << error;
   }
-  std::string error =
-      ErrorOf(Bytes({0x80, 2}) + Dtype("f8", DtypeState(">")) + Bytes({'.'}), Numpy());
+  std::string error = ErrorOf(Bytes({0x80, 2}) + Dtype("f8", DtypeState(">")) + Bytes({'.'}), Numpy());
   EXPECT_NE(error.find("big-endian"), std::string::npos) << error;
-  error =
-      ErrorOf(Bytes({0x80, 2}) + Dtype("f8", DtypeState("<", -1, true)) + Bytes({'.'}), Numpy());
+  error = ErrorOf(Bytes({0x80, 2}) + Dtype("f8", DtypeState("<", -1, true)) + Bytes({'.'}), Numpy());
   EXPECT_NE(error.find("structured"), std::string::npos) << error;
   // A string dtype's size comes from its state's elsize.
-  const PickleDocument doc = ParsePickle(
-      Bytes({0x80, 2}) + Dtype("U0", DtypeState("<", 12)) + Bytes({'.'}), "t.pkl", Numpy());
+  const PickleDocument doc =
+      ParsePickle(Bytes({0x80, 2}) + Dtype("U0", DtypeState("<", 12)) + Bytes({'.'}), "t.pkl", Numpy());
   EXPECT_EQ(doc.root->dtype.kind, 'U');
   EXPECT_EQ(doc.root->dtype.itemsize, 12u);
   error = ErrorOf(Bytes({0x80, 2}) + Dtype("U0", DtypeState("<", 13)) + Bytes({'.'}), Numpy());
@@ -227,39 +216,34 @@ TEST(PickleNumpy, RefusesDtypesItDoesNotRead) {
 // _reconstruct(ndarray, (0,), b'b') then BUILD (1, shape, dtype, fortran, data).
 std::string Array(const std::string& shape_ops, const std::string& dtype, const std::string& data,
                   bool fortran = false) {
-  return Bytes({'c'}) + "numpy.core.multiarray\n_reconstruct\n" + Bytes({'c'}) +
-         "numpy\nndarray\n" + Bytes({'K', 0, 0x85, 'C', 1, 'b', 0x87, 'R', '(', 'K', 1}) +
-         shape_ops + dtype + Bytes({fortran ? 0x88 : 0x89, 'B'}) +
-         Bytes({static_cast<int>(data.size() & 0xff), static_cast<int>((data.size() >> 8) & 0xff),
-                0, 0}) +
-         data + Bytes({'t', 'b'});
+  return Bytes({'c'}) + "numpy.core.multiarray\n_reconstruct\n" + Bytes({'c'}) + "numpy\nndarray\n" +
+         Bytes({'K', 0, 0x85, 'C', 1, 'b', 0x87, 'R', '(', 'K', 1}) + shape_ops + dtype +
+         Bytes({fortran ? 0x88 : 0x89, 'B'}) +
+         Bytes({static_cast<int>(data.size() & 0xff), static_cast<int>((data.size() >> 8) & 0xff), 0, 0}) + data +
+         Bytes({'t', 'b'});
 }
 
 TEST(PickleNumpy, ChecksShapesAgainstTheData) {
   // (2, 3) int8 with 6 bytes: fine; with 5: refused.
   const std::string shape = Bytes({'K', 2, 'K', 3, 0x86});
   const PickleDocument doc = ParsePickle(
-      Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06") + Bytes({'.'}),
-      "t.pkl", Numpy());
+      Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06") + Bytes({'.'}), "t.pkl", Numpy());
   EXPECT_EQ(NumpyInt(*doc.root, 5), 6);
-  std::string error = ErrorOf(
-      Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05") + Bytes({'.'}), Numpy());
+  std::string error =
+      ErrorOf(Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05") + Bytes({'.'}), Numpy());
   EXPECT_NE(error.find("numpy array of dtype |i1 and shape (2, 3): 6 elements x 1 bytes, but the "
                        "data holds 5 bytes"),
             std::string::npos)
       << error;
   // Fortran order is read back in C order.
   const PickleDocument fortran = ParsePickle(
-      Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06", true) + Bytes({'.'}),
-      "t.pkl", Numpy());
+      Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06", true) + Bytes({'.'}), "t.pkl", Numpy());
   std::vector<int64_t> c_order;
   for (int i = 0; i < 6; ++i) c_order.push_back(NumpyInt(*fortran.root, i));
   EXPECT_EQ(c_order, (std::vector<int64_t>{1, 3, 5, 2, 4, 6}));
   // A negative dimension, too many dimensions, more elements than the file has bytes.
-  error =
-      ErrorOf(Bytes({0x80, 3}) +
-                  Array(Bytes({'J', 0xff, 0xff, 0xff, 0xff, 0x85}), Dtype("i1"), "") + Bytes({'.'}),
-              Numpy());
+  error = ErrorOf(Bytes({0x80, 3}) + Array(Bytes({'J', 0xff, 0xff, 0xff, 0xff, 0x85}), Dtype("i1"), "") + Bytes({'.'}),
+                  Numpy());
   EXPECT_NE(error.find("expected non-negative int"), std::string::npos) << error;
   std::string many = Bytes({'('});
   for (int i = 0; i < 33; ++i) many += Bytes({'K', 1});
@@ -270,19 +254,14 @@ TEST(PickleNumpy, ChecksShapesAgainstTheData) {
   error = ErrorOf(Bytes({0x80, 3}) + Array(huge, Dtype("f8"), "") + Bytes({'.'}), Numpy());
   EXPECT_NE(error.find("more elements than the file has bytes"), std::string::npos) << error;
   // The state's dtype must be a dtype; a second BUILD is refused.
-  error = ErrorOf(
-      Bytes({0x80, 3}) + Array(shape, Bytes({'N'}), "\x01\x02\x03\x04\x05\x06") + Bytes({'.'}),
-      Numpy());
+  error = ErrorOf(Bytes({0x80, 3}) + Array(shape, Bytes({'N'}), "\x01\x02\x03\x04\x05\x06") + Bytes({'.'}), Numpy());
   EXPECT_NE(error.find("numpy array dtype is a None"), std::string::npos) << error;
-  error = ErrorOf(Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06") +
-                      Bytes({'N', 'b', '.'}),
+  error = ErrorOf(Bytes({0x80, 3}) + Array(shape, Dtype("i1"), "\x01\x02\x03\x04\x05\x06") + Bytes({'N', 'b', '.'}),
                   Numpy());
   EXPECT_NE(error.find("BUILD on a numpy.ndarray"), std::string::npos) << error;
   // The hand-edited fixture: a (1, 1) array relabelled (2, 7).
   error = ErrorOf(ReadFile(kData + "bad/array_shape_mismatch.pkl"), Numpy());
-  EXPECT_NE(error.find("shape (2, 7): 14 elements x 8 bytes, but the data holds 8 bytes"),
-            std::string::npos)
-      << error;
+  EXPECT_NE(error.find("shape (2, 7): 14 elements x 8 bytes, but the data holds 8 bytes"), std::string::npos) << error;
 }
 
 TEST(PickleNumpy, TruncatedNumpyPicklesFailWithAnOffset) {
@@ -308,8 +287,7 @@ PickleOptions Records() {
 
 bool SameValue(const PickleNode& a, const PickleNode& b) {
   if (a.type != b.type || a.text != b.text || a.integer != b.integer || a.shape != b.shape ||
-      a.dtype.kind != b.dtype.kind || a.dtype.itemsize != b.dtype.itemsize ||
-      a.items.size() != b.items.size()) {
+      a.dtype.kind != b.dtype.kind || a.dtype.itemsize != b.dtype.itemsize || a.items.size() != b.items.size()) {
     return false;
   }
   for (size_t i = 0; i < a.items.size(); ++i) {
@@ -319,9 +297,8 @@ bool SameValue(const PickleNode& a, const PickleNode& b) {
 }
 
 TEST(PickleRecords, KeepTheRecordKeysExactlyAsAFullParseReadsThem) {
-  for (const std::string name :
-       {"mini_infos_train.pkl", "mini_infos_val.pkl", "mini_infos_val_p3.pkl",
-        "mini_infos_val_p4.pkl", "mini_infos_val_p5.pkl"}) {
+  for (const std::string name : {"mini_infos_train.pkl", "mini_infos_val.pkl", "mini_infos_val_p3.pkl",
+                                 "mini_infos_val_p4.pkl", "mini_infos_val_p5.pkl"}) {
     SCOPED_TRACE(name);
     const std::string bytes = ReadFile(kData + name);
     const PickleDocument full = ParsePickle(bytes, name, Numpy());
@@ -333,15 +310,13 @@ TEST(PickleRecords, KeepTheRecordKeysExactlyAsAFullParseReadsThem) {
     for (size_t i = 0; i < infos->items.size(); ++i) {
       const PickleNode& info = *infos->items[i];
       const PickleNode& want = *full_infos->items[i];
-      for (const std::string key :
-           {"token", "timestamp", "gt_boxes", "gt_names", "num_lidar_pts"}) {
+      for (const std::string key : {"token", "timestamp", "gt_boxes", "gt_names", "num_lidar_pts"}) {
         ASSERT_NE(info.Get(key), nullptr) << key;
         EXPECT_TRUE(SameValue(*info.Get(key), *want.Get(key))) << i << " " << key;
       }
       // Only the length of the sweeps; everything else dropped.
       EXPECT_EQ(info.Get("sweeps")->items.size(), want.Get("sweeps")->items.size());
-      for (const PickleNode* sweep : info.Get("sweeps")->items)
-        EXPECT_EQ(sweep->type, PickleNode::Type::kDropped);
+      for (const PickleNode* sweep : info.Get("sweeps")->items) EXPECT_EQ(sweep->type, PickleNode::Type::kDropped);
       EXPECT_EQ(info.Get("cams")->type, PickleNode::Type::kDropped);
       EXPECT_EQ(info.Get("valid_flag")->type, PickleNode::Type::kDropped);
     }
@@ -355,8 +330,7 @@ TEST(PickleRecords, KeepTheRecordKeysExactlyAsAFullParseReadsThem) {
 // {'infos': [{'token': 't0', 'big': [0, 1, ..., n-1], 'drop': [0, ..., n-1]}, {'token': 't1'}]}:
 // records larger than the young generation, so collections run in the middle of one.
 std::string BigRecords(int n) {
-  std::string p =
-      Bytes({0x80, 2, '}', 'q', 0, '(', 'X', 5, 0, 0, 0}) + "infos" + Bytes({']', '(', '}', '('});
+  std::string p = Bytes({0x80, 2, '}', 'q', 0, '(', 'X', 5, 0, 0, 0}) + "infos" + Bytes({']', '(', '}', '('});
   p += Str("token") + Bytes({'q', 1}) + Str("t0") + Str("big") + Bytes({']', '('});
   std::string items;
   for (int i = 0; i < n; ++i) {
@@ -364,8 +338,7 @@ std::string BigRecords(int n) {
     if (i % 1000 == 999) items += Bytes({'e', '('});
   }
   p += items + Bytes({'e'}) + Str("drop") + Bytes({']', '('}) + items + Bytes({'e', 'u'});
-  p += Bytes({'}', 'h', 1}) + Str("t1") + Bytes({'s', 'e'}) + Str("metadata") +
-       Bytes({'}', 'u', '.'});
+  p += Bytes({'}', 'h', 1}) + Str("t1") + Bytes({'s', 'e'}) + Str("metadata") + Bytes({'}', 'u', '.'});
   return p;
 }
 
@@ -395,8 +368,8 @@ TEST(PickleRecords, SurviveCollectionsInTheMiddleOfARecord) {
 // {'a': 'x', 'b': 'x'}: the dict at memo 5, then 'x' PUT at 5 twice (len(memo) stays 1) and
 // MEMOIZEd at len(memo) = 1, which BINGET 1 reads back (as Python's pickle does).
 TEST(PickleMemo, MemoizeStoresAtPythonsLenOfTheMemo) {
-  const std::string bytes = Bytes({0x80, 4, '}', 'q', 5, '('}) + Str("a") + Str("x") +
-                            Bytes({'q', 5, 'q', 5, 0x94}) + Str("b") + Bytes({'h', 1, 'u', '.'});
+  const std::string bytes = Bytes({0x80, 4, '}', 'q', 5, '('}) + Str("a") + Str("x") + Bytes({'q', 5, 'q', 5, 0x94}) +
+                            Str("b") + Bytes({'h', 1, 'u', '.'});
   PickleOptions records = Records();
   for (const PickleOptions& options : {Numpy(), records}) {
     const PickleDocument doc = ParsePickle(bytes, "memo.pkl", options);
@@ -410,17 +383,16 @@ TEST(PickleMemo, MemoizeStoresAtPythonsLenOfTheMemo) {
 // `copies` arrays of one n-byte buffer.
 std::string SharedBuffer(uint32_t n, int copies) {
   const auto u32 = [](uint32_t v) {
-    return Bytes({static_cast<int>(v & 0xff), static_cast<int>((v >> 8) & 0xff),
-                  static_cast<int>((v >> 16) & 0xff), static_cast<int>(v >> 24)});
+    return Bytes({static_cast<int>(v & 0xff), static_cast<int>((v >> 8) & 0xff), static_cast<int>((v >> 16) & 0xff),
+                  static_cast<int>(v >> 24)});
   };
   std::string p = Bytes({0x80, 4, ']', '('});
   p += "cnumpy.core.numeric\n_frombuffer\n" + Bytes({'q', 1, '('});
   p += "B" + u32(n) + std::string(n, '\7') + Bytes({'q', 2});
-  p += "cnumpy\ndtype\n(" + Str("u1") + Bytes({0x89, 0x88, 't', 'R', '(', 'K', 3}) + Str("|") +
-       "NNNJ" + u32(0xffffffff) + "J" + u32(0xffffffff) + Bytes({'K', 0, 't', 'b', 'q', 3});
+  p += "cnumpy\ndtype\n(" + Str("u1") + Bytes({0x89, 0x88, 't', 'R', '(', 'K', 3}) + Str("|") + "NNNJ" +
+       u32(0xffffffff) + "J" + u32(0xffffffff) + Bytes({'K', 0, 't', 'b', 'q', 3});
   p += "(J" + u32(n) + Bytes({'t', 'q', 4}) + Str("C") + Bytes({'q', 5, 't', 'R'});
-  for (int i = 1; i < copies; ++i)
-    p += Bytes({'h', 1, '(', 'h', 2, 'h', 3, 'h', 4, 'h', 5, 't', 'R'});
+  for (int i = 1; i < copies; ++i) p += Bytes({'h', 1, '(', 'h', 2, 'h', 3, 'h', 4, 'h', 5, 't', 'R'});
   return p + Bytes({'e', '.'});
 }
 
@@ -449,8 +421,7 @@ TEST(PickleRecords, LengthOnlyCopiesOfASharedListAreCharged) {
   std::string p = Bytes({0x80, 4, '}', '(', 'X', 5, 0, 0, 0}) + "infos" + Bytes({']', '('});
   for (int i = 0; i < 200; ++i) {
     p += Bytes({'}', '('}) + Str("sweeps");
-    p += i == 0 ? Bytes({']', '('}) + std::string(items, 'N') + Bytes({'e', 'q', 1})
-                : Bytes({'h', 1});
+    p += i == 0 ? Bytes({']', '('}) + std::string(items, 'N') + Bytes({'e', 'q', 1}) : Bytes({'h', 1});
     p += Bytes({'u'});
   }
   p += Bytes({'e', 'u', '.'});

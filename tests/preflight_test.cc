@@ -12,8 +12,8 @@ namespace {
 
 // The earliest (iteration, rank, slot) at which any rank's sampler draws an index in
 // [begin, end], by brute force over every rank's stream.
-std::optional<SamplerHit> BruteForceFirstHit(const Scenario& scenario, const Dataset& dataset,
-                                             int64_t begin, int64_t end, uint64_t iterations) {
+std::optional<SamplerHit> BruteForceFirstHit(const Scenario& scenario, const Dataset& dataset, int64_t begin,
+                                             int64_t end, uint64_t iterations) {
   std::optional<SamplerHit> best;
   const uint32_t batch = scenario.job().samples_per_gpu();
   for (uint32_t rank = 0; rank < scenario.job().world_size(); ++rank) {
@@ -53,8 +53,8 @@ TEST(PreflightTest, SeedScenarioFindsThePlantedValHalfScene) {
   EXPECT_LT(pool.group, 300);
 
   ASSERT_TRUE(report.first_hit.has_value());
-  const auto brute = BruteForceFirstHit(scenario, dataset, pool.first_frame, pool.last_frame,
-                                        report.first_hit->iteration + 1);
+  const auto brute =
+      BruteForceFirstHit(scenario, dataset, pool.first_frame, pool.last_frame, report.first_hit->iteration + 1);
   ASSERT_TRUE(brute.has_value());
   EXPECT_EQ(report.first_hit->iteration, brute->iteration);
   EXPECT_EQ(report.first_hit->rank, brute->rank);
@@ -85,8 +85,7 @@ TEST(PreflightTest, SampleStreamStopsWhereCheckPredicts) {
 }
 
 TEST(PreflightTest, EachShippedFixTerminates) {
-  for (const char* name : {"streampetr_trainval_hang_global.pbtxt",
-                           "streampetr_trainval_hang_drop_empty_groups.pbtxt",
+  for (const char* name : {"streampetr_trainval_hang_global.pbtxt", "streampetr_trainval_hang_drop_empty_groups.pbtxt",
                            "streampetr_trainval_hang_keep_empty.pbtxt"}) {
     SCOPED_TRACE(name);
     const Scenario scenario = testing::ShippedScenario(name);
@@ -99,12 +98,16 @@ TEST(PreflightTest, EachShippedFixTerminates) {
 }
 
 const char* kSmall = R"pb(
-  dataset { subdatasets { explicit {
-    scenes { gt_counts: [1, 0, 1, 1] }
-    scenes { gt_counts: [1, 1, 0, 0] }
-    scenes { gt_counts: [2, 2, 2, 2] }
-    scenes { gt_counts: [0, 0, 0, 0] }
-  } } }
+  dataset {
+    subdatasets {
+      explicit {
+        scenes { gt_counts: [ 1, 0, 1, 1 ] }
+        scenes { gt_counts: [ 1, 1, 0, 0 ] }
+        scenes { gt_counts: [ 2, 2, 2, 2 ] }
+        scenes { gt_counts: [ 0, 0, 0, 0 ] }
+      }
+    }
+  }
   job { world_size: 2 samples_per_gpu: 1 iterations: 100 }
 )pb";
 
@@ -128,13 +131,11 @@ TEST(PreflightTest, PolicyVerdictsOnTheSameData) {
     bool job_fails;
     size_t pools;
   };
-  for (const Case& c : {Case{Resample::in_group, false, true, 3},
-                        Case{Resample::global, true, false, 0},
-                        Case{Resample::in_subdataset, true, false, 0},
-                        Case{Resample::next_valid_in_group, true, false, 0},
-                        Case{Resample::drop_empty_groups, true, false, 0},
-                        Case{Resample::bounded, true, true, 3},
-                        Case{Resample::keep_empty, true, false, 0}}) {
+  for (const Case& c :
+       {Case{Resample::in_group, false, true, 3}, Case{Resample::global, true, false, 0},
+        Case{Resample::in_subdataset, true, false, 0}, Case{Resample::next_valid_in_group, true, false, 0},
+        Case{Resample::drop_empty_groups, true, false, 0}, Case{Resample::bounded, true, true, 3},
+        Case{Resample::keep_empty, true, false, 0}}) {
     SCOPED_TRACE(Resample::Policy_Name(c.policy));
     Scenario scenario = testing::ScenarioFromText(kSmall);
     scenario.mutable_resample()->set_policy(c.policy);
@@ -148,7 +149,7 @@ TEST(PreflightTest, PolicyVerdictsOnTheSameData) {
 
 TEST(PreflightTest, GlobalPolicyWithNoGtAnywhereIsOneDatasetWidePool) {
   Scenario scenario = testing::ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit { scenes { gt_counts: [0, 0, 0, 0] } } } }
+    dataset { subdatasets { explicit { scenes { gt_counts: [ 0, 0, 0, 0 ] } } } }
     resample { policy: global }
     job { world_size: 1 samples_per_gpu: 1 iterations: 3 }
   )pb");
@@ -161,8 +162,14 @@ TEST(PreflightTest, GlobalPolicyWithNoGtAnywhereIsOneDatasetWidePool) {
 TEST(PreflightTest, InSubDatasetTrapsAnEmptySubDatasetWhereGlobalDoesNot) {
   Scenario scenario = testing::ScenarioFromText(R"pb(
     dataset {
-      subdatasets { name: "train" explicit { scenes { gt_counts: [1, 1, 1, 1] } } }
-      subdatasets { name: "val" explicit { scenes { gt_counts: [0, 0, 0, 0] } } }
+      subdatasets {
+        name: "train"
+        explicit { scenes { gt_counts: [ 1, 1, 1, 1 ] } }
+      }
+      subdatasets {
+        name: "val"
+        explicit { scenes { gt_counts: [ 0, 0, 0, 0 ] } }
+      }
     }
     resample { policy: in_subdataset }
     job { world_size: 1 samples_per_gpu: 1 iterations: 20 }
@@ -219,10 +226,14 @@ TEST(PreflightTest, BoundedIsReplayedExactlyAndAgreesWithSample) {
   // One partly empty chunk (a whole scene, seq_split_num 1): with attempts_max 2 a getitem
   // gives up when its one redraw misses, which happens with probability 7/8.
   Scenario scenario = testing::ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit {
-      scenes { gt_counts: [1, 0, 0, 0, 0, 0, 0, 0] }
-      scenes { gt_counts: [1, 1, 1, 1] }
-    } } }
+    dataset {
+      subdatasets {
+        explicit {
+          scenes { gt_counts: [ 1, 0, 0, 0, 0, 0, 0, 0 ] }
+          scenes { gt_counts: [ 1, 1, 1, 1 ] }
+        }
+      }
+    }
     grouping { seq_split_num: 1 }
     resample { policy: bounded attempts_max: 2 }
     job { world_size: 2 samples_per_gpu: 1 iterations: 50 }
@@ -249,20 +260,19 @@ TEST(PreflightTest, BoundedIsReplayedExactlyAndAgreesWithSample) {
 
 TEST(PreflightTest, EmptyDataLoaderIsASamplerFailure) {
   Scenario scenario = testing::ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1] } } } }
+    dataset { subdatasets { explicit { scenes { gt_counts: [ 1, 1, 1 ] } } } }
     grouping { seq_mode: false }
     sampler { kind: distributed drop_last: true }
     job { world_size: 8 samples_per_gpu: 1 }
   )pb");
   const CheckReport report = RunPreflight(scenario, BuildDataset(scenario, "t"));
-  EXPECT_NE(report.sampler_failure.find("DataLoader would be empty"), std::string::npos)
-      << report.sampler_failure;
+  EXPECT_NE(report.sampler_failure.find("DataLoader would be empty"), std::string::npos) << report.sampler_failure;
   EXPECT_TRUE(report.job_fails);
 }
 
 TEST(PreflightTest, UnevenBatchesFaultMakesRanksDiffer) {
   Scenario scenario = testing::ScenarioFromText(R"pb(
-    dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1, 1, 1, 1, 1] } } } }
+    dataset { subdatasets { explicit { scenes { gt_counts: [ 1, 1, 1, 1, 1, 1, 1, 1 ] } } } }
     sampler { kind: distributed }
     job { world_size: 2 samples_per_gpu: 2 }
     faults { uneven_batches { rank: 1 batches_fewer: 1 } }

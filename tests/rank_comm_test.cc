@@ -67,9 +67,11 @@ std::vector<double> Values(const at::Tensor& t) {
 TEST(RankComm, ReductionsSumAverageMaxMinAndProduct) {
   OnRanks([](uint32_t rank, RankComm& comm) {
     const auto input = torch::tensor({1.0 + rank, 2.0 * (rank + 1)});  // rank 0: 1 2, 1: 2 4, 2: 3 6
-    const std::vector<std::pair<Collective::ReduceOp, std::vector<double>>> cases = {
-        {Collective::sum, {6, 12}}, {Collective::avg, {2, 4}}, {Collective::max, {3, 6}},
-        {Collective::min, {1, 2}},  {Collective::product, {6, 48}}};
+    const std::vector<std::pair<Collective::ReduceOp, std::vector<double>>> cases = {{Collective::sum, {6, 12}},
+                                                                                     {Collective::avg, {2, 4}},
+                                                                                     {Collective::max, {3, 6}},
+                                                                                     {Collective::min, {1, 2}},
+                                                                                     {Collective::product, {6, 48}}};
     for (const auto& [op, expected] : cases) {
       auto pending = comm.Launch(Step(Collective::allreduce, op, 2, Collective::float32), input);
       pending.Wait();
@@ -90,8 +92,8 @@ TEST(RankComm, BroadcastAndReduceUseRankZeroAsRoot) {
                                  torch::full({3}, 10 + static_cast<int>(rank)));
     broadcast.Wait();
     EXPECT_EQ(Values(broadcast.result()), (std::vector<double>{10, 10, 10})) << "rank " << rank;
-    auto reduce = comm.Launch(Step(Collective::reduce, Collective::max, 1, Collective::float64),
-                              torch::full({1}, 5.0 * rank));
+    auto reduce =
+        comm.Launch(Step(Collective::reduce, Collective::max, 1, Collective::float64), torch::full({1}, 5.0 * rank));
     reduce.Wait();
     if (rank == 0) EXPECT_EQ(Values(reduce.result()), (std::vector<double>{10}));
   });
@@ -100,8 +102,8 @@ TEST(RankComm, BroadcastAndReduceUseRankZeroAsRoot) {
 TEST(RankComm, GatherScatterAndAllToAll) {
   OnRanks([](uint32_t rank, RankComm& comm) {
     const double r = rank;
-    auto gather = comm.Launch(Step(Collective::allgather, Collective::sum, 2, Collective::float32),
-                              torch::tensor({r, r + 0.5}));
+    auto gather =
+        comm.Launch(Step(Collective::allgather, Collective::sum, 2, Collective::float32), torch::tensor({r, r + 0.5}));
     gather.Wait();
     EXPECT_EQ(Values(gather.result()), (std::vector<double>{0, 0.5, 1, 1.5, 2, 2.5})) << "rank " << rank;
     // reduce_scatter: every rank gives the same chunks scaled by rank + 1; rank r keeps chunk r
@@ -110,8 +112,8 @@ TEST(RankComm, GatherScatterAndAllToAll) {
                                torch::tensor({(r + 1) * 1.0, (r + 1) * 2.0}));
     scatter.Wait();
     EXPECT_EQ(Values(scatter.result()), (std::vector<double>{6, 12})) << "rank " << rank;
-    auto all_to_all = comm.Launch(Step(Collective::alltoall, Collective::sum, 1, Collective::float32),
-                                  torch::tensor({r}));
+    auto all_to_all =
+        comm.Launch(Step(Collective::alltoall, Collective::sum, 1, Collective::float32), torch::tensor({r}));
     all_to_all.Wait();
     EXPECT_EQ(Values(all_to_all.result()), (std::vector<double>{0, 1, 2})) << "rank " << rank;
     auto barrier = comm.Launch(Step(Collective::barrier, Collective::sum, 1, Collective::float32), torch::zeros({1}));
@@ -125,8 +127,8 @@ TEST(RankComm, NamedGroupsAreSeparateProcessGroups) {
     // own sequence: launch on "other" first, then the world group, and wait in reverse.
     auto on_other = comm.Launch(Step(Collective::allreduce, Collective::sum, 1, Collective::float32, "other"),
                                 torch::full({1}, 1.0));
-    auto on_world = comm.Launch(Step(Collective::allreduce, Collective::sum, 1, Collective::float32),
-                                torch::full({1}, 10.0));
+    auto on_world =
+        comm.Launch(Step(Collective::allreduce, Collective::sum, 1, Collective::float32), torch::full({1}, 10.0));
     on_world.Wait();
     on_other.Wait();
     EXPECT_EQ(Values(on_world.result()), (std::vector<double>{30})) << "rank " << rank;

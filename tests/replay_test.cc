@@ -11,9 +11,9 @@
 
 #include "model/dataset.h"
 #include "model/error.h"
-#include "trace/directory_writer.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
+#include "trace/directory_writer.h"
 
 namespace petrsim {
 namespace {

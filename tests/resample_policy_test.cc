@@ -10,10 +10,14 @@ namespace {
 
 // One sub-dataset; chunks: [0,3) gt 0,2,0 | [3,5) gt 0,0 | [5,8) gt 1,1,1.
 const char* kPools = R"pb(
-  dataset { subdatasets { explicit {
-    scenes { gt_counts: [0, 2, 0, 0, 0] }
-    scenes { gt_counts: [1, 1, 1, 1, 1, 1] }
-  } } }
+  dataset {
+    subdatasets {
+      explicit {
+        scenes { gt_counts: [ 0, 2, 0, 0, 0 ] }
+        scenes { gt_counts: [ 1, 1, 1, 1, 1, 1 ] }
+      }
+    }
+  }
   grouping { seq_split_num: 2 }
   job { world_size: 1 samples_per_gpu: 1 }
 )pb";
@@ -33,8 +37,8 @@ struct Fixture {
 
 // The Python loop written out by hand for a uniform pool [begin, begin + size): load (the
 // pipeline takes `pipeline_draws`), accept a frame with GT, else np.random.choice(pool).
-GetItemResult ReplayUniformLoop(const Dataset& dataset, int64_t index, int64_t begin,
-                                uint32_t size, NumpyRandomState& rng, uint32_t pipeline_draws) {
+GetItemResult ReplayUniformLoop(const Dataset& dataset, int64_t index, int64_t begin, uint32_t size,
+                                NumpyRandomState& rng, uint32_t pipeline_draws) {
   GetItemResult result;
   result.index = index;
   while (true) {

@@ -39,8 +39,8 @@ TEST(TorchDistributedSamplerTest, MatchesRealTorch) {
     SCOPED_TRACE("len " + std::to_string(n) + " W " + std::to_string(w));
     const bool truncated = c.at("truncated");
     for (uint32_t rank = 0; rank < w; ++rank) {
-      const auto indices = TorchDistributedSamplerIndices(
-          n, w, rank, c.at("shuffle"), c.at("drop_last"), c.at("seed"), c.at("epoch"));
+      const auto indices =
+          TorchDistributedSamplerIndices(n, w, rank, c.at("shuffle"), c.at("drop_last"), c.at("seed"), c.at("epoch"));
       const auto expected = c.at("per_rank")[rank].get<std::vector<int64_t>>();
       if (truncated) {
         ASSERT_EQ(indices.size(), c.at("per_rank_len")[rank].get<size_t>());
@@ -53,12 +53,16 @@ TEST(TorchDistributedSamplerTest, MatchesRealTorch) {
 }
 
 const char* kSmall = R"pb(
-  dataset { subdatasets { explicit {
-    scenes { gt_counts: [1, 1, 1, 1, 1] }
-    scenes { gt_counts: [1, 1, 1] }
-    scenes { gt_counts: [1, 1, 1, 1, 1, 1, 1] }
-    scenes { gt_counts: [1, 1] }
-  } } }
+  dataset {
+    subdatasets {
+      explicit {
+        scenes { gt_counts: [ 1, 1, 1, 1, 1 ] }
+        scenes { gt_counts: [ 1, 1, 1 ] }
+        scenes { gt_counts: [ 1, 1, 1, 1, 1, 1, 1 ] }
+        scenes { gt_counts: [ 1, 1 ] }
+      }
+    }
+  }
   job { world_size: 2 samples_per_gpu: 2 iterations: 40 }
 )pb";
 
@@ -169,8 +173,7 @@ TEST(GroupStreamTest, MemoryStaysBoundedOverALongJob) {
   InfiniteGroupSampler rank0(dataset, stream, 2, 2, 0);
   InfiniteGroupSampler rank1(dataset, stream, 2, 2, 1);
   // Reference: rank 0 on a stream of its own.
-  InfiniteGroupSampler alone0(dataset, std::make_shared<GroupStream>(dataset.groups_num(), 0), 2,
-                              2, 0);
+  InfiniteGroupSampler alone0(dataset, std::make_shared<GroupStream>(dataset.groups_num(), 0), 2, 2, 0);
   std::vector<SlotDraw> draws(2 * 100), expected(2 * 100);
   for (int block = 0; block < 2000; ++block) {
     rank0.NextBatches(draws);

@@ -27,39 +27,48 @@ using google::protobuf::util::MessageDifferencer;
 // A small valid scenario touching most parts of the schema (messages, oneofs, enums, packed
 // and repeated fields, doubles, uint64, strings).
 const char* const kValidText = R"pb(
-name: "small"
-description: "encoding round trip"
-seed: 7
-dataset {
-  subdatasets {
-    name: "mini"
-    explicit {
-      scenes { name: "a" gt_counts: [3, 4, 0, 5] }
-      scenes {
-        name: "b"
-        frames { token: "t0" boxes { name: "car" x: 1.5 y: -2.25 num_lidar_pts: 3 } }
-        frames { gt_count: 2 }
-        frames { }
-        frames { boxes { name: "pedestrian" num_lidar_pts: 0 num_radar_pts: 2 } }
+  name: "small"
+  description: "encoding round trip"
+  seed: 7
+  dataset {
+    subdatasets {
+      name: "mini"
+      explicit {
+        scenes {
+          name: "a"
+          gt_counts: [ 3, 4, 0, 5 ]
+        }
+        scenes {
+          name: "b"
+          frames {
+            token: "t0"
+            boxes { name: "car" x: 1.5 y: -2.25 num_lidar_pts: 3 }
+          }
+          frames { gt_count: 2 }
+          frames {}
+          frames { boxes { name: "pedestrian" num_lidar_pts: 0 num_radar_pts: 2 } }
+        }
       }
     }
   }
-}
-filters { classes: "car" classes: "pedestrian" bev_range_min_m: -40 bev_range_max_m: 40 }
-grouping { seq_split_num: 2 }
-sampler { kind: infinite_group_each_sample_in_batch }
-resample { policy: bounded attempts_max: 50 pipeline_draws_per_attempt: 2 }
-job { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 2 iterations: 12 seed: 3 }
-plan {
-  custom {
-    per_iteration { name: "loss" op: allreduce reduce_op: avg numel: 4 dtype: float32 }
-    periodic { collective { op: reduce reduce_op: max } every_iterations: 50 }
+  filters { classes: "car" classes: "pedestrian" bev_range_min_m: -40 bev_range_max_m: 40 }
+  grouping { seq_split_num: 2 }
+  sampler { kind: infinite_group_each_sample_in_batch }
+  resample { policy: bounded attempts_max: 50 pipeline_draws_per_attempt: 2 }
+  job { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 2 iterations: 12 seed: 3 }
+  plan {
+    custom {
+      per_iteration { name: "loss" op: allreduce reduce_op: avg numel: 4 dtype: float32 }
+      periodic {
+        collective { op: reduce reduce_op: max }
+        every_iterations: 50
+      }
+    }
   }
-}
-cost { sample_load_ns: 1000000 jitter_fraction: 0.25 }
-comm { backend: gloo timeout_ms: 600000 }
-faults { slow_rank { rank: 1 factor: 3 } }
-faults { straggler { rank: 0 iteration: 5 delay_ns: 1000 } }
+  cost { sample_load_ns: 1000000 jitter_fraction: 0.25 }
+  comm { backend: gloo timeout_ms: 600000 }
+  faults { slow_rank { rank: 1 factor: 3 } }
+  faults { straggler { rank: 0 iteration: 5 delay_ns: 1000 } }
 )pb";
 
 std::string WriteTempFile(const std::string& name, const std::string& content) {
@@ -98,10 +107,9 @@ TEST(ScenarioLoaderTest, TextBinaryAndJsonGiveEqualMessages) {
 
   const Scenario from_binary = LoadScenario(binary, "small.binpb");
   const Scenario from_json = LoadScenario(json, "small.json");
-  EXPECT_TRUE(MessageDifferencer::Equals(from_text, from_binary))
-      << from_text.DebugString() << "\n---\n" << from_binary.DebugString();
-  EXPECT_TRUE(MessageDifferencer::Equals(from_text, from_json))
-      << json << "\n---\n" << from_json.DebugString();
+  EXPECT_TRUE(MessageDifferencer::Equals(from_text, from_binary)) << from_text.DebugString() << "\n---\n"
+                                                                  << from_binary.DebugString();
+  EXPECT_TRUE(MessageDifferencer::Equals(from_text, from_json)) << json << "\n---\n" << from_json.DebugString();
 }
 
 TEST(ScenarioLoaderTest, DetectionIgnoresLeadingWhitespace) {
@@ -156,15 +164,21 @@ TEST(ScenarioLoaderTest, ShippedScenariosLoadAndBuild) {
 
 // Two scenes of 4 frames: 4 sequence groups with the default seq_split_num 2.
 const char* const kDataset = R"pb(
-dataset {
-  subdatasets {
-    name: "mini"
-    explicit {
-      scenes { name: "a" gt_counts: [1, 2, 3, 4] }
-      scenes { name: "b" gt_counts: [1, 1, 1, 1] }
+  dataset {
+    subdatasets {
+      name: "mini"
+      explicit {
+        scenes {
+          name: "a"
+          gt_counts: [ 1, 2, 3, 4 ]
+        }
+        scenes {
+          name: "b"
+          gt_counts: [ 1, 1, 1, 1 ]
+        }
+      }
     }
   }
-}
 )pb";
 const char* const kJob = "job { world_size: 2 samples_per_gpu: 1 }\n";
 
@@ -195,9 +209,7 @@ std::vector<BadCase> BadCases() {
       {"unknown field name",
        "name: \"x\"\njob {\n  world_sise: 2\n}\n",
        {"bad.pbtxt:3:", "petrsim.Job", "has no field named \"world_sise\""}},
-      {"wrong value type",
-       "job {\n  world_size: \"two\"\n}\n",
-       {"bad.pbtxt:2:15:", "Expected integer"}},
+      {"wrong value type", "job {\n  world_size: \"two\"\n}\n", {"bad.pbtxt:2:15:", "Expected integer"}},
       {"unknown enum value",
        ValidWith("resample {\n  policy: sometimes\n}\n"),
        {"bad.pbtxt:", "Unknown enumeration value of \"sometimes\"", "policy"}},
@@ -215,9 +227,7 @@ std::vector<BadCase> BadCases() {
       {"binary with fields the schema does not define",
        std::string("\x98\x06\x01", 3),
        {"bad.pbtxt: ", "binary scenario has fields petrsim.Scenario does not define"}},
-      {"invalid JSON",
-       "{\"job\": {\"worldSize\": }",
-       {"bad.pbtxt: ", "invalid scenario in the protobuf JSON mapping"}},
+      {"invalid JSON", "{\"job\": {\"worldSize\": }", {"bad.pbtxt: ", "invalid scenario in the protobuf JSON mapping"}},
       {"JSON unknown field",
        "{\"job\": {\"worldSise\": 2}}",
        {"bad.pbtxt: ", "invalid scenario in the protobuf JSON mapping", "worldSise"}},
@@ -226,35 +236,29 @@ std::vector<BadCase> BadCases() {
       {"no sub-datasets",
        std::string(kJob),
        {"bad.pbtxt: ", "dataset.subdatasets: must list at least one sub-dataset"}},
-      {"sub-dataset with no source",
-       WithSubDataset(""),
-       {"bad.pbtxt: ", "dataset.subdatasets[0]:", "needs a source"}},
+      {"sub-dataset with no source", WithSubDataset(""), {"bad.pbtxt: ", "dataset.subdatasets[0]:", "needs a source"}},
       {"synthetic frames_per_scene_max < min",
        WithSubDataset("synthetic { scenes: 2 frames_per_scene_min: 10 frames_per_scene_max: 5 }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.frames_per_scene_max",
-        "must be >= frames_per_scene_min (10)", "got 5"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.frames_per_scene_max", "must be >= frames_per_scene_min (10)",
+        "got 5"}},
       {"synthetic fraction > 1",
        WithSubDataset("synthetic { scenes: 2 empty_frame_fraction: 1.5 }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.empty_frame_fraction",
-        "must be a fraction in [0, 1]", "got 1.5"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.empty_frame_fraction", "must be a fraction in [0, 1]",
+        "got 1.5"}},
       {"synthetic frames_total unreachable",
        WithSubDataset("synthetic { scenes: 2 frames_per_scene_min: 3 frames_per_scene_max: 4 "
                       "frames_total: 9 }"),
        {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.frames_total",
-        "must be in [scenes * frames_per_scene_min, scenes * frames_per_scene_max] = [6, 8]",
-        "got 9"}},
+        "must be in [scenes * frames_per_scene_min, scenes * frames_per_scene_max] = [6, 8]", "got 9"}},
       {"synthetic plant of a scene out of range",
        WithSubDataset("synthetic { scenes: 2 plants { scene: 2 } }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.plants[0].scene",
-        "must be < scenes (2)", "got 2"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].synthetic.plants[0].scene", "must be < scenes (2)", "got 2"}},
       {"scene with both frames and gt_counts",
        WithSubDataset("explicit { scenes { frames { gt_count: 1 } gt_counts: [1] } }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0]:",
-        "give either frames or gt_counts, not both"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0]:", "give either frames or gt_counts, not both"}},
       {"scene with no frames",
        WithSubDataset("explicit { scenes { name: \"empty\" } }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0]:",
-        "a scene needs at least one frame"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0]:", "a scene needs at least one frame"}},
       {"explicit sub-dataset with no scenes",
        WithSubDataset("explicit { }"),
        {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes", "must list at least one scene"}},
@@ -265,8 +269,7 @@ std::vector<BadCase> BadCases() {
         "give either boxes or gt_count, not both"}},
       {"box without a class name",
        WithSubDataset("explicit { scenes { frames { boxes { x: 1 } } frames { gt_count: 1 } } }"),
-       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0].boxes[0].name",
-        "must be set"}},
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0].boxes[0].name", "must be set"}},
       {"scene too short for seq_split_num (BuildDataset)",
        WithSubDataset("explicit { scenes { name: \"long\" gt_counts: [1, 1] } "
                       "scenes { name: \"short\" gt_counts: [1] } }"),
@@ -279,8 +282,7 @@ std::vector<BadCase> BadCases() {
        {"bad.pbtxt: ", "filters.classes[2]", "must not repeat a class", "got \"car\""}},
       {"bev range min >= max",
        ValidWith("filters { bev_range_min_m: 10 bev_range_max_m: 10 }"),
-       {"bad.pbtxt: ", "filters.bev_range_max_m", "must be finite and > bev_range_min_m",
-        "got 10"}},
+       {"bad.pbtxt: ", "filters.bev_range_max_m", "must be finite and > bev_range_min_m", "got 10"}},
 
       // Grouping.
       {"seq_split_num 0",
@@ -291,8 +293,7 @@ std::vector<BadCase> BadCases() {
        {"bad.pbtxt: ", "grouping.seq_split_num", "must be in [1, 100000]", "got 4294967295"}},
       {"seq_split_num with seq_split_all",
        ValidWith("grouping { seq_split_num: 2 seq_split_all: true }"),
-       {"bad.pbtxt: ", "grouping.seq_split_num",
-        "must not be set together with seq_split_all: true"}},
+       {"bad.pbtxt: ", "grouping.seq_split_num", "must not be set together with seq_split_all: true"}},
       {"seq_split_num without seq_mode",
        ValidWith("grouping { seq_mode: false seq_split_num: 2 }"),
        {"bad.pbtxt: ", "grouping.seq_mode", "have no effect"}},
@@ -304,8 +305,8 @@ std::vector<BadCase> BadCases() {
         "kind is infinite_group_each_sample_in_batch"}},
       {"groups_num < world_size * samples_per_gpu (CheckSamplerConstructible)",
        WithJob("job { world_size: 4 samples_per_gpu: 2 }"),
-       {"bad.pbtxt: ", "job.world_size * job.samples_per_gpu",
-        "groups_num >= world_size * samples_per_gpu", "got 4 < 4 * 2"}},
+       {"bad.pbtxt: ", "job.world_size * job.samples_per_gpu", "groups_num >= world_size * samples_per_gpu",
+        "got 4 < 4 * 2"}},
 
       // Resample.
       {"keep_empty with filter_empty_gt explicitly true",
@@ -316,8 +317,7 @@ std::vector<BadCase> BadCases() {
        {"bad.pbtxt: ", "resample.attempts_max", "must be in [1, ", "got 0"}},
       {"attempts_max with policy in_group",
        ValidWith("resample { policy: in_group attempts_max: 5 }"),
-       {"bad.pbtxt: ", "resample.attempts_max", "applies to policy: bounded only",
-        "policy is in_group"}},
+       {"bad.pbtxt: ", "resample.attempts_max", "applies to policy: bounded only", "policy is in_group"}},
 
       // Job.
       {"world_size 0",
@@ -380,14 +380,11 @@ std::vector<BadCase> BadCases() {
        {"bad.pbtxt: ", "faults[0].dead_rank.rank", "must be < job.world_size (2)", "got 2"}},
       {"fault worker >= workers_per_gpu",
        ValidWith("faults { slow_worker { rank: 0 worker: 4 } }"),
-       {"bad.pbtxt: ", "faults[0].slow_worker.worker", "must be < job.workers_per_gpu (4",
-        "got 4"}},
+       {"bad.pbtxt: ", "faults[0].slow_worker.worker", "must be < job.workers_per_gpu (4", "got 4"}},
       {"slow rank factor < 1",
        ValidWith("faults { slow_rank { rank: 1 factor: 0.5 } }"),
        {"bad.pbtxt: ", "faults[0].slow_rank.factor", "must be in [1, 10^6]", "got 0.5"}},
-      {"fault with no kind",
-       ValidWith("faults { }"),
-       {"bad.pbtxt: ", "faults[0]:", "a fault needs one of"}},
+      {"fault with no kind", ValidWith("faults { }"), {"bad.pbtxt: ", "faults[0]:", "a fault needs one of"}},
   };
 }
 
@@ -404,8 +401,7 @@ TEST(ScenarioLoaderTest, BadInputIsRejectedWithPathRuleAndValue) {
     } catch (const ScenarioError& error) {
       const std::string message = error.what();
       for (const std::string& expected : bad.expected_substrings) {
-        EXPECT_NE(message.find(expected), std::string::npos)
-            << "expected \"" << expected << "\" in:\n" << message;
+        EXPECT_NE(message.find(expected), std::string::npos) << "expected \"" << expected << "\" in:\n" << message;
       }
     } catch (const std::exception& error) {
       ADD_FAILURE() << "not a ScenarioError: " << error.what();
@@ -422,8 +418,7 @@ TEST(ScenarioLoaderTest, BadCaseBaseIsValid) {
 }
 
 TEST(ScenarioLoaderTest, MissingFileNamesThePath) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "petrsim_no_such_dir" / "missing.pbtxt").string();
+  const std::string path = (std::filesystem::temp_directory_path() / "petrsim_no_such_dir" / "missing.pbtxt").string();
   try {
     LoadScenarioFile(path);
     FAIL() << "no error for a missing file";
@@ -434,9 +429,8 @@ TEST(ScenarioLoaderTest, MissingFileNamesThePath) {
 }
 
 TEST(ScenarioLoaderTest, EveryViolationIsReportedOnItsOwnLine) {
-  const std::string content = WithJob(
-      "job { world_size: 0 samples_per_gpu: 0 seed: 2147483648 }",
-      "grouping { seq_split_num: 0 }\ncomm { timeout_ms: 0 }\n");
+  const std::string content = WithJob("job { world_size: 0 samples_per_gpu: 0 seed: 2147483648 }",
+                                      "grouping { seq_split_num: 0 }\ncomm { timeout_ms: 0 }\n");
   try {
     LoadScenario(content, "multi.pbtxt");
     FAIL() << "no error";

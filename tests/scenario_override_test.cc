@@ -21,15 +21,21 @@ using google::protobuf::util::MessageDifferencer;
 // epoch-based job: enough structure for oneofs and repeated fields of both kinds.
 Scenario Base() {
   return ParseScenario(R"pb(
-    name: "base"
-    dataset {
-      subdatasets { name: "a" explicit { scenes { gt_counts: [1, 0, 2] } } }
-      subdatasets { name: "b" synthetic { scenes: 3 } }
-    }
-    filters { classes: "car" classes: "pedestrian" }
-    plan { streampetr { decoder_layers: 6 } }
-    job { world_size: 2 epochs: 3 }
-  )pb",
+                         name: "base"
+                         dataset {
+                           subdatasets {
+                             name: "a"
+                             explicit { scenes { gt_counts: [ 1, 0, 2 ] } }
+                           }
+                           subdatasets {
+                             name: "b"
+                             synthetic { scenes: 3 }
+                           }
+                         }
+                         filters { classes: "car" classes: "pedestrian" }
+                         plan { streampetr { decoder_layers: 6 } }
+                         job { world_size: 2 epochs: 3 }
+                       )pb",
                        "base.pbtxt");
 }
 
@@ -46,17 +52,17 @@ std::string ErrorOf(Scenario& scenario, const std::string& override_text) {
 
 TEST(ScenarioOverrideTest, SetsScalarsOfEachKind) {
   Scenario scenario = Base();
-  ApplyOverride(scenario, "job.world_size=64");                     // uint32
-  ApplyOverride(scenario, "comm.timeout_ms=600000");                // uint64
-  ApplyOverride(scenario, "seed=18446744073709551615");             // uint64, its maximum
-  ApplyOverride(scenario, "cost.jitter_fraction=0");                // double
-  ApplyOverride(scenario, "filters.bev_range_min_m=-40.5");         // negative double
+  ApplyOverride(scenario, "job.world_size=64");              // uint32
+  ApplyOverride(scenario, "comm.timeout_ms=600000");         // uint64
+  ApplyOverride(scenario, "seed=18446744073709551615");      // uint64, its maximum
+  ApplyOverride(scenario, "cost.jitter_fraction=0");         // double
+  ApplyOverride(scenario, "filters.bev_range_min_m=-40.5");  // negative double
   ApplyOverride(scenario, "dataset.subdatasets[1].synthetic.boxes_per_frame_mean=2.5e1");
-  ApplyOverride(scenario, "filters.use_valid_flag=false");          // bool by name
-  ApplyOverride(scenario, "filters.filter_empty_gt=0");             // bool by digit
+  ApplyOverride(scenario, "filters.use_valid_flag=false");  // bool by name
+  ApplyOverride(scenario, "filters.filter_empty_gt=0");     // bool by digit
   ApplyOverride(scenario, "grouping.seq_mode=1");
-  ApplyOverride(scenario, "name=what if: a=b");                     // string, verbatim
-  ApplyOverride(scenario, "description=");                          // empty string
+  ApplyOverride(scenario, "name=what if: a=b");  // string, verbatim
+  ApplyOverride(scenario, "description=");       // empty string
 
   EXPECT_EQ(scenario.job().world_size(), 64u);
   EXPECT_EQ(scenario.comm().timeout_ms(), 600000u);
@@ -85,8 +91,7 @@ TEST(ScenarioOverrideTest, SetsEnumsByNameAndNumber) {
   ApplyOverride(scenario, "sampler.kind=1");
   EXPECT_EQ(scenario.sampler().kind(), Sampler::distributed_group);
   ApplyOverride(scenario, "dataset.subdatasets[1].synthetic.plants[0].part=second_half");
-  EXPECT_EQ(scenario.dataset().subdatasets(1).synthetic().plants(0).part(),
-            EmptyPlant::second_half);
+  EXPECT_EQ(scenario.dataset().subdatasets(1).synthetic().plants(0).part(), EmptyPlant::second_half);
 }
 
 TEST(ScenarioOverrideTest, SetsFieldsOfNestedMessagesCreatingThem) {
@@ -149,20 +154,17 @@ TEST(ScenarioOverrideTest, RepeatedScalarsTakeAnIndexOrTheWholeList) {
   Scenario scenario = Base();
   ApplyOverride(scenario, "filters.classes[1]=bus");
   ApplyOverride(scenario, "filters.classes[2]=truck");
-  EXPECT_EQ(std::vector<std::string>(scenario.filters().classes().begin(),
-                                     scenario.filters().classes().end()),
+  EXPECT_EQ(std::vector<std::string>(scenario.filters().classes().begin(), scenario.filters().classes().end()),
             (std::vector<std::string>{"car", "bus", "truck"}));
 
   ApplyOverride(scenario, "filters.classes=barrier,bicycle");
-  EXPECT_EQ(std::vector<std::string>(scenario.filters().classes().begin(),
-                                     scenario.filters().classes().end()),
+  EXPECT_EQ(std::vector<std::string>(scenario.filters().classes().begin(), scenario.filters().classes().end()),
             (std::vector<std::string>{"barrier", "bicycle"}));
 
   const std::string gt_counts = "dataset.subdatasets[0].explicit.scenes[0].gt_counts";
   ApplyOverride(scenario, gt_counts + "=4,0,0,7");
   const auto& counts = scenario.dataset().subdatasets(0).explicit_().scenes(0).gt_counts();
-  EXPECT_EQ(std::vector<uint32_t>(counts.begin(), counts.end()),
-            (std::vector<uint32_t>{4, 0, 0, 7}));
+  EXPECT_EQ(std::vector<uint32_t>(counts.begin(), counts.end()), (std::vector<uint32_t>{4, 0, 0, 7}));
 
   ApplyOverride(scenario, "filters.classes=");
   EXPECT_EQ(scenario.filters().classes_size(), 0);
@@ -180,8 +182,7 @@ TEST(ScenarioOverrideTest, BadOverridesAreRejectedWithPathExpectationAndValue) {
       {"resample.polcy=global",
        "--set resample.polcy=global: no field 'polcy' in petrsim.Resample; fields: policy, "
        "attempts_max, pipeline_draws_per_attempt"},
-      {"job.world_size=abc",
-       "--set job.world_size=abc: job.world_size expects an unsigned 32-bit integer, got 'abc'"},
+      {"job.world_size=abc", "--set job.world_size=abc: job.world_size expects an unsigned 32-bit integer, got 'abc'"},
       {"job.world_size=12x", "job.world_size expects an unsigned 32-bit integer, got '12x'"},
       {"job.world_size=-1", "job.world_size expects an unsigned 32-bit integer, got '-1'"},
       {"job.world_size=+8", "expects an unsigned 32-bit integer, got '+8'"},
@@ -201,11 +202,9 @@ TEST(ScenarioOverrideTest, BadOverridesAreRejectedWithPathExpectationAndValue) {
        "resample.policy expects one of in_group, global, next_valid_in_group, drop_empty_groups, "
        "bounded, keep_empty, in_subdataset or its number, got 'globl'"},
       {"resample.policy=99", "got '99'"},
-      {"job=8",
-       "job is a message (petrsim.Job); set one of its fields: world_size, samples_per_gpu"},
+      {"job=8", "job is a message (petrsim.Job); set one of its fields: world_size, samples_per_gpu"},
       {"dataset.subdatasets[0]=x", "dataset.subdatasets[0] is a message (petrsim.SubDataset)"},
-      {"job.world_size.x=1",
-       "job.world_size is an unsigned 32-bit integer, not a message, so it has no field 'x'"},
+      {"job.world_size.x=1", "job.world_size is an unsigned 32-bit integer, not a message, so it has no field 'x'"},
       {"job.bogus.x=1", "no field 'bogus' in petrsim.Job; fields: world_size,"},
       {"dataset.subdatasets.name=x",
        "dataset.subdatasets is a list of petrsim.SubDataset; set a field of one element, "
@@ -228,8 +227,7 @@ TEST(ScenarioOverrideTest, BadOverridesAreRejectedWithPathExpectationAndValue) {
     SCOPED_TRACE(bad.text);
     Scenario scenario = Base();
     const std::string message = ErrorOf(scenario, bad.text);
-    EXPECT_NE(message.find(bad.expected), std::string::npos)
-        << "expected \"" << bad.expected << "\" in:\n" << message;
+    EXPECT_NE(message.find(bad.expected), std::string::npos) << "expected \"" << bad.expected << "\" in:\n" << message;
   }
 }
 
@@ -259,15 +257,13 @@ TEST(ScenarioOverrideTest, InvalidResultIsCaughtByValidation) {
   ApplyOverride(scenario, "job.world_size=0");
   const std::vector<std::string> violations = FindScenarioViolations(scenario);
   ASSERT_FALSE(violations.empty());
-  EXPECT_NE(violations.front().find("job.world_size: must be in [1, 65536], got 0"),
-            std::string::npos)
+  EXPECT_NE(violations.front().find("job.world_size: must be in [1, 65536], got 0"), std::string::npos)
       << violations.front();
   EXPECT_THROW(ValidateScenario(scenario, "base.pbtxt"), ScenarioError);
 }
 
 TEST(ScenarioOverrideTest, AppliesToTheShippedSeedScenario) {
-  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) +
-                                       "/scenarios/streampetr_trainval_hang.pbtxt");
+  Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) + "/scenarios/streampetr_trainval_hang.pbtxt");
   ASSERT_EQ(scenario.resample().policy(), Resample::in_group);
   ASSERT_EQ(scenario.job().world_size(), 8u);
   const Scenario before = scenario;

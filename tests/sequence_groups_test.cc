@@ -15,9 +15,7 @@ TEST(SceneChunkLengthsTest, ReferenceExamples) {
   EXPECT_EQ(SceneChunkLengths(39, 2), (Lengths{20, 19}));
 }
 
-TEST(SceneChunkLengthsTest, SplitOneIsTheWholeScene) {
-  EXPECT_EQ(SceneChunkLengths(7, 1), (Lengths{7}));
-}
+TEST(SceneChunkLengthsTest, SplitOneIsTheWholeScene) { EXPECT_EQ(SceneChunkLengths(7, 1), (Lengths{7})); }
 
 TEST(SceneChunkLengthsTest, ShortScenesYieldFewerChunksThanAsked) {
   // range(0, n, ceil(n/s)) + [n]: mmdet3d's assertion then rejects these scenes.

@@ -90,15 +90,12 @@ TEST(SimulatorTest, OneWakeEventPerCollectiveEqualsOnePerRank) {
   const std::vector<Scenario> scenarios = {
       seed,
       WithOverrides(global, {"job.epochs=1"}),
-      WithOverrides(global, {"job.epochs=1", "faults[0].dead_rank.rank=3",
-                             "faults[0].dead_rank.at_ns=10000000000"}),
-      WithOverrides(global, {"job.epochs=1", "faults[0].straggler.rank=2",
-                             "faults[0].straggler.iteration=10",
+      WithOverrides(global, {"job.epochs=1", "faults[0].dead_rank.rank=3", "faults[0].dead_rank.at_ns=10000000000"}),
+      WithOverrides(global, {"job.epochs=1", "faults[0].straggler.rank=2", "faults[0].straggler.iteration=10",
                              "faults[0].straggler.delay_ns=2000000000000"}),
-      WithOverrides(global, {"job.epochs=1", "sampler.kind=distributed_group",
-                             "faults[0].uneven_batches.rank=5"}),
-      WithOverrides(seed, {"plan.streampetr.old_code_skips_dn_without_gt=true",
-                           "filters.filter_empty_gt=false", "job.samples_per_gpu=1"}),
+      WithOverrides(global, {"job.epochs=1", "sampler.kind=distributed_group", "faults[0].uneven_batches.rank=5"}),
+      WithOverrides(seed, {"plan.streampetr.old_code_skips_dn_without_gt=true", "filters.filter_empty_gt=false",
+                           "job.samples_per_gpu=1"}),
       ShippedScenario("tiny.pbtxt"),
   };
   for (const Scenario& scenario : scenarios) {
@@ -176,8 +173,7 @@ TEST(SimulatorTest, SeedScenarioHangsWhereCheckAndSamplePredict) {
 }
 
 TEST(SimulatorTest, EachFixScenarioCompletesTheFullJob) {
-  for (const char* name : {"streampetr_trainval_hang_global.pbtxt",
-                           "streampetr_trainval_hang_drop_empty_groups.pbtxt",
+  for (const char* name : {"streampetr_trainval_hang_global.pbtxt", "streampetr_trainval_hang_drop_empty_groups.pbtxt",
                            "streampetr_trainval_hang_keep_empty.pbtxt"}) {
     const SimResult result = Simulated(ShippedScenario(name));
     EXPECT_EQ(result.outcome, Outcome::kCompleted) << name;
@@ -221,8 +217,7 @@ TEST(SimulatorTest, TimesFollowTheCostModelExactly) {
 
 TEST(SimulatorTest, ASlowRankMakesTheOthersWaitInCollectives) {
   const Scenario base = ScenarioFromText(kClockwork);
-  const SimResult slow =
-      Simulated(WithOverrides(base, {"faults[0].slow_rank.rank=1", "faults[0].slow_rank.factor=2"}));
+  const SimResult slow = Simulated(WithOverrides(base, {"faults[0].slow_rank.rank=1", "faults[0].slow_rank.factor=2"}));
   EXPECT_EQ(slow.outcome, Outcome::kCompleted);
   // Rank 1 loads in 200 and computes 6000; rank 0 waits for it in the allreduce: for its longer
   // load and forward in iteration 0, and in iteration 1 also for its longer backward before.
@@ -239,23 +234,20 @@ TEST(SimulatorTest, WatchdogLineAndTimeFollowTheBackend) {
   ASSERT_EQ(polled.nccl_log.size(), 1u);
   const RankStats& waiting = polled.ranks[polled.waiting_ranks.at(0)];
   EXPECT_EQ(waiting.watchdog_fires_ns, polled.first_watchdog_ns);
-  EXPECT_EQ(polled.nccl_log[0],
-            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" +
-                std::to_string(polled.collective->seq) +
-                ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for " +
-                std::to_string((waiting.watchdog_fires_ns - waiting.blocked_since_ns) / 1000000) +
-                " milliseconds before timing out.");
+  EXPECT_EQ(polled.nccl_log[0], "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" +
+                                    std::to_string(polled.collective->seq) +
+                                    ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for " +
+                                    std::to_string((waiting.watchdog_fires_ns - waiting.blocked_since_ns) / 1000000) +
+                                    " milliseconds before timing out.");
 
   const SimResult exact = Simulated(WithOverrides(tiny, {"comm.watchdog_poll_ms=0", "comm.timeout_ms=600000"}));
   const RankStats& rank0 = exact.ranks[0];
   EXPECT_EQ(rank0.watchdog_fires_ns, rank0.blocked_since_ns + 600'000'000'000LL);
-  EXPECT_NE(exact.nccl_log.at(0).find("Timeout(ms)=600000) ran for 600000 milliseconds"),
-            std::string::npos);
+  EXPECT_NE(exact.nccl_log.at(0).find("Timeout(ms)=600000) ran for 600000 milliseconds"), std::string::npos);
 
   const SimResult gloo = Simulated(WithOverrides(tiny, {"comm.backend=gloo"}));
   ASSERT_EQ(gloo.nccl_log.size(), 1u);
-  EXPECT_NE(gloo.nccl_log[0].find("Timed out waiting 1800000ms for recv operation to complete"),
-            std::string::npos);
+  EXPECT_NE(gloo.nccl_log[0].find("Timed out waiting 1800000ms for recv operation to complete"), std::string::npos);
   EXPECT_EQ(gloo.ranks[0].watchdog_fires_ns, gloo.ranks[0].blocked_since_ns + 1'800'000'000'000LL);
 }
 
@@ -276,37 +268,34 @@ TEST(SimulatorTest, DeadRankLeavesTheOthersWaiting) {
 }
 
 TEST(SimulatorTest, DeadWorkerMakesItsRankRaise) {
-  const SimResult result = Simulated(GlobalSeed({"faults[0].dead_worker.rank=2",
-                                           "faults[0].dead_worker.worker=1",
-                                           "faults[0].dead_worker.at_ns=10000000000"}));
+  const SimResult result = Simulated(GlobalSeed(
+      {"faults[0].dead_worker.rank=2", "faults[0].dead_worker.worker=1", "faults[0].dead_worker.at_ns=10000000000"}));
   EXPECT_EQ(result.outcome, Outcome::kRankDied);
   EXPECT_EQ(result.cause, Cause::kWorkerDied);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{2});
   EXPECT_GE(result.ranks[2].died_ns, 10'000'000'000LL);
-  EXPECT_NE(result.ranks[2].died_why.find("DataLoader worker 1 exited unexpectedly"),
-            std::string::npos);
+  EXPECT_NE(result.ranks[2].died_why.find("DataLoader worker 1 exited unexpectedly"), std::string::npos);
 }
 
 TEST(SimulatorTest, StragglerBeyondTheTimeoutHangsAndBelowItDoesNot) {
-  const SimResult late = Simulated(GlobalSeed({"faults[0].straggler.rank=2",
-                                         "faults[0].straggler.iteration=10",
-                                         "faults[0].straggler.delay_ns=2000000000000"}));
+  const SimResult late = Simulated(GlobalSeed({"faults[0].straggler.rank=2", "faults[0].straggler.iteration=10",
+                                               "faults[0].straggler.delay_ns=2000000000000"}));
   EXPECT_EQ(late.outcome, Outcome::kHang);
   EXPECT_EQ(late.cause, Cause::kStragglerTimeout);
   EXPECT_EQ(late.stuck_ranks, std::vector<uint32_t>{2});
   EXPECT_EQ(late.collective->iteration, 10u);
   EXPECT_EQ(late.iterations_completed, 10u);
 
-  const SimResult ok = Simulated(GlobalSeed({"job.iterations_per_epoch=40", "faults[0].straggler.rank=2",
-                                       "faults[0].straggler.iteration=10",
-                                       "faults[0].straggler.delay_ns=1000000000000"}));
+  const SimResult ok =
+      Simulated(GlobalSeed({"job.iterations_per_epoch=40", "faults[0].straggler.rank=2",
+                            "faults[0].straggler.iteration=10", "faults[0].straggler.delay_ns=1000000000000"}));
   EXPECT_EQ(ok.outcome, Outcome::kCompleted);
   EXPECT_GT(ok.ranks[0].collective_wait_ns, 1'000'000'000'000LL);
 }
 
 TEST(SimulatorTest, UnevenBatchesLeaveTheOthersInTheLastIteration) {
-  const SimResult result = Simulated(
-      GlobalSeed({"faults[0].uneven_batches.rank=5", "faults[0].uneven_batches.batches_fewer=1"}));
+  const SimResult result =
+      Simulated(GlobalSeed({"faults[0].uneven_batches.rank=5", "faults[0].uneven_batches.batches_fewer=1"}));
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kUnevenBatches);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{5});
@@ -317,15 +306,14 @@ TEST(SimulatorTest, UnevenBatchesLeaveTheOthersInTheLastIteration) {
 TEST(SimulatorTest, OldCodeSkippingDenoisingCollectivesDesyncs) {
   const SimResult result = Simulated(WithOverrides(
       ShippedScenario("streampetr_trainval_hang.pbtxt"),
-      {"plan.streampetr.old_code_skips_dn_without_gt=true", "filters.filter_empty_gt=false",
-       "job.samples_per_gpu=1"}));
+      {"plan.streampetr.old_code_skips_dn_without_gt=true", "filters.filter_empty_gt=false", "job.samples_per_gpu=1"}));
   EXPECT_EQ(result.outcome, Outcome::kDesync);
   EXPECT_EQ(result.cause, Cause::kConditionalCollective);
   ASSERT_TRUE(result.desync.has_value());
   // The skipping rank's len(log_vars) (int64) meets the others' denoising reduce_mean (float32).
   const Desync& d = *result.desync;
-  const bool one_is_len = d.first.step == "_parse_losses: len(log_vars)" ||
-                          d.other.step == "_parse_losses: len(log_vars)";
+  const bool one_is_len =
+      d.first.step == "_parse_losses: len(log_vars)" || d.other.step == "_parse_losses: len(log_vars)";
   EXPECT_TRUE(one_is_len) << d.first.step << " / " << d.other.step;
   EXPECT_NE(d.first.dtype, d.other.dtype);
   uint64_t skipped = 0;
@@ -334,15 +322,13 @@ TEST(SimulatorTest, OldCodeSkippingDenoisingCollectivesDesyncs) {
   // Without the old code the same job does not desync there.
   const SimResult fixed = Simulated(WithOverrides(
       ShippedScenario("streampetr_trainval_hang.pbtxt"),
-      {"filters.filter_empty_gt=false", "job.samples_per_gpu=1", "job.epochs=1",
-       "job.iterations_per_epoch=400"}));
+      {"filters.filter_empty_gt=false", "job.samples_per_gpu=1", "job.epochs=1", "job.iterations_per_epoch=400"}));
   EXPECT_EQ(fixed.outcome, Outcome::kCompleted);
 }
 
 TEST(SimulatorTest, BoundedPolicyErrorKillsTheRank) {
-  const SimResult result =
-      Simulated(WithOverrides(ShippedScenario("streampetr_trainval_hang.pbtxt"),
-                        {"resample.policy=bounded", "resample.attempts_max=50"}));
+  const SimResult result = Simulated(WithOverrides(ShippedScenario("streampetr_trainval_hang.pbtxt"),
+                                                   {"resample.policy=bounded", "resample.attempts_max=50"}));
   EXPECT_EQ(result.outcome, Outcome::kRankDied);
   EXPECT_EQ(result.cause, Cause::kDatasetError);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{7});
@@ -370,8 +356,8 @@ namespace {
 TEST(SimulatorTest, StuckWorkerIsCheckFirstHitForEverySeed) {
   int hangs = 0;
   for (uint32_t seed = 0; seed < 40; ++seed) {
-    const Scenario scenario = WithOverrides(
-        ShippedScenario("tiny.pbtxt"), {"job.iterations=200", "job.seed=" + std::to_string(seed)});
+    const Scenario scenario =
+        WithOverrides(ShippedScenario("tiny.pbtxt"), {"job.iterations=200", "job.seed=" + std::to_string(seed)});
     const Dataset dataset = BuildDataset(scenario, "test");
     const CheckReport check = RunPreflight(scenario, dataset);
     const SimResult result = Simulate(scenario, dataset, SimOptions{});
@@ -395,8 +381,8 @@ TEST(SimulatorTest, StuckWorkerIsCheckFirstHitForEverySeed) {
 // draws are those `petrsim sample` replays.
 TEST(SimulatorTest, MainProcessLoaderKeepsItsRngAcrossEpochs) {
   const Scenario scenario = WithOverrides(
-      ShippedScenario("tiny.pbtxt"), {"sampler.kind=distributed_group", "job.workers_per_gpu=0",
-                                      "job.epochs=6", "resample.policy=global"});
+      ShippedScenario("tiny.pbtxt"),
+      {"sampler.kind=distributed_group", "job.workers_per_gpu=0", "job.epochs=6", "resample.policy=global"});
   const Dataset dataset = BuildDataset(scenario, "test");
   const SimResult result = Simulate(scenario, dataset, SimOptions{});
   ASSERT_EQ(result.outcome, Outcome::kCompleted);
@@ -410,11 +396,10 @@ TEST(SimulatorTest, MainProcessLoaderKeepsItsRngAcrossEpochs) {
 
 // A non-blocking collective left incomplete while its rank computes on is watched too.
 TEST(SimulatorTest, WatchdogWatchesNonBlockingWork) {
-  const SimResult result = Simulated(WithOverrides(
-      ScenarioFromText(kClockwork),
-      {"plan.custom.per_iteration[0].blocking=false", "comm.timeout_ms=1000",
-       "comm.watchdog_poll_ms=0", "faults[0].slow_rank.rank=1",
-       "faults[0].slow_rank.factor=1000000"}));
+  const SimResult result = Simulated(
+      WithOverrides(ScenarioFromText(kClockwork),
+                    {"plan.custom.per_iteration[0].blocking=false", "comm.timeout_ms=1000", "comm.watchdog_poll_ms=0",
+                     "faults[0].slow_rank.rank=1", "faults[0].slow_rank.factor=1000000"}));
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
@@ -423,18 +408,17 @@ TEST(SimulatorTest, WatchdogWatchesNonBlockingWork) {
 }
 
 TEST(SimulatorTest, EmptyDataLoaderKillsItsRank) {
-  const SimResult result = Simulated(WithOverrides(
-      ShippedScenario("tiny.pbtxt"),
-      {"sampler.kind=distributed_group", "faults[0].uneven_batches.rank=1",
-       "faults[0].uneven_batches.batches_fewer=100"}));
+  const SimResult result = Simulated(
+      WithOverrides(ShippedScenario("tiny.pbtxt"), {"sampler.kind=distributed_group", "faults[0].uneven_batches.rank=1",
+                                                    "faults[0].uneven_batches.batches_fewer=100"}));
   EXPECT_EQ(result.outcome, Outcome::kRankDied);
   EXPECT_EQ(result.cause, Cause::kUnevenBatches);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
 }
 
 TEST(SimulatorTest, OneRankThatSpinsHangsWithoutAWatchdog) {
-  const SimResult result = Simulated(WithOverrides(
-      ShippedScenario("tiny.pbtxt"), {"job.world_size=1", "job.iterations=50"}));
+  const SimResult result =
+      Simulated(WithOverrides(ShippedScenario("tiny.pbtxt"), {"job.world_size=1", "job.iterations=50"}));
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kSamplerLivelock);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{0});
@@ -444,9 +428,8 @@ TEST(SimulatorTest, OneRankThatSpinsHangsWithoutAWatchdog) {
 
 TEST(SimulatorTest, HugeValidatedDurationsSaturateInsteadOfWrapping) {
   const SimResult result = Simulated(WithOverrides(
-      ScenarioFromText(kClockwork), {"cost.step_compute_ns=1000000000000000",
-                                     "faults[0].slow_rank.rank=1",
-                                     "faults[0].slow_rank.factor=1000000"}));
+      ScenarioFromText(kClockwork),
+      {"cost.step_compute_ns=1000000000000000", "faults[0].slow_rank.rank=1", "faults[0].slow_rank.factor=1000000"}));
   // Rank 1 computes for ~32 years; rank 0 waits in the allreduce until its watchdog fires.
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
@@ -456,9 +439,8 @@ TEST(SimulatorTest, HugeValidatedDurationsSaturateInsteadOfWrapping) {
 
 TEST(SimulatorTest, ASlowWorkerBeyondTheTimeoutIsAStraggler) {
   const SimResult result = Simulated(WithOverrides(
-      ShippedScenario("tiny.pbtxt"),
-      {"resample.policy=global", "faults[0].slow_worker.rank=1", "faults[0].slow_worker.worker=0",
-       "faults[0].slow_worker.factor=100000"}));
+      ShippedScenario("tiny.pbtxt"), {"resample.policy=global", "faults[0].slow_worker.rank=1",
+                                      "faults[0].slow_worker.worker=0", "faults[0].slow_worker.factor=100000"}));
   EXPECT_EQ(result.outcome, Outcome::kHang);
   EXPECT_EQ(result.cause, Cause::kStragglerTimeout);
   EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});

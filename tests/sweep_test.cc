@@ -17,8 +17,7 @@ namespace petrsim {
 namespace {
 
 const std::string kTiny = std::string(PETRSIM_SOURCE_DIR) + "/scenarios/tiny.pbtxt";
-const std::string kSeed =
-    std::string(PETRSIM_SOURCE_DIR) + "/scenarios/streampetr_trainval_hang.pbtxt";
+const std::string kSeed = std::string(PETRSIM_SOURCE_DIR) + "/scenarios/streampetr_trainval_hang.pbtxt";
 
 // What `write` writes to a FILE*.
 std::string Capture(const std::function<void(std::FILE*)>& write) {
@@ -39,8 +38,7 @@ std::string Sweep(const SweepSpec& spec) {
   return Capture([&](std::FILE* out) { EXPECT_EQ(RunSweep(spec, out), 0); });
 }
 
-std::string Merge(const std::vector<std::string>& paths, SweepFormat format,
-                  bool json_runs = false) {
+std::string Merge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs = false) {
   return Capture([&](std::FILE* out) { EXPECT_EQ(RunMerge(paths, format, json_runs, out), 0); });
 }
 
@@ -78,8 +76,8 @@ TEST(ParseVaryTest, PathAndValuesInOrder) {
 }
 
 TEST(ParseVaryTest, RejectsMalformedFlagsNamingThem) {
-  for (const char* bad : {"job.world_size", "job.world_size=", "=8,16", "job.world_size=8,,16",
-                          "job.world_size=8,", "job.world_size=8,8"}) {
+  for (const char* bad : {"job.world_size", "job.world_size=", "=8,16", "job.world_size=8,,16", "job.world_size=8,",
+                          "job.world_size=8,8"}) {
     SCOPED_TRACE(bad);
     const std::string message = ErrorOf([&] { ParseVary(bad); });
     EXPECT_NE(message.find(std::string("--vary ") + bad), std::string::npos) << message;
@@ -92,8 +90,8 @@ TEST(ParseShardTest, OneBasedKOfN) {
   EXPECT_EQ(ParseShard("1/3"), (SweepShard{1, 3}));
   EXPECT_EQ(ParseShard("3/3"), (SweepShard{3, 3}));
   EXPECT_EQ(ParseShard("1/1"), (SweepShard{1, 1}));
-  for (const char* bad : {"0/3", "4/3", "1/0", "0/0", "junk", "1", "1/", "/3", "1/3x", "-1/3",
-                          "+1/3", " 1/3", "1/3/3", "99999999999/99999999999"}) {
+  for (const char* bad : {"0/3", "4/3", "1/0", "0/0", "junk", "1", "1/", "/3", "1/3x", "-1/3", "+1/3", " 1/3", "1/3/3",
+                          "99999999999/99999999999"}) {
     SCOPED_TRACE(bad);
     const std::string message = ErrorOf([&] { ParseShard(bad); });
     EXPECT_NE(message.find("--shard"), std::string::npos) << message;
@@ -114,9 +112,7 @@ TEST(RunSweepTest, BadVaryValuesAreReportedBeforeAnyOutput) {
     SweepSpec spec = TinySpec();
     spec.vary = {ParseVary(test.vary)};
     std::string message;
-    const std::string output = Capture([&](std::FILE* out) {
-      message = ErrorOf([&] { RunSweep(spec, out); });
-    });
+    const std::string output = Capture([&](std::FILE* out) { message = ErrorOf([&] { RunSweep(spec, out); }); });
     EXPECT_NE(message.find(test.expected), std::string::npos) << message;
     EXPECT_EQ(output, "");
   }
@@ -125,8 +121,7 @@ TEST(RunSweepTest, BadVaryValuesAreReportedBeforeAnyOutput) {
   spec.vary = {ParseVary("job.world_size=2,64")};
   spec.jobs = 2;
   std::string message;
-  const std::string output =
-      Capture([&](std::FILE* out) { message = ErrorOf([&] { RunSweep(spec, out); }); });
+  const std::string output = Capture([&](std::FILE* out) { message = ErrorOf([&] { RunSweep(spec, out); }); });
   EXPECT_NE(message.find("run 3 (job.world_size=64, seed index 0: run seed 0, job.seed 0): " + kTiny +
                          ": job.world_size * job.samples_per_gpu"),
             std::string::npos)
@@ -141,8 +136,7 @@ TEST(RunSweepTest, BadVaryValuesAreReportedBeforeAnyOutput) {
   EXPECT_NE(ErrorOf([&] { Sweep(spec); }).find("varied twice"), std::string::npos);
   spec = TinySpec();
   spec.scenario_path = "no/such/file.pbtxt";
-  EXPECT_NE(ErrorOf([&] { Sweep(spec); }).find("no/such/file.pbtxt: cannot open"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Sweep(spec); }).find("no/such/file.pbtxt: cannot open"), std::string::npos);
   spec = TinySpec();
   spec.sets = {"job.samples_per_gpu=x"};
   EXPECT_NE(ErrorOf([&] { Sweep(spec); }).find("--set job.samples_per_gpu=x"), std::string::npos);
@@ -177,7 +171,7 @@ TEST(RunSweepTest, CombinationsAreTheProductWithTheLastAxisFastest) {
       EXPECT_EQ(run["run"], c * 3 + i);
       EXPECT_EQ(run["seed_index"], i);
       EXPECT_EQ(run["run_seed"], 40 + i);  // --seed-base 40
-      EXPECT_EQ(run["job_seed"], i);   // tiny's job.seed is 0
+      EXPECT_EQ(run["job_seed"], i);       // tiny's job.seed is 0
       if (run["outcome"] == "completed") {
         EXPECT_TRUE(run["time_to_hang_ns"].is_null());
         EXPECT_EQ(run["iterations_completed"], 12);
@@ -238,9 +232,7 @@ TEST(RunSweepTest, ProgressCountsEveryRun) {
 TEST(RunSweepTest, TableAndCsvShape) {
   SweepSpec spec = TinySpec();
   const std::string table = Sweep(spec);
-  EXPECT_NE(table.find("sweep of " + kTiny + ": 4 combinations x 3 seeds = 12 runs"),
-            std::string::npos)
-      << table;
+  EXPECT_NE(table.find("sweep of " + kTiny + ": 4 combinations x 3 seeds = 12 runs"), std::string::npos) << table;
   EXPECT_NE(table.find("job.workers_per_gpu  resample.policy  runs"), std::string::npos) << table;
   spec.format = SweepFormat::kCsv;
   const std::string csv = Sweep(spec);
@@ -308,8 +300,7 @@ TEST(MergeTest, RejectsShardsOfDifferentSweepsMissingOrTwice) {
   };
   EXPECT_EQ(merge_error({first, second}), "");
   std::string message = merge_error({first, other_seeds});
-  EXPECT_NE(message.find(other_seeds + ": from a different sweep than " + first), std::string::npos)
-      << message;
+  EXPECT_NE(message.find(other_seeds + ": from a different sweep than " + first), std::string::npos) << message;
   EXPECT_NE(message.find("seeds"), std::string::npos) << message;
   message = merge_error({first, other_vary});
   EXPECT_NE(message.find(other_vary + ": from a different sweep"), std::string::npos) << message;

@@ -29,8 +29,8 @@ class TraceWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() / (std::string("petrsim_trace_") + info->name() + "_" +
-                                         std::to_string(::getpid()));
+    root_ =
+        fs::temp_directory_path() / (std::string("petrsim_trace_") + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     directory_ = (root_ / "trace").string();  // created by the writer
     scenario_ = testing::ShippedScenario("tiny.pbtxt");
@@ -209,8 +209,7 @@ TEST_F(TraceWriterTest, RecordsRoundTripWithTheHeaderInOrder) {
   std::vector<std::string> strings;
   const std::vector<TraceRecord> records = SampleRecords(strings);
   {
-    TraceDirectoryWriter writer(directory_, scenario_, "scenarios/tiny.pbtxt", 3, "sim",
-                                "test-build");
+    TraceDirectoryWriter writer(directory_, scenario_, "scenarios/tiny.pbtxt", 3, "sim", "test-build");
     for (const auto& record : records) writer.Record(record);
     writer.Finish();
   }
@@ -223,8 +222,7 @@ TEST_F(TraceWriterTest, RecordsRoundTripWithTheHeaderInOrder) {
     EXPECT_FALSE(fs::exists(path + ".tmp"));
     const RankTrace trace = ReadRankTrace(path);
     EXPECT_EQ(trace.header.format_version(), kTraceFormatVersion);
-    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(trace.header.scenario(),
-                                                                   scenario_));
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(trace.header.scenario(), scenario_));
     EXPECT_EQ(trace.header.scenario_path(), "scenarios/tiny.pbtxt");
     EXPECT_EQ(trace.header.seed(), scenario_.seed());
     EXPECT_TRUE(trace.header.has_rank());
@@ -336,8 +334,7 @@ TEST_F(TraceWriterTest, ATruncatedFileNamesTheFileTheMessageAndTheOffset) {
   WriteBytes(cut, bytes.substr(0, bytes.size() - 2));
   std::string message = ReadError(cut);
   EXPECT_NE(message.find(cut), std::string::npos) << message;
-  EXPECT_NE(message.find("message 4 (a TraceEvent) at byte " + std::to_string(last_offset)),
-            std::string::npos)
+  EXPECT_NE(message.find("message 4 (a TraceEvent) at byte " + std::to_string(last_offset)), std::string::npos)
       << message;
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 
@@ -375,8 +372,7 @@ TEST_F(TraceWriterTest, CorruptEmptyAndNewerFilesAreRefused) {
   WriteBytes(path, std::string(1, static_cast<char>(body.size())) + body);
   EXPECT_NE(ReadError(path).find("format_version 2"), std::string::npos) << ReadError(path);
 
-  EXPECT_NE(ReadError(root_.string() + "/missing.pbtrace").find("missing.pbtrace: cannot open"),
-            std::string::npos);
+  EXPECT_NE(ReadError(root_.string() + "/missing.pbtrace").find("missing.pbtrace: cannot open"), std::string::npos);
 }
 
 TEST_F(TraceWriterTest, AnUnfinishedWriterLeavesNoFiles) {
@@ -435,33 +431,37 @@ TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
   }
   for (uint32_t r = 0; r < 2; ++r) {
     std::vector<TraceEvent> slow;
-    ForEachTraceEvent(RankTracePath(directory_, r), [&](const TraceEvent& e) { slow.push_back(e); }, nullptr);
+    ForEachTraceEvent(
+        RankTracePath(directory_, r), [&](const TraceEvent& e) { slow.push_back(e); }, nullptr);
     size_t i = 0;
-    ScanTraceEvents(RankTracePath(directory_, r), [&](const TraceEventView& v) {
-      ASSERT_LT(i, slow.size());
-      const TraceEvent& e = slow[i++];
-      EXPECT_EQ(v.kind, e.kind());
-      EXPECT_EQ(v.worker, e.worker());
-      EXPECT_EQ(v.start_ns, e.start_ns());
-      EXPECT_EQ(v.end_ns, e.end_ns());
-      EXPECT_EQ(v.iteration, e.iteration());
-      EXPECT_EQ(v.slot, e.slot());
-      EXPECT_EQ(v.index, e.index());
-      EXPECT_EQ(v.final_index, e.final_index());
-      EXPECT_EQ(v.attempts, e.attempts());
-      EXPECT_EQ(v.process_group, e.process_group());
-      EXPECT_EQ(v.seq, e.seq());
-      EXPECT_EQ(v.op, e.op());
-      EXPECT_EQ(v.numel, e.numel());
-      EXPECT_EQ(v.completed, e.completed());
-      EXPECT_EQ(v.text, e.text());
-      EXPECT_EQ(v.records_dropped, e.records_dropped());
-      EXPECT_EQ(v.dtype, e.dtype());
-      EXPECT_EQ(v.started_ns, e.started_ns());
-      EXPECT_EQ(v.group, e.group());
-      EXPECT_EQ(v.gt_count, e.gt_count());
-      EXPECT_EQ(v.accepted, e.accepted());
-    }, nullptr);
+    ScanTraceEvents(
+        RankTracePath(directory_, r),
+        [&](const TraceEventView& v) {
+          ASSERT_LT(i, slow.size());
+          const TraceEvent& e = slow[i++];
+          EXPECT_EQ(v.kind, e.kind());
+          EXPECT_EQ(v.worker, e.worker());
+          EXPECT_EQ(v.start_ns, e.start_ns());
+          EXPECT_EQ(v.end_ns, e.end_ns());
+          EXPECT_EQ(v.iteration, e.iteration());
+          EXPECT_EQ(v.slot, e.slot());
+          EXPECT_EQ(v.index, e.index());
+          EXPECT_EQ(v.final_index, e.final_index());
+          EXPECT_EQ(v.attempts, e.attempts());
+          EXPECT_EQ(v.process_group, e.process_group());
+          EXPECT_EQ(v.seq, e.seq());
+          EXPECT_EQ(v.op, e.op());
+          EXPECT_EQ(v.numel, e.numel());
+          EXPECT_EQ(v.completed, e.completed());
+          EXPECT_EQ(v.text, e.text());
+          EXPECT_EQ(v.records_dropped, e.records_dropped());
+          EXPECT_EQ(v.dtype, e.dtype());
+          EXPECT_EQ(v.started_ns, e.started_ns());
+          EXPECT_EQ(v.group, e.group());
+          EXPECT_EQ(v.gt_count, e.gt_count());
+          EXPECT_EQ(v.accepted, e.accepted());
+        },
+        nullptr);
     EXPECT_EQ(i, slow.size());
   }
   // A cut file: the same prefix and the same error.
@@ -470,8 +470,10 @@ TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
   WriteBytes(cut, bytes.substr(0, bytes.size() - 2));
   std::string slow_error, fast_error;
   size_t slow_count = 0, fast_count = 0;
-  ForEachTraceEvent(cut, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
-  ScanTraceEvents(cut, [&](const TraceEventView&) { ++fast_count; }, &fast_error);
+  ForEachTraceEvent(
+      cut, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
+  ScanTraceEvents(
+      cut, [&](const TraceEventView&) { ++fast_count; }, &fast_error);
   EXPECT_EQ(fast_count, slow_count);
   EXPECT_NE(fast_error.find("truncated"), std::string::npos) << fast_error;
   EXPECT_NE(fast_error.find(cut + ": message "), std::string::npos) << fast_error;
@@ -485,11 +487,14 @@ TEST_F(TraceWriterTest, LongTagsAreReadAsProtobufReadsThem) {
     writer.Finish();
   }
   const std::string path = RankTracePath(directory_, 0);
-  const std::string event("\x08\x00\x10\x01\x18\x90\x92\xd0\x69\xb1\xa8\x9b\x9a\xd2\x01\x28\x03\x38\x13\x40\x13\x48\x01", 23);
+  const std::string event(
+      "\x08\x00\x10\x01\x18\x90\x92\xd0\x69\xb1\xa8\x9b\x9a\xd2\x01\x28\x03\x38\x13\x40\x13\x48\x01", 23);
   WriteBytes(path, ReadBytes(path) + std::string(1, static_cast<char>(event.size())) + event);
   std::string slow_error, fast_error;
-  ForEachTraceEvent(path, [](const TraceEvent&) {}, &slow_error);
-  ScanTraceEvents(path, [](const TraceEventView&) {}, &fast_error);
+  ForEachTraceEvent(
+      path, [](const TraceEvent&) {}, &slow_error);
+  ScanTraceEvents(
+      path, [](const TraceEventView&) {}, &fast_error);
   EXPECT_NE(slow_error.find("message 1 (a TraceEvent)"), std::string::npos) << slow_error;
   EXPECT_EQ(fast_error, slow_error);
 
@@ -503,11 +508,15 @@ TEST_F(TraceWriterTest, LongTagsAreReadAsProtobufReadsThem) {
   size_t slow_count = 0, fast_count = 0;
   slow_error.clear();
   fast_error.clear();
-  ForEachTraceEvent(path, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
-  ScanTraceEvents(path, [&](const TraceEventView& v) {
-    ++fast_count;
-    EXPECT_EQ(v.kind, TraceEventKind::collective);
-  }, &fast_error);
+  ForEachTraceEvent(
+      path, [&](const TraceEvent&) { ++slow_count; }, &slow_error);
+  ScanTraceEvents(
+      path,
+      [&](const TraceEventView& v) {
+        ++fast_count;
+        EXPECT_EQ(v.kind, TraceEventKind::collective);
+      },
+      &fast_error);
   EXPECT_EQ(slow_error, "");
   EXPECT_EQ(fast_error, "");
   EXPECT_EQ(slow_count, 1u);
@@ -574,7 +583,7 @@ TEST_F(TraceWriterTest, AStreamingRankKilledWithSigkillLeavesAReadablePrefix) {
   const int status = InChild([&] {
     RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 0, 2, "gloo", "test", RankTraceWriter::Mode::kStream);
     for (uint64_t i = 0; i < 1000; ++i) writer.Record(Iteration(i));
-    writer.Record(Iteration(1000, TraceKind::kCollective));  // flushed at once
+    writer.Record(Iteration(1000, TraceKind::kCollective));              // flushed at once
     for (uint64_t i = 1001; i < 1010; ++i) writer.Record(Iteration(i));  // still buffered
     ::kill(::getpid(), SIGKILL);
   });
@@ -617,7 +626,7 @@ TEST_F(TraceWriterTest, ARingRankDumpsAtExitAndOnDemand) {
   {
     RankTraceWriter writer(path, scenario_, "tiny.pbtxt", 0, 1, "gloo", "test", RankTraceWriter::Mode::kRing, 3);
     for (uint64_t i = 0; i < 5; ++i) writer.Record(Iteration(i));
-    ASSERT_TRUE(writer.Dump());  // the watchdog fired
+    ASSERT_TRUE(writer.Dump());                        // the watchdog fired
     EXPECT_EQ(ReadRankTrace(path).events.size(), 4u);  // the truncated event, then 3
     writer.Record(Iteration(5));
     // A long text is shortened to fit its slot; the event stays readable.

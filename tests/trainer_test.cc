@@ -22,10 +22,10 @@
 
 #include "model/preflight.h"
 #include "model/scenario_loader.h"
+#include "sim/simulator.h"
 #include "trace/directory_writer.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
-#include "sim/simulator.h"
 
 namespace petrsim::real {
 namespace {
@@ -107,9 +107,8 @@ TEST(Trainer, TwoRanksStayInSyncAndTheLossHalvesIn300Iterations) {
   const double last = std::accumulate(losses.end() - 20, losses.end(), 0.0) / 20;
   const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
   std::cout << "loss: mean of the first 20 iterations " << first << ", of the last 20 " << last << " (ratio "
-            << last / first << "; ATEN_CPU_CAPABILITY=" << (capability ? capability : "unset") << "; "
-            << run.seconds << " s for 300 iterations on 2 ranks; " << MakeRealJob(scenario, model).parameters
-            << " parameters)\n";
+            << last / first << "; ATEN_CPU_CAPABILITY=" << (capability ? capability : "unset") << "; " << run.seconds
+            << " s for 300 iterations on 2 ranks; " << MakeRealJob(scenario, model).parameters << " parameters)\n";
   EXPECT_LT(last, 0.5 * first) << "first 20: " << first << ", last 20: " << last;
 }
 

@@ -31,9 +31,8 @@ constexpr uint64_t kBufferedBytesMax = uint64_t{64} << 20;
 
 TraceDirectoryWriter::TraceDirectoryWriter(std::string directory, const Scenario& scenario,
                                            const std::string& scenario_path, uint32_t world_size,
-                                           const std::string& backend,
-                                           const std::string& build_id, uint64_t records_max,
-                                           uint64_t ring_events)
+                                           const std::string& backend, const std::string& build_id,
+                                           uint64_t records_max, uint64_t ring_events)
     : directory_(std::move(directory)),
       world_size_(world_size),
       records_max_(records_max),
@@ -49,8 +48,7 @@ TraceDirectoryWriter::TraceDirectoryWriter(std::string directory, const Scenario
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
   if (error) {
-    throw ScenarioError(
-        fmt::format("{}: cannot create the trace directory: {}", directory_, error.message()));
+    throw ScenarioError(fmt::format("{}: cannot create the trace directory: {}", directory_, error.message()));
   }
   if (!std::filesystem::is_directory(directory_, error)) {
     throw ScenarioError(fmt::format("{}: cannot write traces there: not a directory", directory_));
@@ -62,9 +60,7 @@ TraceDirectoryWriter::~TraceDirectoryWriter() {
   if (!finished_) RemoveTmpFiles();
 }
 
-std::string TraceDirectoryWriter::TmpPath(uint32_t rank) const {
-  return RankTracePath(directory_, rank) + ".tmp";
-}
+std::string TraceDirectoryWriter::TmpPath(uint32_t rank) const { return RankTracePath(directory_, rank) + ".tmp"; }
 
 void TraceDirectoryWriter::RemoveTmpFiles() {
   for (uint32_t r = 0; r < world_size_; ++r) {
@@ -170,8 +166,10 @@ void TraceDirectoryWriter::Finish() {
       marker.set_start_ns(0);
       marker.set_end_ns(0);
       marker.set_records_dropped(next - ring_events_);
-      marker.set_text(fmt::format("ring buffer: the last {} records of this rank are kept, {} older ones "
-                                  "were dropped", ring_events_, next - ring_events_));
+      marker.set_text(
+          fmt::format("ring buffer: the last {} records of this rank are kept, {} older ones "
+                      "were dropped",
+                      ring_events_, next - ring_events_));
       Encode(marker, buffers_[r]);
     }
     const uint64_t count = std::min<uint64_t>(next, ring_events_);
@@ -185,9 +183,10 @@ void TraceDirectoryWriter::Finish() {
       marker.set_start_ns(0);
       marker.set_end_ns(0);
       marker.set_records_dropped(dropped_[r]);
-      marker.set_text(fmt::format("{} records of this rank past the writer's limit of {} "
-                                     "records were not written",
-                                     dropped_[r], records_max_));
+      marker.set_text(
+          fmt::format("{} records of this rank past the writer's limit of {} "
+                      "records were not written",
+                      dropped_[r], records_max_));
       Encode(marker, buffers_[r]);
     }
     // Every rank gets a file, if only its header.
@@ -201,8 +200,8 @@ void TraceDirectoryWriter::Finish() {
     const std::string final_path = RankTracePath(directory_, r);
     if (std::rename(TmpPath(r).c_str(), final_path.c_str()) != 0) {
       const int error = errno;
-      const std::string message = fmt::format("{}: cannot rename {} onto it: {}", final_path,
-                                              TmpPath(r), std::strerror(error));
+      const std::string message =
+          fmt::format("{}: cannot rename {} onto it: {}", final_path, TmpPath(r), std::strerror(error));
       for (uint32_t done = 0; done < r; ++done) {
         std::remove(RankTracePath(directory_, done).c_str());
         created_[done] = false;

@@ -35,9 +35,8 @@ class TraceDirectoryWriter : public TraceSink {
   // the last ring_events events of each rank are kept (like PyTorch's Flight Recorder) and
   // written at Finish(), after a `truncated` event that counts the older ones. Throws
   // ScenarioError naming the directory if it cannot be created.
-  TraceDirectoryWriter(std::string directory, const Scenario& scenario,
-                       const std::string& scenario_path, uint32_t world_size,
-                       const std::string& backend, const std::string& build_id,
+  TraceDirectoryWriter(std::string directory, const Scenario& scenario, const std::string& scenario_path,
+                       uint32_t world_size, const std::string& backend, const std::string& build_id,
                        uint64_t records_max = kRecordsMaxDefault, uint64_t ring_events = 0);
   ~TraceDirectoryWriter() override;
   TraceDirectoryWriter(const TraceDirectoryWriter&) = delete;
@@ -67,9 +66,9 @@ class TraceDirectoryWriter : public TraceSink {
   // The header without its rank, serialized once: a rank's header is these bytes followed by
   // the encoding of its rank field (protobuf merges concatenated messages).
   std::string header_common_;
-  std::vector<std::string> buffers_;    // per rank: encoded events not yet appended
-  std::vector<bool> created_;           // per rank: its tmp file exists
-  std::vector<uint64_t> dropped_;       // per rank: records past the limit
+  std::vector<std::string> buffers_;  // per rank: encoded events not yet appended
+  std::vector<bool> created_;         // per rank: its tmp file exists
+  std::vector<uint64_t> dropped_;     // per rank: records past the limit
   uint64_t buffered_bytes_ = 0;
   uint64_t records_written_ = 0;
   uint64_t records_truncated_ = 0;

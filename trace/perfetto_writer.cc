@@ -9,8 +9,8 @@
 
 #include "model/assert.h"
 #include "model/error.h"
-#include "model/trace.pb.h"
 #include "model/outcome.h"
+#include "model/trace.pb.h"
 
 namespace petrsim {
 namespace {
@@ -21,10 +21,8 @@ constexpr size_t kBufferFlushBytes = size_t{1} << 16;
 void AppendMicros(std::string& out, int64_t ns) {
   const bool negative = ns < 0;
   // Through uint64_t so that the magnitude of INT64_MIN does not overflow.
-  const uint64_t magnitude = negative ? uint64_t{0} - static_cast<uint64_t>(ns)
-                                      : static_cast<uint64_t>(ns);
-  fmt::format_to(std::back_inserter(out), "{}{}.{:03}", negative ? "-" : "", magnitude / 1000,
-                 magnitude % 1000);
+  const uint64_t magnitude = negative ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  fmt::format_to(std::back_inserter(out), "{}{}.{:03}", negative ? "-" : "", magnitude / 1000, magnitude % 1000);
 }
 
 // A JSON string literal. Plain ASCII (the usual case) is copied as is; anything else goes
@@ -44,13 +42,10 @@ void AppendJsonString(std::string& out, std::string_view text) {
     out += '"';
     return;
   }
-  out += nlohmann::json(std::string(text)).dump(-1, ' ', false,
-                                                nlohmann::json::error_handler_t::replace);
+  out += nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-const std::string& KindName(TraceKind kind) {
-  return TraceEventKind_Name(static_cast<TraceEventKind>(kind));
-}
+const std::string& KindName(TraceKind kind) { return TraceEventKind_Name(static_cast<TraceEventKind>(kind)); }
 
 }  // namespace
 
@@ -58,8 +53,7 @@ PerfettoWriter::PerfettoWriter(std::string path, uint64_t records_max)
     : path_(std::move(path)), tmp_path_(path_ + ".tmp"), records_max_(records_max) {
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (file_ == nullptr) {
-    throw ScenarioError(
-        fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
+    throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
   }
   buffer_.reserve(kBufferFlushBytes + 4096);
   buffer_ += "{\"traceEvents\":[";
@@ -141,8 +135,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
   ++records_written_;
   PETRSIM_ASSERT(record.end_ns >= record.start_ns);
 
-  const bool instant = record.kind == TraceKind::kLivelock ||
-                       record.kind == TraceKind::kWatchdog ||
+  const bool instant = record.kind == TraceKind::kLivelock || record.kind == TraceKind::kWatchdog ||
                        record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync ||
                        record.kind == TraceKind::kBatchReady || record.kind == TraceKind::kProcessExit;
   int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
@@ -157,8 +150,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
   std::string& out = buffer_;
   auto to = std::back_inserter(out);
   BeginEvent();
-  fmt::format_to(to, "{{\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":", instant ? "i" : "X",
-                 record.rank, tid);
+  fmt::format_to(to, "{{\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":", instant ? "i" : "X", record.rank, tid);
   AppendMicros(out, record.start_ns);
   if (instant) {
     out += ",\"s\":\"p\"";
@@ -182,8 +174,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
       fmt::format_to(to,
                      ",\"args\":{{\"batch\":{},\"slot\":{},\"index\":{},\"final_index\":{},"
                      "\"attempts\":{}",
-                     record.iteration, record.slot, record.index, record.final_index,
-                     record.attempts);
+                     record.iteration, record.slot, record.index, record.final_index, record.attempts);
       if (!record.text.empty()) {
         out += ",\"text\":";
         AppendJsonString(out, record.text);
@@ -208,9 +199,8 @@ void PerfettoWriter::Record(const TraceRecord& record) {
       fmt::format_to(to,
                      ",\"seq\":{},\"op\":\"{}\",\"plan_op\":\"{}\",\"numel\":{},"
                      "\"dtype\":\"{}\",\"iteration\":{},\"completed\":{},\"started_ns\":{}}}",
-                     record.seq, OpTypeName(record.op), plan_op, record.numel,
-                     Collective::Dtype_Name(record.dtype), record.iteration, record.completed,
-                     record.started_ns);
+                     record.seq, OpTypeName(record.op), plan_op, record.numel, Collective::Dtype_Name(record.dtype),
+                     record.iteration, record.completed, record.started_ns);
       break;
     }
     case TraceKind::kCheckpoint:
@@ -223,8 +213,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
       fmt::format_to(to,
                      "\"livelock\",\"args\":{{\"worker\":{},\"batch\":{},\"slot\":{},"
                      "\"index\":{},\"final_index\":{},\"text\":",
-                     record.worker, record.iteration, record.slot, record.index,
-                     record.final_index);
+                     record.worker, record.iteration, record.slot, record.index, record.final_index);
       AppendJsonString(out, record.text);
       out += "}";
       break;
@@ -242,7 +231,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
     case TraceKind::kWatchdog:
     case TraceKind::kRankDied:
     case TraceKind::kDesync:
-      out += record.kind == TraceKind::kWatchdog  ? "\"watchdog\""
+      out += record.kind == TraceKind::kWatchdog   ? "\"watchdog\""
              : record.kind == TraceKind::kRankDied ? "\"rank died\""
                                                    : "\"desync\"";
       out += ",\"args\":{\"text\":";
@@ -276,8 +265,7 @@ void PerfettoWriter::Finish(const nlohmann::json& other_data) {
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     const int error = errno;
     Abandon();
-    throw ScenarioError(fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_,
-                                    std::strerror(error)));
+    throw ScenarioError(fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
   }
 }
 

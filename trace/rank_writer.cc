@@ -21,10 +21,9 @@
 
 namespace petrsim {
 
-RankTraceWriter::RankTraceWriter(std::string path, const Scenario& scenario,
-                                 const std::string& scenario_path, uint32_t rank, uint32_t world_size,
-                                 const std::string& backend, const std::string& build_id, Mode mode,
-                                 uint64_t ring_events)
+RankTraceWriter::RankTraceWriter(std::string path, const Scenario& scenario, const std::string& scenario_path,
+                                 uint32_t rank, uint32_t world_size, const std::string& backend,
+                                 const std::string& build_id, Mode mode, uint64_t ring_events)
     : path_(std::move(path)), tmp_path_(path_ + ".tmp"), mode_(mode) {
   PETRSIM_ASSERT(rank < world_size);
   PETRSIM_ASSERT(mode != Mode::kRing || ring_events >= 1);
@@ -202,21 +201,22 @@ void RankTraceWriter::Finish() {
   const int close_errno = ::close(fd_) == 0 ? 0 : errno;
   fd_ = -1;
   if (write_errno_ != 0 || close_errno != 0) {
-    throw ScenarioError(fmt::format("{}: write error: {}", path_,
-                                    std::strerror(write_errno_ != 0 ? write_errno_ : close_errno)));
+    throw ScenarioError(
+        fmt::format("{}: write error: {}", path_, std::strerror(write_errno_ != 0 ? write_errno_ : close_errno)));
   }
 }
 
 namespace {
 
-struct sigaction g_previous_term {}, g_previous_abrt {};
+struct sigaction g_previous_term {
+}, g_previous_abrt{};
 
 extern "C" void DumpOnSignal(int signal) {
   if (RankTraceWriter* writer = g_signal_writer.load()) writer->Dump();
   // Hand the signal on: to the handler that was there before, or die of it.
   const struct sigaction& previous = signal == SIGTERM ? g_previous_term : g_previous_abrt;
-  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN &&
-      (previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != DumpOnSignal) {
+  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && (previous.sa_flags & SA_SIGINFO) == 0 &&
+      previous.sa_handler != DumpOnSignal) {
     previous.sa_handler(signal);
     return;
   }

@@ -38,9 +38,9 @@ class RankTraceWriter : public TraceSink {
   enum class Mode { kStream, kRing };
   static constexpr size_t kRingSlotBytes = 512;
   // Throws ScenarioError naming the path if the file cannot be created.
-  RankTraceWriter(std::string path, const Scenario& scenario, const std::string& scenario_path,
-                  uint32_t rank, uint32_t world_size, const std::string& backend,
-                  const std::string& build_id, Mode mode, uint64_t ring_events = 0);
+  RankTraceWriter(std::string path, const Scenario& scenario, const std::string& scenario_path, uint32_t rank,
+                  uint32_t world_size, const std::string& backend, const std::string& build_id, Mode mode,
+                  uint64_t ring_events = 0);
   ~RankTraceWriter() override;
   RankTraceWriter(const RankTraceWriter&) = delete;
   RankTraceWriter& operator=(const RankTraceWriter&) = delete;
@@ -72,10 +72,10 @@ class RankTraceWriter : public TraceSink {
   const std::string path_;
   const std::string tmp_path_;
   const Mode mode_;
-  std::string header_;  // length-prefixed
-  int fd_ = -1;         // kStream
-  std::string buffer_;  // kStream: encoded events not yet written
-  int write_errno_ = 0; // kStream: the first write error (nothing is written after it)
+  std::string header_;   // length-prefixed
+  int fd_ = -1;          // kStream
+  std::string buffer_;   // kStream: encoded events not yet written
+  int write_errno_ = 0;  // kStream: the first write error (nothing is written after it)
   // kRing: event i is in slot i % size; the last min(next_, size) events are kept.
   std::unique_ptr<Slot[]> ring_;
   uint64_t ring_size_ = 0;

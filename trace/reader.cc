@@ -62,7 +62,8 @@ TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliv
       do {
         n = ::read(fd, buffer.data() + at, chunk);
       } while (n < 0 && errno == EINTR);
-      if (n < 0) throw ScenarioError(fmt::format("{}: read error at byte {}: {}", path, consumed + at, std::strerror(errno)));
+      if (n < 0)
+        throw ScenarioError(fmt::format("{}: read error at byte {}: {}", path, consumed + at, std::strerror(errno)));
       buffer.resize(at + static_cast<size_t>(n));
       if (n == 0) eof = true;
     }
@@ -82,24 +83,24 @@ TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliv
       const uint8_t* const available_end = buffer.data() + buffer.size();
       uint64_t size = 0;
       if (!ReadVarint(p, available_end, size)) {
-        throw ScenarioError(fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)", where(),
-                                        file_bytes));
+        throw ScenarioError(
+            fmt::format("{}: truncated or corrupt length prefix (file has {} bytes)", where(), file_bytes));
       }
       const size_t prefix = static_cast<size_t>(p - (buffer.data() + begin));
       if (size > kMessageBytesMax) {
-        throw ScenarioError(fmt::format("{}: corrupt: length prefix says {} bytes (at most {})", where(), size,
-                                        kMessageBytesMax));
+        throw ScenarioError(
+            fmt::format("{}: corrupt: length prefix says {} bytes (at most {})", where(), size, kMessageBytesMax));
       }
       if (size > file_bytes - std::min(file_bytes, offset + prefix)) {
-        throw ScenarioError(fmt::format(
-            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)", where(), size,
-            file_bytes - std::min(file_bytes, offset + prefix)));
+        throw ScenarioError(
+            fmt::format("{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
+                        where(), size, file_bytes - std::min(file_bytes, offset + prefix)));
       }
       fill(prefix + size);
       if (buffer.size() - begin < prefix + size) {
-        throw ScenarioError(fmt::format(
-            "{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)", where(), size,
-            buffer.size() - begin - prefix));
+        throw ScenarioError(
+            fmt::format("{}: truncated: the message needs {} bytes, only {} remain (the writer did not finish?)",
+                        where(), size, buffer.size() - begin - prefix));
       }
       const uint8_t* body = buffer.data() + begin + prefix;
       if (index == 0) {
@@ -111,8 +112,10 @@ TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliv
           throw ScenarioError(fmt::format("{}: not a petrsim trace: its first message has no format_version", path));
         }
         if (version > kTraceFormatVersion) {
-          throw ScenarioError(fmt::format("{}: format_version {} is newer than this build reads ({}); use a newer "
-                                          "petrsim", path, version, kTraceFormatVersion));
+          throw ScenarioError(
+              fmt::format("{}: format_version {} is newer than this build reads ({}); use a newer "
+                          "petrsim",
+                          path, version, kTraceFormatVersion));
         }
       } else {
         if (!decode(body, static_cast<size_t>(size))) {
@@ -154,8 +157,8 @@ RankTrace ReadRankTrace(const std::string& path) { return ReadRankTrace(path, nu
 
 RankTrace ReadRankTrace(const std::string& path, std::string* partial_error) {
   RankTrace trace;
-  trace.header = ForEachTraceEvent(path, [&](const TraceEvent& event) { trace.events.push_back(event); },
-                                   partial_error);
+  trace.header = ForEachTraceEvent(
+      path, [&](const TraceEvent& event) { trace.events.push_back(event); }, partial_error);
   return trace;
 }
 

@@ -51,8 +51,7 @@ bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth)
     } else if (wire == 2) {
       uint64_t n = 0;
       const uint8_t* const before = p;
-      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) ||
-          n > static_cast<uint64_t>(end - p)) {
+      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) || n > static_cast<uint64_t>(end - p)) {
         return false;
       }
       p += n;
@@ -82,33 +81,74 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
       switch (field) {
         // protobuf reads an enum as int32 (the low 32 bits) and keeps values it does not know
         // aside, leaving the default: so does this.
-        case TraceEvent::kKindFieldNumber: if (TraceEventKind_IsValid(static_cast<int32_t>(v))) e.kind = static_cast<TraceEventKind>(static_cast<int32_t>(v)); break;
-        case TraceEvent::kWorkerFieldNumber: e.worker = static_cast<int32_t>(v); break;
-        case TraceEvent::kStartNsFieldNumber: e.start_ns = static_cast<int64_t>(v); break;
-        case TraceEvent::kEndNsFieldNumber: e.end_ns = static_cast<int64_t>(v); break;
-        case TraceEvent::kIterationFieldNumber: e.iteration = v; break;
-        case TraceEvent::kSlotFieldNumber: e.slot = static_cast<uint32_t>(v); break;
-        case TraceEvent::kIndexFieldNumber: e.index = static_cast<int64_t>(v); break;
-        case TraceEvent::kFinalIndexFieldNumber: e.final_index = static_cast<int64_t>(v); break;
-        case TraceEvent::kAttemptsFieldNumber: e.attempts = v; break;
-        case TraceEvent::kSeqFieldNumber: e.seq = v; break;
-        case TraceEvent::kOpFieldNumber: if (Collective::Op_IsValid(static_cast<int32_t>(v))) e.op = static_cast<Collective::Op>(static_cast<int32_t>(v)); break;
-        case TraceEvent::kNumelFieldNumber: e.numel = v; break;
-        case TraceEvent::kCompletedFieldNumber: e.completed = v != 0; break;
-        case TraceEvent::kRecordsDroppedFieldNumber: e.records_dropped = v; break;
-        case TraceEvent::kDtypeFieldNumber: if (Collective::Dtype_IsValid(static_cast<int32_t>(v))) e.dtype = static_cast<Collective::Dtype>(static_cast<int32_t>(v)); break;
-        case TraceEvent::kStartedNsFieldNumber: e.started_ns = static_cast<int64_t>(v); break;
-        case TraceEvent::kGroupFieldNumber: e.group = static_cast<int64_t>(v); break;
-        case TraceEvent::kGtCountFieldNumber: e.gt_count = static_cast<uint32_t>(v); break;
-        case TraceEvent::kAcceptedFieldNumber: e.accepted = v != 0; break;
-        default: break;  // a field of a later format: skipped
+        case TraceEvent::kKindFieldNumber:
+          if (TraceEventKind_IsValid(static_cast<int32_t>(v)))
+            e.kind = static_cast<TraceEventKind>(static_cast<int32_t>(v));
+          break;
+        case TraceEvent::kWorkerFieldNumber:
+          e.worker = static_cast<int32_t>(v);
+          break;
+        case TraceEvent::kStartNsFieldNumber:
+          e.start_ns = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kEndNsFieldNumber:
+          e.end_ns = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kIterationFieldNumber:
+          e.iteration = v;
+          break;
+        case TraceEvent::kSlotFieldNumber:
+          e.slot = static_cast<uint32_t>(v);
+          break;
+        case TraceEvent::kIndexFieldNumber:
+          e.index = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kFinalIndexFieldNumber:
+          e.final_index = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kAttemptsFieldNumber:
+          e.attempts = v;
+          break;
+        case TraceEvent::kSeqFieldNumber:
+          e.seq = v;
+          break;
+        case TraceEvent::kOpFieldNumber:
+          if (Collective::Op_IsValid(static_cast<int32_t>(v)))
+            e.op = static_cast<Collective::Op>(static_cast<int32_t>(v));
+          break;
+        case TraceEvent::kNumelFieldNumber:
+          e.numel = v;
+          break;
+        case TraceEvent::kCompletedFieldNumber:
+          e.completed = v != 0;
+          break;
+        case TraceEvent::kRecordsDroppedFieldNumber:
+          e.records_dropped = v;
+          break;
+        case TraceEvent::kDtypeFieldNumber:
+          if (Collective::Dtype_IsValid(static_cast<int32_t>(v)))
+            e.dtype = static_cast<Collective::Dtype>(static_cast<int32_t>(v));
+          break;
+        case TraceEvent::kStartedNsFieldNumber:
+          e.started_ns = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kGroupFieldNumber:
+          e.group = static_cast<int64_t>(v);
+          break;
+        case TraceEvent::kGtCountFieldNumber:
+          e.gt_count = static_cast<uint32_t>(v);
+          break;
+        case TraceEvent::kAcceptedFieldNumber:
+          e.accepted = v != 0;
+          break;
+        default:
+          break;  // a field of a later format: skipped
       }
     } else if (wire == 2) {
       // A length is a varint32 (at most 5 bytes) below 2^31, as protobuf's ReadSize reads it.
       uint64_t n = 0;
       const uint8_t* const before = p;
-      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) ||
-          n > static_cast<uint64_t>(end - p)) {
+      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) || n > static_cast<uint64_t>(end - p)) {
         return false;
       }
       const std::string_view bytes(reinterpret_cast<const char*>(p), n);
@@ -131,6 +171,5 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
   }
   return true;
 }
-
 
 }  // namespace petrsim

@@ -25,15 +25,24 @@ const PickleNode* PickleNode::Get(std::string_view key) const {
 
 std::string PickleNode::TypeName() const {
   switch (type) {
-    case Type::kNone: return "None";
-    case Type::kBool: return "bool";
-    case Type::kInt: return "int";
-    case Type::kFloat: return "float";
-    case Type::kString: return "str";
-    case Type::kBytes: return "bytes";
-    case Type::kList: return "list";
-    case Type::kTuple: return "tuple";
-    case Type::kDict: return "dict";
+    case Type::kNone:
+      return "None";
+    case Type::kBool:
+      return "bool";
+    case Type::kInt:
+      return "int";
+    case Type::kFloat:
+      return "float";
+    case Type::kString:
+      return "str";
+    case Type::kBytes:
+      return "bytes";
+    case Type::kList:
+      return "list";
+    case Type::kTuple:
+      return "tuple";
+    case Type::kDict:
+      return "dict";
     case Type::kNumpyArray:
       return "numpy.ndarray";
     case Type::kNumpyScalar:
@@ -72,32 +81,58 @@ namespace {
 // Names of the opcodes petrsim refuses, for the error message.
 const char* UnsupportedName(uint8_t op) {
   switch (op) {
-    case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL";
-    case 'R': return "REDUCE";
-    case 'b': return "BUILD";
-    case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 'F': return "FLOAT";
-    case 'L': return "LONG";
-    case 0x8b: return "LONG4";
-    case 'S': return "STRING";
-    case 'V': return "UNICODE";
-    case 0x8e: return "BINBYTES8";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
+    case 'c':
+      return "GLOBAL";
+    case 0x93:
+      return "STACK_GLOBAL";
+    case 'R':
+      return "REDUCE";
+    case 'b':
+      return "BUILD";
+    case 0x81:
+      return "NEWOBJ";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 'P':
+      return "PERSID";
+    case 'Q':
+      return "BINPERSID";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 0x8f:
+      return "EMPTY_SET";
+    case 0x90:
+      return "ADDITEMS";
+    case 0x91:
+      return "FROZENSET";
+    case 'F':
+      return "FLOAT";
+    case 'L':
+      return "LONG";
+    case 0x8b:
+      return "LONG4";
+    case 'S':
+      return "STRING";
+    case 'V':
+      return "UNICODE";
+    case 0x8e:
+      return "BINBYTES8";
+    case 0x96:
+      return "BYTEARRAY8";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    default:
+      return nullptr;
   }
 }
 
@@ -348,8 +383,7 @@ constexpr size_t kSlabMargin = 64;  // an opcode allocates at most a few nodes
 
 class Machine {
  public:
-  Machine(std::string_view bytes, const std::string& name, PickleDocument& doc,
-          const PickleOptions& options)
+  Machine(std::string_view bytes, const std::string& name, PickleDocument& doc, const PickleOptions& options)
       : bytes_(bytes),
         name_(name),
         doc_(doc),
@@ -382,25 +416,38 @@ class Machine {
           break;
         case '.': {  // STOP
           if (stack_.size() != Base() + 1 || !marks_.empty()) {
-            Fail(fmt::format("STOP with {} values and {} open MARKs on the stack (expected 1 and 0)",
-                             stack_.size(), marks_.size()));
+            Fail(fmt::format("STOP with {} values and {} open MARKs on the stack (expected 1 and 0)", stack_.size(),
+                             marks_.size()));
           }
           if (record_mode_) Collect();  // the slab dies with the machine
           return stack_.back();
         }
-        case '(': marks_.push_back(stack_.size()); break;
-        case '0': Pop(); break;
-        case '1': stack_.resize(PopMark()); break;
-        case '2': Push(Top()); break;
-        case '}': Push(New(PickleNode::Type::kDict)); break;
+        case '(':
+          marks_.push_back(stack_.size());
+          break;
+        case '0':
+          Pop();
+          break;
+        case '1':
+          stack_.resize(PopMark());
+          break;
+        case '2':
+          Push(Top());
+          break;
+        case '}':
+          Push(New(PickleNode::Type::kDict));
+          break;
         case ']': {
           PickleNode* list = New(PickleNode::Type::kList);
           if (record_mode_ && IsRecordListKey()) record_lists_.push_back(list);
           Push(list);
           break;
         }
-        case ')': Push(New(PickleNode::Type::kTuple)); break;
-        case 't': case 'l': {  // TUPLE, LIST
+        case ')':
+          Push(New(PickleNode::Type::kTuple));
+          break;
+        case 't':
+        case 'l': {  // TUPLE, LIST
           const size_t mark = PopMark();
           PickleNode* node = New(op == 't' ? PickleNode::Type::kTuple : PickleNode::Type::kList);
           node->items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
@@ -408,7 +455,9 @@ class Machine {
           Push(node);
           break;
         }
-        case 0x85: case 0x86: case 0x87: {  // TUPLE1-3
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1-3
           const size_t n = op - 0x84u;
           if (stack_.size() < Base() + n) Fail(fmt::format("TUPLE{} needs {} values on the stack", n, n));
           PickleNode* node = New(PickleNode::Type::kTuple);
@@ -457,10 +506,8 @@ class Machine {
           if (mark == 0 || mark <= Base()) Fail("SETITEMS without a dict below its MARK");
           PickleNode* dict = Container(stack_[mark - 1], PickleNode::Type::kDict, "SETITEMS");
           if (record_mode_ && IsRecordPosition(mark - 1)) {
-            if ((stack_.size() - mark) % 2 != 0)
-              Fail("an odd number of values for a dict's keys and values");
-            for (size_t i = mark; i < stack_.size(); i += 2)
-              stack_[i + 1] = Prune(stack_[i], stack_[i + 1]);
+            if ((stack_.size() - mark) % 2 != 0) Fail("an odd number of values for a dict's keys and values");
+            for (size_t i = mark; i < stack_.size(); i += 2) stack_[i + 1] = Prune(stack_[i], stack_[i + 1]);
             collect_pending_ = true;  // the record is complete: what it dropped is garbage now
           }
           Changed(dict);
@@ -478,12 +525,21 @@ class Machine {
           break;  // LONG_BINPUT
         case 0x94:
           Put(memo_count_);  // Python: memo[len(memo)] = the top
-          break;                                                   // MEMOIZE
-        case 'g': Push(Memo(DecimalLine())); break;                // GET
-        case 'h': Push(Memo(U8())); break;                         // BINGET
-        case 'j': Push(Memo(U32())); break;                        // LONG_BINGET
-        case 'N': Push(New(PickleNode::Type::kNone)); break;
-        case 0x88: case 0x89: {
+          break;             // MEMOIZE
+        case 'g':
+          Push(Memo(DecimalLine()));
+          break;  // GET
+        case 'h':
+          Push(Memo(U8()));
+          break;  // BINGET
+        case 'j':
+          Push(Memo(U32()));
+          break;  // LONG_BINGET
+        case 'N':
+          Push(New(PickleNode::Type::kNone));
+          break;
+        case 0x88:
+        case 0x89: {
           PickleNode* node = New(PickleNode::Type::kBool);
           node->boolean = op == 0x88;
           Push(node);
@@ -501,10 +557,16 @@ class Machine {
           Push(node);
           break;
         }
-        case 'J': Push(Int(static_cast<int32_t>(U32()))); break;  // BININT
-        case 'K': Push(Int(U8())); break;                          // BININT1
-        case 'M': Push(Int(U16())); break;                         // BININT2
-        case 0x8a: {                                               // LONG1
+        case 'J':
+          Push(Int(static_cast<int32_t>(U32())));
+          break;  // BININT
+        case 'K':
+          Push(Int(U8()));
+          break;  // BININT1
+        case 'M':
+          Push(Int(U16()));
+          break;      // BININT2
+        case 0x8a: {  // LONG1
           const uint8_t n = U8();
           if (n > 8) Fail(fmt::format("LONG1 of {} bytes: integers wider than 64 bits are not supported", n));
           const std::string_view raw = Take(n);
@@ -523,18 +585,30 @@ class Machine {
           Push(node);
           break;
         }
-        case 'X': Push(Str(PickleNode::Type::kString, U32())); break;   // BINUNICODE
-        case 0x8c: Push(Str(PickleNode::Type::kString, U8())); break;   // SHORT_BINUNICODE
-        case 0x8d: Push(Str(PickleNode::Type::kString, U64())); break;  // BINUNICODE8
-        case 'B': Push(Str(PickleNode::Type::kBytes, U32())); break;    // BINBYTES
-        case 'C': Push(Str(PickleNode::Type::kBytes, U8())); break;     // SHORT_BINBYTES
-        case 'T': {                                                     // BINSTRING
+        case 'X':
+          Push(Str(PickleNode::Type::kString, U32()));
+          break;  // BINUNICODE
+        case 0x8c:
+          Push(Str(PickleNode::Type::kString, U8()));
+          break;  // SHORT_BINUNICODE
+        case 0x8d:
+          Push(Str(PickleNode::Type::kString, U64()));
+          break;  // BINUNICODE8
+        case 'B':
+          Push(Str(PickleNode::Type::kBytes, U32()));
+          break;  // BINBYTES
+        case 'C':
+          Push(Str(PickleNode::Type::kBytes, U8()));
+          break;     // SHORT_BINBYTES
+        case 'T': {  // BINSTRING
           const int32_t n = static_cast<int32_t>(U32());
           if (n < 0) Fail(fmt::format("BINSTRING of negative length {}", n));
           Push(Str(PickleNode::Type::kString, static_cast<uint64_t>(n)));
           break;
         }
-        case 'U': Push(Str(PickleNode::Type::kString, U8())); break;    // SHORT_BINSTRING
+        case 'U':
+          Push(Str(PickleNode::Type::kString, U8()));
+          break;  // SHORT_BINSTRING
         default: {
           if (options_.numpy && RunNumpyOpcode(op)) break;
           const char* unsupported = UnsupportedName(op);
@@ -580,8 +654,8 @@ class Machine {
   uint64_t Left() const { return bytes_.size() - pos_; }
   std::string_view Take(uint64_t n) {
     if (n > Left()) {
-      Fail(fmt::format("truncated: the opcode needs {} more bytes, {} remain (file of {} bytes)", n,
-                       Left(), bytes_.size()));
+      Fail(fmt::format("truncated: the opcode needs {} more bytes, {} remain (file of {} bytes)", n, Left(),
+                       bytes_.size()));
     }
     const std::string_view out = bytes_.substr(pos_, n);
     pos_ += n;
@@ -630,10 +704,11 @@ class Machine {
   // input (a file whose values each appear once copies each at most about twice).
   void ChargeCopy(uint64_t n, const char* what) {
     if (n > copy_budget_ - copied_) {
-      Fail(fmt::format("numpy data copies exceed {} bytes for a {}-byte file: shared buffers? ({} "
-                       "of {} bytes after {} bytes copied; petrsim copies a memoized buffer or "
-                       "state each time it is used again)",
-                       copy_budget_, bytes_.size(), what, n, copied_));
+      Fail(
+          fmt::format("numpy data copies exceed {} bytes for a {}-byte file: shared buffers? ({} "
+                      "of {} bytes after {} bytes copied; petrsim copies a memoized buffer or "
+                      "state each time it is used again)",
+                      copy_budget_, bytes_.size(), what, n, copied_));
     }
     copied_ += n;
   }
@@ -739,8 +814,8 @@ class Machine {
     const PickleNode* key = stack_.back();
     if (key->type != PickleNode::Type::kString) return false;
     const size_t key_at = stack_.size() - 1;
-    const bool key_position = (marks_.empty() && key_at == 1) ||
-                              (marks_.size() == 1 && marks_[0] == 1 && (key_at - 1) % 2 == 0);
+    const bool key_position =
+        (marks_.empty() && key_at == 1) || (marks_.size() == 1 && marks_[0] == 1 && (key_at - 1) % 2 == 0);
     if (!key_position) return false;
     return std::find(options_.record_lists.begin(), options_.record_lists.end(), key->text) !=
            options_.record_lists.end();
@@ -753,8 +828,7 @@ class Machine {
   bool IsRecordPosition(size_t at) const {
     if (record_lists_.empty() || stack_[at]->type != PickleNode::Type::kDict) return false;
     if (at >= 1 && IsRecordList(stack_[at - 1])) return true;
-    return !marks_.empty() && marks_.back() >= 1 && marks_.back() <= at &&
-           IsRecordList(stack_[marks_.back() - 1]);
+    return !marks_.empty() && marks_.back() >= 1 && marks_.back() <= at && IsRecordList(stack_[marks_.back() - 1]);
   }
   // The value a record keeps for `key`.
   PickleNode* Prune(PickleNode* key, PickleNode* value) {
@@ -780,8 +854,7 @@ class Machine {
   // Called before an old container gains children (or an array its items): the new ones are
   // roots of the next collection.
   void Changed(PickleNode* node) {
-    if (record_mode_ && !IsYoung(node))
-      remembered_.push_back({node, node->items.size(), node->entries.size()});
+    if (record_mode_ && !IsYoung(node)) remembered_.push_back({node, node->items.size(), node->entries.size()});
   }
   // The old copy of a young node (made once), or the node itself when old.
   void Forward(PickleNode*& node) {
@@ -808,8 +881,7 @@ class Machine {
     young_memo_.clear();
     for (PickleNode*& node : record_lists_) Forward(node);
     for (const Remembered& changed : remembered_) {
-      for (size_t i = changed.items_from; i < changed.node->items.size(); ++i)
-        Forward(changed.node->items[i]);
+      for (size_t i = changed.items_from; i < changed.node->items.size(); ++i) Forward(changed.node->items[i]);
       for (size_t i = changed.entries_from; i < changed.node->entries.size(); ++i) {
         Forward(changed.node->entries[i].first);
         Forward(changed.node->entries[i].second);
@@ -824,8 +896,7 @@ class Machine {
         Forward(value);
       }
     }
-    std::fill(forwarded_.begin(), forwarded_.begin() + static_cast<std::ptrdiff_t>(slab_used_),
-              nullptr);
+    std::fill(forwarded_.begin(), forwarded_.begin() + static_cast<std::ptrdiff_t>(slab_used_), nullptr);
     slab_used_ = 0;
     remembered_.clear();
     collect_pending_ = false;
@@ -845,8 +916,7 @@ class Machine {
         const PickleNode* name = Pop();
         const PickleNode* module = Pop();
         if (module->type != PickleNode::Type::kString || name->type != PickleNode::Type::kString) {
-          Fail(fmt::format("STACK_GLOBAL on a {} and a {} (expected two str)", module->TypeName(),
-                           name->TypeName()));
+          Fail(fmt::format("STACK_GLOBAL on a {} and a {} (expected two str)", module->TypeName(), name->TypeName()));
         }
         Push(GlobalNode(module->text, name->text));
         return true;
@@ -904,18 +974,15 @@ class Machine {
 
   PickleNode* Reduce(PickleNode* callable, PickleNode* args) {
     if (callable->type != PickleNode::Type::kGlobal) {
-      Fail(fmt::format("REDUCE calls a {} (only the allowed numpy globals are interpreted)",
-                       callable->TypeName()));
+      Fail(fmt::format("REDUCE calls a {} (only the allowed numpy globals are interpreted)", callable->TypeName()));
     }
     if (args->type != PickleNode::Type::kTuple) {
-      Fail(fmt::format("REDUCE of {} with a {} of arguments (expected a tuple)", callable->text,
-                       args->TypeName()));
+      Fail(fmt::format("REDUCE of {} with a {} of arguments (expected a tuple)", callable->text, args->TypeName()));
     }
     switch (static_cast<Global>(callable->integer)) {
       case kReconstruct: {
         ArgCount(*args, 3, "numpy _reconstruct");
-        const PickleNode& cls =
-            Arg(*args, 0, PickleNode::Type::kGlobal, "the class", "numpy _reconstruct");
+        const PickleNode& cls = Arg(*args, 0, PickleNode::Type::kGlobal, "the class", "numpy _reconstruct");
         if (cls.integer != kNdarray) {
           Fail(fmt::format("numpy _reconstruct of {} (expected numpy.ndarray)", cls.text));
         }
@@ -927,23 +994,19 @@ class Machine {
         Fail("numpy.ndarray is called directly (petrsim reads it only as _reconstruct's argument)");
       case kDtypeGlobal: {
         ArgCount(*args, 3, "numpy.dtype");
-        const PickleNode& spec =
-            Arg(*args, 0, PickleNode::Type::kString, "the type", "numpy.dtype");
+        const PickleNode& spec = Arg(*args, 0, PickleNode::Type::kString, "the type", "numpy.dtype");
         PickleNode* node = New(PickleNode::Type::kNumpyDtype);
         node->dtype = ParseDtype(spec.text);
         return node;
       }
       case kScalar: {
         ArgCount(*args, 2, "numpy scalar");
-        const PickleNode& dtype =
-            Arg(*args, 0, PickleNode::Type::kNumpyDtype, "the dtype", "numpy scalar");
-        if (dtype.dtype.kind == 'O')
-          Fail("a numpy object scalar (petrsim reads numeric, bool and str scalars)");
-        const PickleNode& raw =
-            Arg(*args, 1, PickleNode::Type::kBytes, "the value's bytes", "numpy scalar");
+        const PickleNode& dtype = Arg(*args, 0, PickleNode::Type::kNumpyDtype, "the dtype", "numpy scalar");
+        if (dtype.dtype.kind == 'O') Fail("a numpy object scalar (petrsim reads numeric, bool and str scalars)");
+        const PickleNode& raw = Arg(*args, 1, PickleNode::Type::kBytes, "the value's bytes", "numpy scalar");
         if (raw.text.size() != dtype.dtype.itemsize) {
-          Fail(fmt::format("numpy scalar of dtype {} with {} bytes (expected {})",
-                           dtype.dtype.Name(), raw.text.size(), dtype.dtype.itemsize));
+          Fail(fmt::format("numpy scalar of dtype {} with {} bytes (expected {})", dtype.dtype.Name(), raw.text.size(),
+                           dtype.dtype.itemsize));
         }
         ChargeCopy(raw.text.size(), "a numpy scalar's bytes");
         PickleNode* node = New(PickleNode::Type::kNumpyScalar);
@@ -953,17 +1016,12 @@ class Machine {
       }
       case kFromBuffer: {
         ArgCount(*args, 4, "numpy _frombuffer");
-        const PickleNode& buffer =
-            Arg(*args, 0, PickleNode::Type::kBytes, "the buffer", "numpy _frombuffer");
-        const PickleNode& dtype =
-            Arg(*args, 1, PickleNode::Type::kNumpyDtype, "the dtype", "numpy _frombuffer");
-        const PickleNode& shape =
-            Arg(*args, 2, PickleNode::Type::kTuple, "the shape", "numpy _frombuffer");
-        const PickleNode& order =
-            Arg(*args, 3, PickleNode::Type::kString, "the order", "numpy _frombuffer");
+        const PickleNode& buffer = Arg(*args, 0, PickleNode::Type::kBytes, "the buffer", "numpy _frombuffer");
+        const PickleNode& dtype = Arg(*args, 1, PickleNode::Type::kNumpyDtype, "the dtype", "numpy _frombuffer");
+        const PickleNode& shape = Arg(*args, 2, PickleNode::Type::kTuple, "the shape", "numpy _frombuffer");
+        const PickleNode& order = Arg(*args, 3, PickleNode::Type::kString, "the order", "numpy _frombuffer");
         if (order.text != "C" && order.text != "F") {
-          Fail(fmt::format("numpy _frombuffer with order '{}' (expected 'C' or 'F')",
-                           Printable(order.text)));
+          Fail(fmt::format("numpy _frombuffer with order '{}' (expected 'C' or 'F')", Printable(order.text)));
         }
         if (dtype.dtype.kind == 'O') Fail("numpy _frombuffer of an object dtype");
         PickleNode* node = New(PickleNode::Type::kNumpyArray);
@@ -977,14 +1035,11 @@ class Machine {
       }
       case kCodecsEncode: {
         ArgCount(*args, 2, "_codecs.encode");
-        const PickleNode& text =
-            Arg(*args, 0, PickleNode::Type::kString, "the text", "_codecs.encode");
-        const PickleNode& encoding =
-            Arg(*args, 1, PickleNode::Type::kString, "the encoding", "_codecs.encode");
+        const PickleNode& text = Arg(*args, 0, PickleNode::Type::kString, "the text", "_codecs.encode");
+        const PickleNode& encoding = Arg(*args, 1, PickleNode::Type::kString, "the encoding", "_codecs.encode");
         if (encoding.text != "latin1") {
-          Fail(fmt::format(
-              "_codecs.encode with encoding '{}' (petrsim reads protocol 2's 'latin1' bytes only)",
-              Printable(encoding.text)));
+          Fail(fmt::format("_codecs.encode with encoding '{}' (petrsim reads protocol 2's 'latin1' bytes only)",
+                           Printable(encoding.text)));
         }
         ChargeCopy(text.text.size(), "_codecs.encode's bytes");
         PickleNode* node = New(PickleNode::Type::kBytes);
@@ -992,8 +1047,7 @@ class Machine {
         return node;
       }
       case kBytesGlobal:
-        if (!args->items.empty())
-          Fail("bytes() with arguments (petrsim reads protocol 2's empty bytes only)");
+        if (!args->items.empty()) Fail("bytes() with arguments (petrsim reads protocol 2's empty bytes only)");
         return New(PickleNode::Type::kBytes);
     }
     Fail(fmt::format("REDUCE of {} (not interpreted)", callable->text));
@@ -1008,8 +1062,7 @@ class Machine {
                       "bytes and object arrays)",
                       Printable(original), why));
     };
-    if (!spec.empty() && (spec[0] == '<' || spec[0] == '|' || spec[0] == '='))
-      spec.remove_prefix(1);
+    if (!spec.empty() && (spec[0] == '<' || spec[0] == '|' || spec[0] == '=')) spec.remove_prefix(1);
     if (!spec.empty() && spec[0] == '>') refuse("big-endian");
     if (spec.empty()) refuse("empty");
     NumpyDtype dtype;
@@ -1065,30 +1118,26 @@ class Machine {
   // or version 4 with metadata last.
   void BuildDtype(PickleNode& node, const PickleNode& state) {
     const std::string name = node.dtype.Name();
-    if (state.type != PickleNode::Type::kTuple || state.items.size() < 8 ||
-        state.items.size() > 9) {
-      Fail(fmt::format("numpy dtype {}: state is a {} of {} items (expected a tuple of 8 or 9)",
-                       name, state.TypeName(), state.items.size()));
+    if (state.type != PickleNode::Type::kTuple || state.items.size() < 8 || state.items.size() > 9) {
+      Fail(fmt::format("numpy dtype {}: state is a {} of {} items (expected a tuple of 8 or 9)", name, state.TypeName(),
+                       state.items.size()));
     }
     const auto& s = state.items;
     if (s[0]->type != PickleNode::Type::kInt || (s[0]->integer != 3 && s[0]->integer != 4)) {
-      Fail(fmt::format("numpy dtype {}: state version {} (expected 3 or 4)", name,
-                       DescribePickleValue(*s[0])));
+      Fail(fmt::format("numpy dtype {}: state version {} (expected 3 or 4)", name, DescribePickleValue(*s[0])));
     }
     if (s[1]->type != PickleNode::Type::kString)
       Fail(fmt::format("numpy dtype {}: byte order is a {}", name, s[1]->TypeName()));
     const std::string& order = s[1]->text;
     if (order == ">" && node.dtype.itemsize > 1 && node.dtype.kind != 'S') {
-      Fail(fmt::format("numpy dtype {}: big-endian data (petrsim reads little-endian arrays)",
-                       name));
+      Fail(fmt::format("numpy dtype {}: big-endian data (petrsim reads little-endian arrays)", name));
     }
     if (order != "<" && order != "|" && order != "=" && order != ">") {
       Fail(fmt::format("numpy dtype {}: byte order '{}'", name, Printable(order)));
     }
     for (size_t i = 2; i <= 4; ++i) {
       if (s[i]->type != PickleNode::Type::kNone) {
-        Fail(fmt::format(
-            "numpy dtype {}: a structured or sub-array dtype (petrsim reads plain arrays)", name));
+        Fail(fmt::format("numpy dtype {}: a structured or sub-array dtype (petrsim reads plain arrays)", name));
       }
     }
     if (s[5]->type != PickleNode::Type::kInt)
@@ -1101,32 +1150,26 @@ class Machine {
       node.dtype.itemsize = static_cast<uint32_t>(elsize);
     }
     if (s.size() == 9 && s[8]->type != PickleNode::Type::kNone) {
-      Fail(fmt::format("numpy dtype {}: dtype metadata (datetime or user types are not read)",
-                       name));
+      Fail(fmt::format("numpy dtype {}: dtype metadata (datetime or user types are not read)", name));
     }
   }
 
   // ndarray.__setstate__: (version, shape, dtype, is_fortran, data) or without the version.
   void BuildArray(PickleNode& node, const PickleNode& state) {
-    if (state.type != PickleNode::Type::kTuple ||
-        (state.items.size() != 5 && state.items.size() != 4)) {
-      Fail(fmt::format("numpy array state is a {} of {} items (expected a tuple of 5)",
-                       state.TypeName(), state.items.size()));
+    if (state.type != PickleNode::Type::kTuple || (state.items.size() != 5 && state.items.size() != 4)) {
+      Fail(fmt::format("numpy array state is a {} of {} items (expected a tuple of 5)", state.TypeName(),
+                       state.items.size()));
     }
     const size_t first = state.items.size() == 5 ? 1 : 0;
-    if (first == 1 &&
-        (state.items[0]->type != PickleNode::Type::kInt || state.items[0]->integer != 1)) {
-      Fail(fmt::format("numpy array state version {} (expected 1)",
-                       DescribePickleValue(*state.items[0])));
+    if (first == 1 && (state.items[0]->type != PickleNode::Type::kInt || state.items[0]->integer != 1)) {
+      Fail(fmt::format("numpy array state version {} (expected 1)", DescribePickleValue(*state.items[0])));
     }
     const PickleNode& shape = *state.items[first];
     const PickleNode& dtype = *state.items[first + 1];
     const PickleNode& fortran = *state.items[first + 2];
     const PickleNode& data = *state.items[first + 3];
-    if (shape.type != PickleNode::Type::kTuple)
-      Fail(fmt::format("numpy array shape is a {}", shape.TypeName()));
-    if (dtype.type != PickleNode::Type::kNumpyDtype)
-      Fail(fmt::format("numpy array dtype is a {}", dtype.TypeName()));
+    if (shape.type != PickleNode::Type::kTuple) Fail(fmt::format("numpy array shape is a {}", shape.TypeName()));
+    if (dtype.type != PickleNode::Type::kNumpyDtype) Fail(fmt::format("numpy array dtype is a {}", dtype.TypeName()));
     if (fortran.type != PickleNode::Type::kBool)
       Fail(fmt::format("numpy array order flag is a {}", fortran.TypeName()));
     SetArray(node, dtype.dtype, shape);
@@ -1135,8 +1178,7 @@ class Machine {
         Fail(fmt::format("numpy object array data is a {} (expected a list)", data.TypeName()));
       }
       if (data.items.size() != NumpyCount(node)) {
-        Fail(fmt::format("numpy object array of shape {} with {} items", ShapeText(node.shape),
-                         data.items.size()));
+        Fail(fmt::format("numpy object array of shape {} with {} items", ShapeText(node.shape), data.items.size()));
       }
       ChargeCopy(data.items.size() * sizeof(PickleNode*), "a numpy object array's items");
       node.items = data.items;
@@ -1156,22 +1198,19 @@ class Machine {
       Fail(fmt::format("numpy array of dtype {} (element size 0)", dtype.Name()));
     }
     if (shape.items.size() > kNumpyDimsMax) {
-      Fail(fmt::format("numpy array of {} dimensions (at most {})", shape.items.size(),
-                       kNumpyDimsMax));
+      Fail(fmt::format("numpy array of {} dimensions (at most {})", shape.items.size(), kNumpyDimsMax));
     }
     node.dtype = dtype;
     node.shape.clear();
     uint64_t count = 1;
     for (const PickleNode* dim : shape.items) {
       if (dim->type != PickleNode::Type::kInt || dim->integer < 0) {
-        Fail(fmt::format("numpy array shape has a {} (expected non-negative int)",
-                         DescribePickleValue(*dim)));
+        Fail(fmt::format("numpy array shape has a {} (expected non-negative int)", DescribePickleValue(*dim)));
       }
       const auto n = static_cast<uint64_t>(dim->integer);
       // No array holds more elements than the file has bytes (an element costs at least one).
       if (n > 0 && count > (bytes_.size() + 1) / n) {
-        Fail(fmt::format("numpy array shape {} has more elements than the file has bytes",
-                         ShapeText(shape)));
+        Fail(fmt::format("numpy array shape {} has more elements than the file has bytes", ShapeText(shape)));
       }
       count *= n;
       node.shape.push_back(dim->integer);
@@ -1188,14 +1227,12 @@ class Machine {
     return ShapeText(dims);
   }
   void CheckDataLength(const PickleNode& node) const {
-    const unsigned __int128 expected =
-        static_cast<unsigned __int128>(NumpyCount(node)) * node.dtype.itemsize;
+    const unsigned __int128 expected = static_cast<unsigned __int128>(NumpyCount(node)) * node.dtype.itemsize;
     if (expected != node.text.size()) {
-      Fail(
-          fmt::format("numpy array of dtype {} and shape {}: {} elements x {} bytes, but the data "
-                      "holds {} bytes",
-                      node.dtype.Name(), ShapeText(node.shape), NumpyCount(node),
-                      node.dtype.itemsize, node.text.size()));
+      Fail(fmt::format(
+          "numpy array of dtype {} and shape {}: {} elements x {} bytes, but the data "
+          "holds {} bytes",
+          node.dtype.Name(), ShapeText(node.shape), NumpyCount(node), node.dtype.itemsize, node.text.size()));
     }
   }
   // Reorders a Fortran-order array's elements (or items) into C order.
@@ -1266,8 +1303,8 @@ class Machine {
   std::vector<PickleNode*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PickleNode*> memo_;
-  IndexSet memo_indices_;     // the indices PUT, BINPUT, LONG_BINPUT and MEMOIZE stored at
-  uint64_t memo_count_ = 0;  // len(memo) in Python (record mode may not keep them all)
+  IndexSet memo_indices_;       // the indices PUT, BINPUT, LONG_BINPUT and MEMOIZE stored at
+  uint64_t memo_count_ = 0;     // len(memo) in Python (record mode may not keep them all)
   const uint64_t copy_budget_;  // ChargeCopy
   uint64_t copied_ = 0;
   // Record mode.
@@ -1315,8 +1352,7 @@ double NumpyFloat(const PickleNode& node, uint64_t index) {
     case 'i':
     case 'u':
     case 'b': {
-      if (node.dtype.kind == 'u' && size == 8)
-        return static_cast<double>(Load<uint64_t>(node, index));
+      if (node.dtype.kind == 'u' && size == 8) return static_cast<double>(Load<uint64_t>(node, index));
       return static_cast<double>(NumpyInt(node, index));
     }
     default:
@@ -1437,8 +1473,7 @@ std::string DescribePickleValue(const PickleNode& node) {
   switch (node.type) {
     case PickleNode::Type::kNumpyArray: {
       std::string shape = "(";
-      for (size_t i = 0; i < node.shape.size(); ++i)
-        shape += fmt::format("{}{}", i ? ", " : "", node.shape[i]);
+      for (size_t i = 0; i < node.shape.size(); ++i) shape += fmt::format("{}{}", i ? ", " : "", node.shape[i]);
       shape += node.shape.size() == 1 ? ",)" : ")";
       return fmt::format("{} array of shape {}", dtype_name(node.dtype), shape);
     }
@@ -1463,8 +1498,7 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
   return ParsePickle(bytes, display_name, options);
 }
 
-PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
-                           const PickleOptions& options) {
+PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
   PickleDocument doc;
   Machine machine(bytes, display_name, doc, options);
   try {
@@ -1472,8 +1506,7 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
 
   } catch (const PickleError& error) {
     // Record mode's young nodes die with the machine: nothing is salvaged there.
-    PickleNode* root =
-        options.salvage && options.record_lists.empty() ? machine.Salvage() : nullptr;
+    PickleNode* root = options.salvage && options.record_lists.empty() ? machine.Salvage() : nullptr;
     if (root == nullptr || (root->type != PickleNode::Type::kDict && root->type != PickleNode::Type::kList)) {
       throw;
     }

@@ -50,8 +50,7 @@ namespace petrsim {
 // Bad input: the message names the file, the byte offset and what was wrong.
 class PickleError : public ScenarioError {
  public:
-  PickleError(const std::string& message, uint64_t offset)
-      : ScenarioError(message), offset_(offset) {}
+  PickleError(const std::string& message, uint64_t offset) : ScenarioError(message), offset_(offset) {}
   uint64_t offset() const { return offset_; }
 
  private:
@@ -96,11 +95,11 @@ struct PickleNode {
   bool built = false;   // kNumpyArray, kNumpyDtype: BUILD has set the state
   int64_t integer = 0;  // kInt; kGlobal: which one (pickle.cc)
   double real = 0;
-  std::string text;                // kString (UTF-8 as stored), kBytes, numpy element bytes
-  std::vector<PickleNode*> items;  // kList, kTuple, kNumpyArray of dtype 'O'
+  std::string text;                                          // kString (UTF-8 as stored), kBytes, numpy element bytes
+  std::vector<PickleNode*> items;                            // kList, kTuple, kNumpyArray of dtype 'O'
   std::vector<std::pair<PickleNode*, PickleNode*>> entries;  // kDict, in insertion order
-  NumpyDtype dtype;            // kNumpyArray, kNumpyScalar, kNumpyDtype
-  std::vector<int64_t> shape;  // kNumpyArray
+  NumpyDtype dtype;                                          // kNumpyArray, kNumpyScalar, kNumpyDtype
+  std::vector<int64_t> shape;                                // kNumpyArray
 
   // Dict lookup by string key (the last one wins, as in Python); null when absent or not a dict.
   const PickleNode* Get(std::string_view key) const;
@@ -140,10 +139,8 @@ struct PickleOptions {
 // Throws PickleError when nothing usable was read (not a pickle, an unsupported opcode before
 // any value, ...). With `salvage`, an error after the first container was opened returns the
 // partial document instead of throwing.
-PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
-                           bool salvage = true);
-PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name,
-                           const PickleOptions& options);
+PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, bool salvage = true);
+PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options);
 
 // Reading numpy values (kNumpyArray or kNumpyScalar; `index` in C order, < NumpyCount). The
 // caller checks the kind: Float for 'f', 'i', 'u', 'b'; Int for 'i', 'u', 'b' (a uint64 above
@@ -152,7 +149,7 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
 uint64_t NumpyCount(const PickleNode& array);
 double NumpyFloat(const PickleNode& node, uint64_t index);
 int64_t NumpyInt(const PickleNode& node, uint64_t index);
-bool NumpyIntFits(const PickleNode& node, uint64_t index);  // false: a uint64 above INT64_MAX
+bool NumpyIntFits(const PickleNode& node, uint64_t index);     // false: a uint64 above INT64_MAX
 uint64_t NumpyUint64(const PickleNode& node, uint64_t index);  // the element as uint64 ('u' only)
 std::string NumpyString(const PickleNode& node, uint64_t index);
 // For error messages: "float64 array of shape (3, 7)", "str (<U10) array of shape (5,)",

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The layering of DESIGN.md, checked from the includes: prints which folder includes which
+# (folder -> folder(count) ...) and fails, naming the file and the include, where a folder
+# reaches one it must not. Run from anywhere: scripts/check_layers.sh [--graph]
+#   --graph   print the graph only (exit 0)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Each folder and the folders its code may include (besides itself).
+declare -A allowed=(
+  [model]=""
+  [formats/pickle]="model"
+  [trace]="model"
+  [sim]="model trace"
+  [real]="model trace"
+  [replay]="model trace formats/pickle sim"
+  [sweep]="model sim"
+  [importers]="model formats/pickle"
+  [cli]="model trace formats/pickle sim replay sweep importers"
+  [props]="model sim"
+  [bench]="model sim real trace"
+  [fuzz]="model trace formats/pickle replay importers"
+)
+# The programs are wiring: petrsim_train re-runs recordings (--replay) through replay/.
+exceptions=("real/train_main.cc:replay")
+
+folder_of() {  # the layer an include path or a file belongs to
+  case "$1" in
+    formats/pickle/*) echo formats/pickle ;;
+    */*) echo "${1%%/*}" ;;
+    *) echo "" ;;
+  esac
+}
+
+graph_only=0
+[ "${1:-}" = "--graph" ] && graph_only=1
+declare -A edges=()
+violations=0
+while IFS= read -r line; do
+  file=${line%%:*}
+  target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"${line#*:}")
+  from=$(folder_of "$file")
+  to=$(folder_of "$target")
+  [ -z "$to" ] || [ "$to" = "$from" ] && continue
+  [ -d "$to" ] || continue  # a generated or system header
+  edges["$from $to"]=$(( ${edges["$from $to"]:-0} + 1 ))
+  [ "$graph_only" = 1 ] && continue
+  [[ -v allowed[$from] ]] || continue  # tests/ may include anything
+  ok=0
+  for a in ${allowed[$from]}; do [ "$a" = "$to" ] && ok=1; done
+  for e in "${exceptions[@]}"; do [ "$e" = "$file:$to" ] && ok=1; done
+  if [ "$ok" = 0 ]; then
+    echo "layering: $file includes \"$target\": $from/ may include only: ${allowed[$from]:-nothing of ours}"
+    violations=$((violations + 1))
+  fi
+done < <(git ls-files '*.h' '*.cc' | xargs grep -H '^#include "' || true)
+
+for from in model formats/pickle trace sim real replay sweep importers cli props bench fuzz tests; do
+  out=""
+  for key in "${!edges[@]}"; do
+    [ "${key% *}" = "$from" ] && out+="${key#* }(${edges[$key]}) "
+  done
+  echo "$from -> $(tr ' ' '\n' <<<"$out" | sort | tr '\n' ' ')"
+done
+if [ "$violations" -gt 0 ]; then
+  echo "layering: $violations include(s) against DESIGN.md's layers"
+  exit 1
+fi
