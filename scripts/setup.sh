@@ -30,6 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 build_dir="${PETRSIM_BUILD_DIR:-build}"
+# ccache keys on the compile command, which names this checkout's absolute path: with the base
+# directory set, a fresh clone elsewhere (CI's) reuses what another checkout compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B "$build_dir" -G Ninja "$@"
 # Two cores, 24 GiB: two compile jobs are the most this machine wants.
 cmake --build "$build_dir" -j "${PETRSIM_JOBS:-2}"
