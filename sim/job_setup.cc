@@ -1,0 +1,143 @@
+// The simulated job set up: the plan resolved into steps, the ranks, workers and faults; see job_sim.h.
+#include "sim/job_sim.h"
+
+namespace petrsim::sim::internal {
+
+int64_t JobSim::Jitter(Rng& rng, int64_t ns) const {
+  if (jitter_ppm_ == 0 || ns == 0) return ns;
+  const int64_t offset = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(2 * jitter_ppm_ + 1))) - jitter_ppm_;
+  return ScalePpm(ns, kPpm + offset);
+}
+
+uint32_t JobSim::GroupId(const std::string& name) {
+  for (uint32_t i = 0; i < group_names_.size(); ++i) {
+    if (group_names_[i] == name) return i;
+  }
+  group_names_.push_back(name);
+  rendezvous_.AddGroup();
+  return static_cast<uint32_t>(group_names_.size() - 1);
+}
+
+PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordinal) {
+  PlanStep step;
+  step.collective = &collective;
+  step.group = GroupId(collective.process_group());
+  step.nonblocking_ordinal = nonblocking_ordinal;
+  const uint64_t n = world_;
+  const uint64_t numel = collective.op() == Collective::barrier ? 1 : collective.numel();
+  step.numel_in = numel;
+  step.numel_out = numel;
+  if (collective.op() == Collective::allgather) step.numel_out = numel * n;
+  if (collective.op() == Collective::reduce_scatter) step.numel_out = (numel + n - 1) / n;
+  // Ring model: latency per step plus bytes over the link bandwidth.
+  const auto& cost = scenario_.cost();
+  const uint64_t bytes = numel * DtypeBytes(collective.dtype());
+  const auto transfer = [&](unsigned __int128 numerator, uint64_t denominator) {
+    return static_cast<int64_t>(numerator * 1'000'000'000ULL /
+                                (static_cast<unsigned __int128>(denominator) * cost.bandwidth_bytes_per_s()));
+  };
+  const int64_t latency = static_cast<int64_t>(cost.collective_latency_ns());
+  if (n > 1) {
+    switch (collective.op()) {
+      case Collective::allreduce:
+      case Collective::barrier:
+        step.duration_ns = 2 * static_cast<int64_t>(n - 1) * latency +
+                           transfer(static_cast<unsigned __int128>(2 * (n - 1)) * bytes, n);
+        break;
+      case Collective::broadcast:
+      case Collective::reduce:
+        step.duration_ns = static_cast<int64_t>(n - 1) * latency + transfer(bytes, 1);
+        break;
+      case Collective::allgather:
+        step.duration_ns =
+            static_cast<int64_t>(n - 1) * latency + transfer(static_cast<unsigned __int128>(n - 1) * bytes, 1);
+        break;
+      case Collective::reduce_scatter:
+      case Collective::alltoall:
+        step.duration_ns =
+            static_cast<int64_t>(n - 1) * latency + transfer(static_cast<unsigned __int128>(n - 1) * bytes, n);
+        break;
+    }
+  }
+  return step;
+}
+
+void JobSim::Setup() {
+  const auto& job = scenario_.job();
+  const auto& cost = scenario_.cost();
+  sample_load_ns_ = static_cast<int64_t>(cost.sample_load_ns());
+  step_compute_ns_ = static_cast<int64_t>(cost.step_compute_ns());
+  jitter_ppm_ = FactorPpm(cost.jitter_fraction());
+  checkpoint_ns_ = static_cast<int64_t>(cost.checkpoint_ns());
+  timeout_ns_ = static_cast<int64_t>(scenario_.comm().timeout_ms()) * 1'000'000;
+  poll_ns_ = static_cast<int64_t>(scenario_.comm().watchdog_poll_ms()) * 1'000'000;
+  nccl_ = scenario_.comm().backend() == Comm::nccl;
+  pipeline_draws_ = scenario_.resample().pipeline_draws_per_attempt();
+
+  GroupId("default_pg");
+  for (const auto& c : plan_.startup) startup_steps_.push_back(Resolve(c, -1));
+  for (const auto& c : plan_.per_iteration) {
+    const int32_t ordinal = c.blocking() ? -1 : static_cast<int32_t>(nonblocking_steps_++);
+    iteration_steps_.push_back(Resolve(c, ordinal));
+  }
+  for (const auto& p : plan_.periodic) {
+    periodic_steps_.push_back(Resolve(p.collective(), -1));
+    periodic_every_.push_back(p.every_iterations());
+  }
+
+  const SamplerFactory samplers(scenario_, dataset_);
+  const std::vector<uint64_t> epoch_batches = BatchesPerEpochByRank(scenario_, dataset_);
+  const uint64_t natural =
+      loader_.batches_per_epoch != 0 ? loader_.batches_per_epoch : IterationsPerEpoch(scenario_, dataset_);
+  job_iterations_ = JobIterations(scenario_, dataset_);
+  const uint64_t job_iterations = job_iterations_;
+  const uint64_t epochs = job.has_epochs() ? job.epochs() : 1;
+  stragglers_.assign(world_, {kNone, 0});
+  ranks_.resize(world_);
+  const uint64_t ring = std::max<uint64_t>(1, loader_.in_flight);
+  const uint64_t streams_root =
+      options_.run_seed == 0 ? scenario_.seed() : DeriveStreamSeed(scenario_.seed(), "run", options_.run_seed);
+  for (uint32_t r = 0; r < world_; ++r) {
+    RankState& rank = ranks_[r];
+    rank.rank = r;
+    rank.stats.rank = r;
+    rank.sampler = samplers.ForRank(r);
+    rank.draws.resize(batch_size_);
+    rank.next_seq.assign(group_names_.size(), 1);
+    rank.batches.resize(ring);
+    rank.batch_draws.resize(ring * batch_size_);
+    rank.batch_final.resize(ring * batch_size_);
+    rank.batch_extra_loads.resize(ring);
+    rank.last_fed.assign(batch_size_, -1);
+    rank.workers.resize(std::max<uint32_t>(1, loader_.workers));
+    for (uint32_t w = 0; w < rank.workers.size(); ++w) {
+      rank.workers[w].jitter = Rng(DeriveStreamSeed(streams_root, "load_jitter", r, w));
+    }
+    rank.compute_jitter = Rng(DeriveStreamSeed(streams_root, "compute_jitter", r));
+    rank.natural_epoch_batches = natural;
+    rank.epoch_batches = epoch_batches[r];
+    const uint64_t fewer = natural - epoch_batches[r];
+    rank.iterations_total =
+        job.has_iterations() ? job_iterations : job_iterations - std::min(job_iterations, epochs * fewer);
+    rank.outstanding.reserve(nonblocking_steps_ + 1);
+  }
+  for (const Fault& fault : scenario_.faults()) {
+    if (fault.has_slow_rank()) {
+      ranks_[fault.slow_rank().rank()].slow_ppm = FactorPpm(fault.slow_rank().factor());
+    } else if (fault.has_slow_worker()) {
+      auto& workers = ranks_[fault.slow_worker().rank()].workers;
+      const uint32_t w = fault.slow_worker().worker();
+      if (w < workers.size()) workers[w].slow_ppm = FactorPpm(fault.slow_worker().factor());
+    } else if (fault.has_dead_worker()) {
+      engine_.Schedule(static_cast<int64_t>(fault.dead_worker().at_ns()), kWorkerDies, fault.dead_worker().rank(),
+                       fault.dead_worker().worker());
+    } else if (fault.has_dead_rank()) {
+      engine_.Schedule(static_cast<int64_t>(fault.dead_rank().at_ns()), kRankDies, fault.dead_rank().rank(), 0);
+    } else if (fault.has_straggler()) {
+      stragglers_[fault.straggler().rank()] = {fault.straggler().iteration(),
+                                               static_cast<int64_t>(fault.straggler().delay_ns())};
+    }
+  }
+}
+
+}  // namespace petrsim::sim::internal

@@ -1,0 +1,424 @@
+// Each simulated rank's main process: iterations, the plan's collectives, compute; see job_sim.h.
+#include "sim/job_sim.h"
+
+namespace petrsim::sim::internal {
+
+// ---------------------------------------------------------------------------------------------
+// The main process
+
+// Takes batch `rank.iteration` if it is there. Returns false when the rank must wait.
+bool JobSim::BeginIteration(RankState& rank) {
+  const int64_t now = engine_.now_ns();
+  const uint64_t k = rank.iteration;
+  if (!rank.loader_started || (loader_.batches_per_epoch != 0 && k == rank.epoch_end)) {
+    rank.loader_started = true;
+    if (loader_.batches_per_epoch != 0 && rank.epoch_batches == 0) {
+      // An empty DataLoader: next() raises StopIteration at once, and again after mmcv's
+      // IterLoader starts a new epoch, so the rank's training loop dies.
+      Die(rank, Cause::kUnevenBatches, "StopIteration: its DataLoader has no batch (uneven_batches leaves it none)");
+      return false;
+    }
+    StartEpoch(rank);
+  }
+  // Without workers, next(iterator) loads the batch in the main process, now.
+  if (loader_.workers == 0) Dispatch(rank, k);
+  BatchEntry& entry = Entry(rank, k);
+  PETRSIM_ASSERT(entry.batch == k);
+  if (entry.state != BatchState::kReady && entry.state != BatchState::kError) {
+    if (rank.phase != Phase::kWaitData) {
+      rank.phase = Phase::kWaitData;
+      rank.phase_since_ns = now;
+    }
+    if (rank.workers[entry.worker].dead) {
+      Die(rank, Cause::kWorkerDied,
+          fmt::format("RuntimeError: DataLoader worker {} exited unexpectedly", entry.worker));
+    }
+    return false;
+  }
+  if (rank.phase == Phase::kWaitData) {
+    rank.stats.data_wait_ns += now - rank.phase_since_ns;
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kDataWait;
+      record.rank = rank.rank;
+      record.start_ns = rank.phase_since_ns;
+      record.end_ns = now;
+      record.iteration = k;
+      Trace(record);
+    }
+  }
+  if (entry.state == BatchState::kError) {
+    Die(rank, Cause::kDatasetError,
+        fmt::format("the bounded resample policy gave up on a sample of batch {} "
+                    "(worker {}); the DataLoader re-raised it in the main process",
+                    k, entry.worker));
+    return false;
+  }
+  // Consume: the stream-continuity count, then the prefetch window moves by one.
+  const size_t base = (k % rank.batches.size()) * batch_size_;
+  rank.local_batch_has_gt = false;
+  for (uint32_t b = 0; b < batch_size_; ++b) {
+    const int64_t fed = rank.batch_final[base + b];
+    if (fed < 0) continue;
+    ++rank.stats.samples;
+    const SlotDraw& draw = rank.batch_draws[base + b];
+    if (fed != draw.index) ++rank.stats.resample_jumps;
+    const FrameInfo& frame = dataset_.frame(fed);
+    if (frame.prev_exists && rank.last_fed[b] != fed - 1) ++rank.stats.stream_breaks;
+    rank.last_fed[b] = fed;
+    if (frame.gt_count > 0) rank.local_batch_has_gt = true;
+  }
+  rank.stats.resample_attempts += rank.batch_extra_loads[k % rank.batches.size()];
+  entry.state = BatchState::kEmpty;
+  rank.iteration_compute_ns = ScalePpm(Jitter(rank.compute_jitter, step_compute_ns_), rank.slow_ppm);
+  rank.phase = Phase::kRunning;
+  rank.phase_since_ns = now;
+  // Batch k+1 becomes the next to consume: the window admits one more batch.
+  if (loader_.workers > 0) Dispatch(rank, k + 1);
+  return true;
+}
+
+void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
+  if (rank.phase == Phase::kDead) return;
+  const int64_t now = engine_.now_ns();
+  // Collectives it joined but that had not completed never complete now: its process is gone.
+  auto withdraw = [&](uint32_t group, uint64_t seq) { rendezvous_.Withdraw(group, seq); };
+  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0) {
+    withdraw(rank.blocked.group, rank.blocked.seq);
+  }
+  for (const auto& work : rank.outstanding) {
+    if (work.complete_ns < 0) withdraw(work.group, work.seq);
+  }
+  rank.phase = Phase::kDead;
+  rank.stats.died_ns = now;
+  rank.stats.died_why = why;
+  if (first_death_ns_ < 0) {
+    first_death_ns_ = now;
+    first_death_cause_ = cause;
+  }
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kRankDied;
+    record.rank = rank.rank;
+    record.start_ns = record.end_ns = now;
+    record.iteration = rank.iteration;
+    record.text = why;
+    Trace(record);
+  }
+}
+
+// Issues one collective at now. Returns true when the rank goes on at once (non-blocking, or
+// a blocking one that completed with this arrival is handled by a wake event).
+bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
+  const int64_t now = engine_.now_ns();
+  const uint64_t seq = rank.next_seq[step.group]++;
+  ++rank.stats.collectives;
+  const CollectiveSignature signature{step.collective->op(), step.collective->dtype(), step.numel_in};
+  const auto arrival = rendezvous_.Arrive(step.group, seq, rank.rank, signature, &step, iteration, now);
+  Instance* instance = arrival.instance;
+  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kMismatch) {
+    Desync desync;
+    desync.process_group = group_names_[step.group];
+    desync.seq = seq;
+    desync.first_rank = instance->first_rank;
+    desync.first = Ref(*instance->first, step.group, seq, instance->first_iteration);
+    desync.other_rank = rank.rank;
+    desync.other = Ref(step, step.group, seq, iteration);
+    desync.at_ns = now;
+    desync_ = desync;
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kDesync;
+      record.rank = rank.rank;
+      record.start_ns = record.end_ns = now;
+      record.iteration = iteration;
+      record.process_group = group_names_[step.group];
+      record.seq = seq;
+      record.text = "collective mismatch";
+      Trace(record);
+      // The mismatched call was issued (c10d enqueues it; NCCL would pair it): record it as a
+      // collective pending at the end, with this rank's own signature.
+      TraceCollective(rank.rank, OutstandingWork{step.group, seq, now, -1, -1, &step, iteration}, now, false);
+    }
+    stop_ = true;
+    return false;
+  }
+  const bool blocking = step.collective->blocking();
+  if (blocking) {
+    rank.phase = Phase::kBlocked;
+    rank.phase_since_ns = now;
+    rank.blocked = OutstandingWork{step.group, seq, now, -1, -1, &step, iteration};
+  } else {
+    rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, -1, &step, iteration});
+    ++rank.outstanding_open;
+  }
+  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kCompleted) {
+    Complete(step.group, *instance);
+  } else if (watchdog_armed_ns_ < 0) {
+    // The watchdog watches every work, blocking or not, from its issue. An armed watchdog
+    // fires no later than this work's deadline (issue times only grow).
+    ArmWatchdog(FireTime(now));
+  }
+  return !blocking;
+}
+
+// Every rank has arrived: the collective ends one duration after the last arrival.
+// Every rank has arrived: the collective ends one duration after the last arrival. Non-blocking
+// arrivals learn their completion time now; the ranks blocked in it all return at `done`
+// through one event, which wakes them in arrival order (as one wake event per rank, scheduled
+// back to back, would: nothing else can run between them).
+void JobSim::Complete(uint32_t group, Instance& instance) {
+  const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first->duration_ns);
+  bool blocked = false;
+  for (const uint32_t r : instance.waiters) {
+    RankState& rank = ranks_[r];
+    if (rank.phase == Phase::kDead) continue;
+    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == instance.seq) {
+      rank.blocked.complete_ns = done;
+      rank.blocked.started_ns = instance.last_arrival_ns;
+      blocked = true;
+      if (options_.wake_each_rank) engine_.Schedule(done, kRankWake, r, 0);
+      continue;
+    }
+    for (auto& work : rank.outstanding) {
+      if (work.group == group && work.seq == instance.seq && work.complete_ns < 0) {
+        work.complete_ns = done;
+        work.started_ns = instance.last_arrival_ns;
+        --rank.outstanding_open;
+        if (rank.phase == Phase::kWaitOutstanding && rank.outstanding_open == 0) {
+          int64_t last = done;
+          for (const auto& w : rank.outstanding) last = std::max(last, w.complete_ns);
+          engine_.Schedule(std::max(last, engine_.now_ns()), kRankWake, r, 0);
+        }
+        break;
+      }
+    }
+  }
+  if (blocked && !options_.wake_each_rank) {
+    engine_.Schedule(done, kCollectiveDone, group, instance.seq);
+  } else {
+    rendezvous_.Close(group, instance.seq);
+  }
+}
+
+void JobSim::OnCollectiveDone(uint32_t group, uint64_t seq) {
+  Instance* instance = rendezvous_.Find(group, seq);
+  PETRSIM_ASSERT(instance != nullptr);
+  // Waking a rank may open instances of this group (and grow its ring): work from a copy.
+  wake_scratch_.assign(instance->waiters.begin(), instance->waiters.end());
+  rendezvous_.Close(group, seq);
+  for (const uint32_t r : wake_scratch_) {
+    RankState& rank = ranks_[r];
+    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == seq) {
+      Advance(rank);
+    }
+  }
+}
+
+void JobSim::EndIteration(RankState& rank) {
+  const int64_t now = engine_.now_ns();
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kIteration;
+    record.rank = rank.rank;
+    record.start_ns = rank.last_iteration_end_ns;
+    record.end_ns = now;
+    record.iteration = rank.iteration;
+    Trace(record);
+  }
+  ++rank.iteration;
+  ++rank.stats.iterations_completed;
+  rank.last_iteration_end_ns = now;
+  rank.stage = Stage::kBegin;
+  rank.step = 0;
+  rank.compute_spent = false;
+}
+
+// Runs the rank's program from now until it has to wait for something. Blocking collectives
+// advance their step when the rank wakes from them; everything else advances at once.
+void JobSim::Advance(RankState& rank) {
+  if (rank.phase == Phase::kDead || rank.phase == Phase::kDone || stop_) return;
+  if (rank.pending_raise) {
+    Die(rank, rank.raise_cause, rank.raise_why);
+    return;
+  }
+  const int64_t now = engine_.now_ns();
+  if (rank.phase == Phase::kBlocked) {
+    if (rank.blocked.complete_ns < 0 || rank.blocked.complete_ns > now) return;
+    rank.stats.collective_wait_ns += now - rank.phase_since_ns;
+    if (tracing_) TraceCollective(rank.rank, rank.blocked, now, /*completed=*/true);
+    rank.phase = Phase::kRunning;
+    ++rank.step;
+    rank.compute_spent = false;
+  } else if (rank.phase == Phase::kWaitOutstanding) {
+    if (rank.outstanding_open != 0) return;
+    int64_t last = now;
+    for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
+    if (last > now) return;
+    rank.stats.collective_wait_ns += now - rank.phase_since_ns;
+    rank.phase = Phase::kRunning;
+  }
+
+  while (!stop_) {
+    switch (rank.stage) {
+      case Stage::kStartup:
+        if (rank.step < startup_steps_.size()) {
+          if (!Issue(rank, startup_steps_[rank.step], 0)) return;
+          ++rank.step;
+          continue;
+        }
+        rank.stage = Stage::kBegin;
+        rank.last_iteration_end_ns = now;
+        continue;
+
+      case Stage::kBegin:
+        if (rank.iteration >= rank.iterations_total) {
+          rank.phase = Phase::kDone;
+          rank.phase_since_ns = engine_.now_ns();
+          if (tracing_) {
+            TraceRecord record;
+            record.kind = TraceKind::kProcessExit;
+            record.rank = rank.rank;
+            record.start_ns = record.end_ns = rank.phase_since_ns;
+            record.iteration = rank.iteration;
+            record.text = "finished its iterations (exit 0)";
+            Trace(record);
+          }
+          ++ranks_done_;
+          if (ranks_done_ == world_) stop_ = true;
+          return;
+        }
+        if (!BeginIteration(rank)) return;
+        rank.stage = Stage::kPerIteration;
+        rank.step = 0;
+        rank.compute_spent = false;
+        continue;
+
+      case Stage::kPerIteration: {
+        if (rank.step >= iteration_steps_.size()) {
+          rank.stage = Stage::kWaitOutstanding;
+          rank.compute_spent = false;
+          continue;
+        }
+        const PlanStep& step = iteration_steps_[rank.step];
+        if (!rank.compute_spent) {
+          rank.compute_spent = true;
+          // Forward before the first step; the backward's share before each non-blocking (DDP
+          // bucket) step; the step's own compute_before_ns; a straggler's delay.
+          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
+          const int64_t forward = rank.iteration_compute_ns / 3;
+          const int64_t backward = rank.iteration_compute_ns - forward;
+          if (rank.step == 0) {
+            compute = SaturatingAdd(compute, forward);
+            if (stragglers_[rank.rank].first == rank.iteration) {
+              compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
+            }
+          }
+          if (step.nonblocking_ordinal >= 0) {
+            const int64_t j = step.nonblocking_ordinal;
+            const int64_t n = nonblocking_steps_;
+            compute += backward * (j + 1) / n - backward * j / n;
+          }
+          if (compute > 0) {
+            Compute(rank, compute);
+            return;
+          }
+        }
+        if (step.collective->only_when_local_batch_has_gt() && !rank.local_batch_has_gt) {
+          ++rank.stats.collectives_skipped;
+          ++rank.step;
+          rank.compute_spent = false;
+          continue;
+        }
+        if (!Issue(rank, step, rank.iteration)) return;
+        ++rank.step;
+        rank.compute_spent = false;
+        continue;
+      }
+
+      case Stage::kWaitOutstanding: {
+        if (!rank.compute_spent) {
+          rank.compute_spent = true;
+          // Without DDP buckets the backward runs after the last collective.
+          const int64_t forward = rank.iteration_compute_ns / 3;
+          const int64_t tail = nonblocking_steps_ == 0 ? rank.iteration_compute_ns - forward : 0;
+          if (tail > 0) {
+            Compute(rank, tail);
+            return;
+          }
+        }
+        int64_t last = engine_.now_ns();
+        for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
+        if (rank.outstanding_open > 0 || last > engine_.now_ns()) {
+          rank.phase = Phase::kWaitOutstanding;
+          rank.phase_since_ns = engine_.now_ns();
+          // Incomplete works armed the watchdog when they were issued.
+          if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
+          return;
+        }
+        if (tracing_) {
+          for (const auto& work : rank.outstanding) {
+            TraceCollective(rank.rank, work, work.complete_ns, /*completed=*/true);
+          }
+        }
+        rank.outstanding.clear();
+        rank.stage = Stage::kPeriodic;
+        rank.step = 0;
+        continue;
+      }
+
+      case Stage::kPeriodic:
+        while (rank.step < periodic_steps_.size() && (rank.iteration + 1) % periodic_every_[rank.step] != 0) {
+          ++rank.step;
+        }
+        if (rank.step < periodic_steps_.size()) {
+          if (!Issue(rank, periodic_steps_[rank.step], rank.iteration)) return;
+          ++rank.step;
+          continue;
+        }
+        rank.stage = Stage::kCheckpoint;
+        rank.compute_spent = false;
+        continue;
+
+      case Stage::kCheckpoint:
+        if (!rank.compute_spent) {
+          rank.compute_spent = true;
+          if (rank.rank == 0 && plan_.checkpoint_interval != 0 &&
+              (rank.iteration + 1) % plan_.checkpoint_interval == 0 && checkpoint_ns_ > 0) {
+            if (tracing_) {
+              TraceRecord record;
+              record.kind = TraceKind::kCheckpoint;
+              record.rank = rank.rank;
+              record.start_ns = engine_.now_ns();
+              record.end_ns = engine_.now_ns() + checkpoint_ns_;
+              record.iteration = rank.iteration;
+              Trace(record);
+            }
+            engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
+            rank.phase = Phase::kRunning;
+            return;
+          }
+        }
+        EndIteration(rank);
+        continue;
+    }
+  }
+}
+
+void JobSim::Compute(RankState& rank, int64_t compute_ns) {
+  const int64_t now = engine_.now_ns();
+  rank.stats.compute_ns = SaturatingAdd(rank.stats.compute_ns, compute_ns);
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kCompute;
+    record.rank = rank.rank;
+    record.start_ns = now;
+    record.end_ns = now + compute_ns;
+    record.iteration = rank.iteration;
+    Trace(record);
+  }
+  rank.phase = Phase::kRunning;
+  engine_.Schedule(now + compute_ns, kRankWake, rank.rank, 0);
+}
+
+}  // namespace petrsim::sim::internal
