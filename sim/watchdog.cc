@@ -1,4 +1,5 @@
-// The simulated collective watchdog: deadlines, what fires, the lines ranks print, and the event dispatch; see job_sim.h.
+// The simulated collective watchdog: deadlines, what fires, the lines ranks print, and the event dispatch; see
+// job_sim.h.
 #include "sim/job_sim.h"
 
 namespace petrsim::sim::internal {
