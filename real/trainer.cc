@@ -30,9 +30,12 @@
 #include "model/resample_policy.h"
 #include "model/sampler.h"
 #include "model/sampler_watchdog.h"
+#include "real/batch_loader.h"
 #include "real/geometry.h"
+#include "real/job_control.h"
 #include "real/losses.h"
 #include "real/rank_comm.h"
+#include "real/rank_recorder.h"
 #include "real/renderer.h"
 #include "real/threaded_loader.h"
 #include "trace/rank_writer.h"
@@ -40,285 +43,7 @@
 namespace petrsim::real {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-uint64_t Mix(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 bool StartsWith(const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; }
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// What a rank tells the others through the store: "unix_ms iteration pg=seq,pg=seq doing".
-struct Progress {
-  int64_t unix_ms = 0;
-  uint64_t iteration = 0;
-  std::map<std::string, uint64_t> seqs;  // the last sequence number issued per process group
-  std::string doing;
-
-  std::string Encode() const {
-    std::string seq_list;
-    for (const auto& [group, seq] : seqs) {
-      if (!seq_list.empty()) seq_list += ',';
-      seq_list += group;
-      seq_list += '=';
-      seq_list += std::to_string(seq);
-    }
-    return fmt::format("{} {} {} {}", unix_ms, iteration, seq_list.empty() ? "-" : seq_list, doing);
-  }
-  static std::optional<Progress> Decode(const std::string& text) {
-    std::istringstream in(text);
-    Progress p;
-    std::string seq_list;
-    if (!(in >> p.unix_ms >> p.iteration >> seq_list)) return std::nullopt;
-    std::getline(in >> std::ws, p.doing);
-    if (seq_list != "-") {
-      std::istringstream items(seq_list);
-      for (std::string item; std::getline(items, item, ',');) {
-        const auto eq = item.rfind('=');
-        if (eq == std::string::npos) return std::nullopt;
-        p.seqs[item.substr(0, eq)] = std::stoull(item.substr(eq + 1));
-      }
-    }
-    return p;
-  }
-};
-
-std::string ProgressKey(uint32_t rank) {
-  std::string key = "petrsim/progress/";
-  key += std::to_string(rank);
-  return key;
-}
-const char kStopKey[] = "petrsim/stop";
-std::string AckKey(uint32_t rank) {
-  std::string key = "petrsim/stop_read/";
-  key += std::to_string(rank);
-  return key;
-}
-
-// The rank's line to the others, over its own TCPStore client: a monitor thread publishes the
-// rank's progress every 100 ms when it changed, watches for a stop of the job by another rank
-// (own_process: `stop_now` writes the trace and ends the process), and applies a dead_rank
-// fault's SIGKILL at its time.
-class JobControl {
- public:
-  JobControl(const TrainOptions& options, std::chrono::milliseconds timeout, int64_t kill_at_ns,
-             std::function<void(const std::string&)> stop_now)
-      : options_(options), kill_at_ns_(kill_at_ns), stop_now_(std::move(stop_now)), start_(Clock::now()) {
-    c10d::TCPStoreOptions client;
-    client.port = options.master_port;
-    client.isServer = false;
-    client.waitWorkers = false;
-    client.timeout = timeout;
-    store_ = c10::make_intrusive<c10d::TCPStore>(options.master_addr, client);
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~JobControl() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      quit_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
-  // The main process blocks (in a collective, or for its next batch) or goes on.
-  void Waiting(bool waiting) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    waiting_ = waiting;
-  }
-
-  void Update(const std::function<void(Progress&)>& change) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    change(progress_);
-    dirty_ = true;
-  }
-
-  // Stops the job with `reason` (the first stop wins); this rank reports it itself. Waits up
-  // to 2 s for the other ranks to acknowledge, so that they have read the reason before this
-  // rank's exit (its store server, if it is rank 0; its sockets) makes their collectives fail.
-  void Stop(const std::string& reason) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      self_stopped_ = true;
-    }
-    try {
-      {
-        std::lock_guard<std::mutex> lock(store_mutex_);
-        if (!store_->check({kStopKey})) store_->set(kStopKey, std::vector<uint8_t>(reason.begin(), reason.end()));
-      }
-      const auto deadline = Clock::now() + std::chrono::seconds(2);
-      for (uint32_t r = 0; r < options_.world_size; ++r) {
-        while (r != options_.rank && Clock::now() < deadline) {
-          {
-            std::lock_guard<std::mutex> lock(store_mutex_);
-            if (store_->check({AckKey(r)})) break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-      }
-    } catch (const std::exception&) {
-      // The store's server (rank 0) is gone: the others learn it from their collectives.
-    }
-  }
-
-  // This rank has read another rank's stop.
-  void Acknowledge() {
-    try {
-      std::lock_guard<std::mutex> lock(store_mutex_);
-      store_->set(AckKey(options_.rank), std::vector<uint8_t>{1});
-    } catch (const std::exception&) {
-    }
-  }
-
-  // The reason another rank stopped the job, asking the store now.
-  std::optional<std::string> StoppedByAnother() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (self_stopped_) return std::nullopt;
-      if (stop_seen_) return stop_reason_;
-    }
-    try {
-      std::lock_guard<std::mutex> lock(store_mutex_);
-      if (!store_->check({kStopKey})) return std::nullopt;
-      const auto value = store_->get(kStopKey);
-      return std::string(value.begin(), value.end());
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  }
-
-  // Every rank's last published progress (none where it published nothing); nothing at all
-  // when the store is unreachable.
-  std::optional<std::vector<std::optional<Progress>>> ReadAll() {
-    std::vector<std::optional<Progress>> all(options_.world_size);
-    try {
-      std::lock_guard<std::mutex> lock(store_mutex_);
-      for (uint32_t r = 0; r < options_.world_size; ++r) {
-        if (!store_->check({ProgressKey(r)})) continue;
-        const auto value = store_->get(ProgressKey(r));
-        all[r] = Progress::Decode(std::string(value.begin(), value.end()));
-      }
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    return all;
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!quit_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(100));
-      if (quit_) break;
-      if (kill_at_ns_ >= 0 && options_.own_process &&
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count() >= kill_at_ns_) {
-        ::kill(::getpid(), SIGKILL);  // the scenario's dead_rank fault: no goodbye, as in a real crash
-      }
-      std::string published;
-      if (dirty_) {
-        progress_.unix_ms = UnixMs();
-        published = progress_.Encode();
-        dirty_ = false;
-      }
-      const bool check_stop = options_.own_process && !self_stopped_ && !stop_seen_;
-      lock.unlock();
-      std::optional<std::string> stop;
-      try {
-        std::lock_guard<std::mutex> store_lock(store_mutex_);
-        if (!published.empty())
-          store_->set(ProgressKey(options_.rank), std::vector<uint8_t>(published.begin(), published.end()));
-        if (check_stop && store_->check({kStopKey})) {
-          const auto value = store_->get(kStopKey);
-          stop = std::string(value.begin(), value.end());
-        }
-      } catch (const std::exception&) {
-      }
-      lock.lock();
-      if (stop && !self_stopped_ && !stop_seen_) {
-        // Read once: the stopping rank may be the store's server, gone right after.
-        stop_seen_ = Clock::now();
-        stop_reason_ = *stop;
-        lock.unlock();
-        Acknowledge();
-        lock.lock();
-      }
-      // The rank goes on to where it would block (a collective, or its next batch) before it
-      // stops, so that its trace shows where the job's hang would have left it; at most 3 s.
-      if (stop_seen_ && !self_stopped_ && (waiting_ || Clock::now() - *stop_seen_ > std::chrono::seconds(3))) {
-        const std::string reason = stop_reason_;
-        lock.unlock();
-        stop_now_(reason);  // does not return
-        lock.lock();
-      }
-    }
-  }
-
-  const TrainOptions& options_;
-  const int64_t kill_at_ns_;
-  std::function<void(const std::string&)> stop_now_;
-  const Clock::time_point start_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::mutex store_mutex_;
-  std::mutex mutex_;  // progress_, dirty_, self_stopped_, quit_
-  std::condition_variable wake_;
-  Progress progress_;
-  bool dirty_ = true;
-  bool self_stopped_ = false;
-  bool waiting_ = false;
-  std::optional<Clock::time_point> stop_seen_;
-  std::string stop_reason_;
-  bool quit_ = false;
-  std::thread thread_;
-};
-
-// One slot of a loaded batch: what the worker drew, loaded and rendered.
-struct LoadedSlot {
-  SlotDraw draw;
-  int64_t final_index = -1;  // -1: padding (no sample)
-  std::vector<float> pixels;
-  std::vector<int64_t> labels;
-  std::vector<std::array<double, 7>> boxes;
-  Mat4 ego2global = Mat4::Identity();
-};
-struct LoadedBatch {
-  std::vector<LoadedSlot> slots;
-};
-
-// The main process's sampler, drawn in batch order whichever worker asks first (PyTorch draws
-// a batch's indices when it dispatches the batch).
-class DrawSource {
- public:
-  DrawSource(std::unique_ptr<RankSampler> sampler, uint32_t batch_size,
-             std::function<void(uint64_t, std::vector<SlotDraw>&)> on_draw)
-      : sampler_(std::move(sampler)), batch_size_(batch_size), on_draw_(std::move(on_draw)) {}
-  std::vector<SlotDraw> Get(uint64_t batch) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    while (drawn_ <= batch) {
-      std::vector<SlotDraw> draws(batch_size_);
-      sampler_->NextBatches(draws);
-      on_draw_(drawn_, draws);
-      drawn_batches_.emplace(drawn_++, std::move(draws));
-    }
-    auto node = drawn_batches_.extract(batch);
-    return std::move(node.mapped());
-  }
-
- private:
-  std::mutex mutex_;
-  std::unique_ptr<RankSampler> sampler_;
-  const uint32_t batch_size_;
-  std::function<void(uint64_t, std::vector<SlotDraw>&)> on_draw_;  // may replace the draws
-  uint64_t drawn_ = 0;
-  std::map<uint64_t, std::vector<SlotDraw>> drawn_batches_;
-};
 
 // LibTorch's default generator is one per process: ranks that are threads of one process
 // (tests) build their models one at a time, so each rank's initial parameters are those of a
@@ -383,73 +108,11 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
 
   // The trace: steady-clock nanoseconds since the rank started; records come from the main
   // thread and the loader's workers.
-  std::unique_ptr<RankTraceWriter> trace;
-  std::mutex trace_mutex;
-  if (!options.trace_path.empty()) {
-    trace = std::make_unique<RankTraceWriter>(
-        options.trace_path, scenario, "", rank, options.world_size, "gloo", "petrsim_train",
-        options.trace_ring > 0 ? RankTraceWriter::Mode::kRing : RankTraceWriter::Mode::kStream, options.trace_ring);
-    if (options.trace_ring > 0) RankTraceWriter::InstallSignalDump(trace.get());
-  }
-  const auto t0 = Clock::now();
-  const auto now = [&] {
-    return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-  };
-  bool trace_finished = false;  // under trace_mutex
-  const auto record = [&](TraceRecord r) {
-    if (!trace) return;
-    r.rank = rank;
-    std::lock_guard<std::mutex> lock(trace_mutex);
-    if (!trace_finished) trace->Record(r);
-  };
-  // Collectives issued and not yet completed (under trace_mutex), recorded as pending when the
-  // rank stops.
-  struct Open {
-    const Collective* step = nullptr;
-    uint64_t iteration = 0;
-    int64_t start_ns = 0;
-  };
-  std::map<std::pair<std::string, uint64_t>, Open> open_collectives;
-  const auto collective_record = [&](const Collective& step, uint64_t seq, const Open& open, bool completed) {
-    TraceRecord r;
-    r.rank = rank;
-    r.kind = TraceKind::kCollective;
-    r.worker = step.blocking() ? kMainProcess : kAsyncCollectives;
-    r.start_ns = open.start_ns;
-    r.end_ns = std::max(now(), open.start_ns);
-    r.iteration = open.iteration;
-    r.process_group = step.process_group();
-    r.seq = seq;
-    r.op = step.op();
-    r.numel = step.numel();
-    r.dtype = step.dtype();
-    r.completed = completed;
-    r.started_ns = completed ? open.start_ns : -1;
-    r.text = step.name();
-    return r;
-  };
-  // The rank's last words: its pending collectives, an instant and its exit; then the trace is
-  // closed.
+  RankRecorder recorder(scenario, options);
+  const auto now = [&] { return recorder.Now(); };
+  const auto record = [&](const TraceRecord& r) { recorder.Record(r); };
   const auto finish_trace = [&](TraceKind kind, uint64_t iteration, const std::string& text, const std::string& exit) {
-    if (!trace) return;
-    std::lock_guard<std::mutex> lock(trace_mutex);
-    if (trace_finished) return;
-    trace_finished = true;
-    for (const auto& [key, open] : open_collectives)
-      trace->Record(collective_record(*open.step, key.second, open, false));
-    TraceRecord r;
-    r.rank = rank;
-    r.start_ns = r.end_ns = now();
-    r.iteration = iteration;
-    if (!text.empty()) {
-      r.kind = kind;
-      r.text = text;
-      trace->Record(r);
-    }
-    r.kind = TraceKind::kProcessExit;
-    r.text = exit;
-    trace->Record(r);
-    trace->Finish();
+    recorder.Finish(kind, iteration, text, exit);
   };
   std::atomic<uint64_t> current_iteration{0};
 
@@ -562,10 +225,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     });
     issued.start_ns = now();
     ++result.collectives;
-    if (trace) {
-      std::lock_guard<std::mutex> lock(trace_mutex);
-      open_collectives[{step.process_group(), issued.seq}] = Open{&step, iteration, issued.start_ns};
-    }
+    recorder.OpenCollective(step, issued.seq, iteration, issued.start_ns);
     try {
       issued.pending = comm.Launch(step, input);
     } catch (const std::exception& error) {
@@ -581,13 +241,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     } catch (const std::exception& error) {
       fail(issued, error.what());
     }
-    if (trace) {
-      std::lock_guard<std::mutex> lock(trace_mutex);
-      const auto key = std::make_pair(issued.step->process_group(), issued.seq);
-      const Open open = open_collectives[key];
-      open_collectives.erase(key);
-      if (!trace_finished) trace->Record(collective_record(*issued.step, issued.seq, open, true));
-    }
+    recorder.CloseCollective(*issued.step, issued.seq);
     if (issued.done) issued.done(issued.pending.result());
   };
   const auto zeros = [](const Collective& step) {
@@ -640,7 +294,6 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
 
   // The data: rendered from the scenario's frames.
   const DataLoaderShape shape = MakeDataLoaderShape(scenario, dataset);
-  const auto policy = MakeResamplePolicy(scenario, dataset);
   const auto rig = SurroundRig(static_cast<int>(job.model.image_width), static_cast<int>(job.model.image_height));
   std::vector<double> inverses;
   for (const Camera& camera : rig) {
@@ -652,111 +305,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   StreamingMemory memory(batch_size, job.model.memory_len, job.model.channels);
   std::vector<Mat4> last_pose(batch_size, Mat4::Identity());
 
-  DrawSource draws(MakeRankSampler(scenario, dataset, rank), batch_size,
-                   [&](uint64_t batch, std::vector<SlotDraw>& drawn) {
-                     if (options.replay != nullptr) {
-                       for (uint32_t slot = 0; slot < drawn.size(); ++slot) {
-                         const auto index = options.replay->SampleIndex(rank, batch, slot);
-                         if (index && *index >= 0 && *index < dataset.size()) {
-                           drawn[slot] = SlotDraw{*index, dataset.group_of(*index)};
-                         }
-                       }
-                     }
-                     const int64_t t = now();
-                     for (uint32_t slot = 0; slot < drawn.size(); ++slot) {
-                       if (drawn[slot].index < 0) continue;
-                       TraceRecord r;
-                       r.kind = TraceKind::kSamplerDraw;
-                       r.start_ns = r.end_ns = t;
-                       r.iteration = batch;
-                       r.slot = slot;
-                       r.index = drawn[slot].index;
-                       r.group = drawn[slot].group;
-                       record(r);
-                     }
-                   });
-  // Per worker (or the main process) the numpy RNG PyTorch's worker_init_fn seeds; reseeded
-  // when an epoch sampler's DataLoader starts new workers.
-  std::vector<NumpyRandomState> rngs;
-  const auto seed_rngs = [&] {
-    rngs.clear();
-    if (shape.workers == 0) {
-      rngs.emplace_back(scenario.job().seed());
-    } else {
-      for (uint32_t w = 0; w < shape.workers; ++w) {
-        rngs.emplace_back(WorkerNumpySeed(shape.workers, rank, w, scenario.job().seed()));
-      }
-    }
-  };
-  const uint32_t pipeline_draws = scenario.resample().pipeline_draws_per_attempt();
-  uint64_t epoch_start = 0;
-  const auto load = [&](int32_t worker, uint64_t in_epoch) {
-    const uint64_t batch = epoch_start + in_epoch;
-    const std::vector<SlotDraw> drawn = draws.Get(batch);
-    NumpyRandomState& rng = rngs[worker < 0 ? 0 : worker];
-    LoadedBatch loaded;
-    for (uint32_t slot = 0; slot < batch_size; ++slot) {
-      LoadedSlot& out = loaded.slots.emplace_back();
-      out.draw = drawn[slot];
-      if (out.draw.index < 0) continue;  // padding of a short last batch
-      const int64_t load_start = now();
-      const RecordedLoad* recorded = options.replay != nullptr ? options.replay->Load(rank, batch, slot) : nullptr;
-      WatchedItem item;
-      if (recorded != nullptr && !recorded->livelock && !recorded->error && recorded->final_index >= 0 &&
-          recorded->final_index < dataset.size()) {
-        item.result.index = recorded->final_index;
-        item.result.attempts = recorded->attempts;
-        item.result.outcome = GetItemOutcome::kAccepted;
-      } else {
-        item = WatchedGetItem(dataset, *policy, out.draw.index, rng, pipeline_draws, rank, worker, batch, slot);
-      }
-      if (item.livelock) {
-        // Recorded now; reported in user terms, stopping the whole job, when the main process
-        // asks for this batch (the moment the real job would start to hang).
-        const std::string report = "sampler watchdog: " + item.livelock->Describe();
-        TraceRecord r;
-        r.kind = TraceKind::kLivelock;
-        r.worker = worker;
-        r.start_ns = r.end_ns = now();
-        r.iteration = batch;
-        r.slot = slot;
-        r.index = out.draw.index;
-        r.final_index = item.result.index;
-        r.attempts = item.result.attempts;
-        r.text = report;
-        record(r);
-        throw SampleLivelockError(item.livelock->Describe());
-      }
-      TraceRecord r;
-      r.kind = TraceKind::kLoad;
-      r.worker = worker;
-      r.start_ns = load_start;
-      r.iteration = batch;
-      r.slot = slot;
-      r.index = out.draw.index;
-      r.final_index = item.result.index;
-      r.attempts = item.result.attempts;
-      out.final_index = item.result.index;
-      const FrameInfo& frame = dataset.frame(out.final_index);
-      const uint32_t boxes = std::min<uint32_t>(frame.gt_count, options.boxes_max);
-      const RenderedFrame rendered = SceneFrame(Mix(scenario.job().seed(), frame.scene), frame.frame_in_scene, boxes);
-      out.pixels = Render(rig, rendered.boxes);
-      for (const RenderBox& b : rendered.boxes) {
-        out.labels.push_back(b.cls);
-        out.boxes.push_back({b.x, b.y, b.z, b.w, b.l, b.h, b.yaw});
-      }
-      out.ego2global = rendered.ego2global;
-      r.end_ns = now();
-      record(r);
-    }
-    TraceRecord ready;
-    ready.kind = TraceKind::kBatchReady;
-    ready.worker = worker;
-    ready.start_ns = ready.end_ns = now();
-    ready.iteration = batch;
-    record(ready);
-    return loaded;
-  };
+  BatchLoader loading(scenario, dataset, options, shape, rig, recorder);
 
   std::unique_ptr<ThreadedLoader<LoadedBatch>> loader;
   std::vector<Issued> in_flight;  // non-blocking collectives of this iteration
@@ -765,13 +314,13 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     current_iteration = iteration;
     if (!loader || shape.RestartsAt(iteration)) {
       loader.reset();
-      epoch_start = iteration;
-      seed_rngs();
+      loading.StartEpoch(iteration);
       const uint64_t epoch_batches = shape.batches_per_epoch == 0
                                          ? options.iterations - iteration
                                          : std::min(shape.batches_per_epoch, options.iterations - iteration);
-      loader = std::make_unique<ThreadedLoader<LoadedBatch>>(shape.workers, scenario.job().prefetch_factor(),
-                                                             epoch_batches, load);
+      loader = std::make_unique<ThreadedLoader<LoadedBatch>>(
+          shape.workers, scenario.job().prefetch_factor(), epoch_batches,
+          [&loading](int32_t worker, uint64_t in_epoch) { return loading.Load(worker, in_epoch); });
     }
     const int64_t iteration_start = now();
     control.Update([&](Progress& p) {
