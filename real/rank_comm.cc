@@ -53,7 +53,7 @@ at::ScalarType TorchDtype(Collective::Dtype dtype) {
 
 RankComm::RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
                    std::chrono::milliseconds timeout, Comm::Backend backend, int32_t local_rank,
-                   const std::string& master_addr, const std::vector<std::string>& group_names)
+                   const std::string& master_addr, const std::vector<std::string>& process_group_names)
     : rank_(rank), world_size_(world_size) {
   bool nccl = false;
   if (backend == Comm::nccl) {
@@ -96,7 +96,7 @@ RankComm::RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   }
   groups_["default_pg"] = make(store);
-  for (const std::string& name : group_names) {
+  for (const std::string& name : process_group_names) {
     if (groups_.count(name) == 0) groups_[name] = make(c10::make_intrusive<c10d::PrefixStore>(name, store));
   }
 }

@@ -27,14 +27,14 @@ at::ScalarType TorchDtype(Collective::Dtype dtype);
 
 class RankComm {
  public:
-  // Creates the world group ("default_pg") and one group per other name in `group_names`, all
+  // Creates the world group ("default_pg") and one group per other name in `process_group_names`, all
   // over `store` (a group's keys under its own prefix). `backend` is the scenario's; NCCL needs
   // a build with PETRSIM_WITH_NCCL and a GPU, Gloo is used otherwise (and said once on stderr).
   // Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the master is on this host's
   // loopback, else the one the hostname resolves to (as PyTorch chooses).
   RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size, std::chrono::milliseconds timeout,
            Comm::Backend backend, int32_t local_rank, const std::string& master_addr,
-           const std::vector<std::string>& group_names);
+           const std::vector<std::string>& process_group_names);
 
   // A launched collective: wait() completes it (throws on a c10d error or the timeout), and
   // result() is this rank's output: the reduced/broadcast tensor, the gathered tensors

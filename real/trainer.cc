@@ -145,13 +145,13 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::cout.flush();
     std::_Exit(1);
   });
-  std::vector<std::string> group_names;
+  std::vector<std::string> process_group_names;
   for (const auto* list : {&plan.startup, &plan.per_iteration}) {
-    for (const Collective& c : *list) group_names.push_back(c.process_group());
+    for (const Collective& c : *list) process_group_names.push_back(c.process_group());
   }
-  for (const auto& p : plan.periodic) group_names.push_back(p.collective().process_group());
+  for (const auto& p : plan.periodic) process_group_names.push_back(p.collective().process_group());
   RankComm comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
-                options.master_addr, group_names);
+                options.master_addr, process_group_names);
 
   std::unique_lock<std::mutex> init_lock(ModelInitMutex());
   torch::manual_seed(static_cast<uint64_t>(scenario.job().seed()));

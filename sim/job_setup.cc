@@ -9,19 +9,19 @@ int64_t JobSim::Jitter(Rng& rng, int64_t ns) const {
   return ScalePpm(ns, kPpm + offset);
 }
 
-uint32_t JobSim::GroupId(const std::string& name) {
-  for (uint32_t i = 0; i < group_names_.size(); ++i) {
-    if (group_names_[i] == name) return i;
+uint32_t JobSim::ProcessGroupId(const std::string& name) {
+  for (uint32_t i = 0; i < process_group_names_.size(); ++i) {
+    if (process_group_names_[i] == name) return i;
   }
-  group_names_.push_back(name);
+  process_group_names_.push_back(name);
   rendezvous_.AddGroup();
-  return static_cast<uint32_t>(group_names_.size() - 1);
+  return static_cast<uint32_t>(process_group_names_.size() - 1);
 }
 
 PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordinal) {
   PlanStep step;
   step.collective = &collective;
-  step.group = GroupId(collective.process_group());
+  step.pg = ProcessGroupId(collective.process_group());
   step.nonblocking_ordinal = nonblocking_ordinal;
   const uint64_t n = world_;
   const uint64_t numel = collective.op() == Collective::barrier ? 1 : collective.numel();
@@ -74,7 +74,7 @@ void JobSim::Setup() {
   nccl_ = scenario_.comm().backend() == Comm::nccl;
   pipeline_draws_ = scenario_.resample().pipeline_draws_per_attempt();
 
-  GroupId("default_pg");
+  ProcessGroupId("default_pg");
   for (const auto& c : plan_.startup) startup_steps_.push_back(Resolve(c, -1));
   for (const auto& c : plan_.per_iteration) {
     const int32_t ordinal = c.blocking() ? -1 : static_cast<int32_t>(nonblocking_steps_++);
@@ -103,7 +103,7 @@ void JobSim::Setup() {
     rank.stats.rank = r;
     rank.sampler = samplers.ForRank(r);
     rank.draws.resize(batch_size_);
-    rank.next_seq.assign(group_names_.size(), 1);
+    rank.next_seq.assign(process_group_names_.size(), 1);
     rank.batches.resize(ring);
     rank.batch_draws.resize(ring * batch_size_);
     rank.batch_final.resize(ring * batch_size_);

@@ -33,7 +33,7 @@ enum EventKind : uint32_t {
   kWatchdog = 2,        // the earliest watchdog deadline of any rank
   kRankDies = 3,        // fault: actor rank
   kWorkerDies = 4,      // fault: actor rank, payload worker
-  kCollectiveDone = 5,  // a collective completes: actor group, payload seq
+  kCollectiveDone = 5,  // a collective completes: actor process group, payload seq
 };
 
 constexpr int64_t kPpm = 1'000'000;
@@ -79,7 +79,7 @@ inline uint64_t DtypeBytes(Collective::Dtype dtype) {
 // A collective of the plan, resolved once: its process group id, signature and place.
 struct PlanStep {
   const Collective* collective = nullptr;
-  uint32_t group = 0;
+  uint32_t pg = 0;
   int32_t nonblocking_ordinal = -1;  // index among the iteration's non-blocking steps
   int64_t duration_ns = 0;
   uint64_t numel_in = 0;
@@ -89,7 +89,7 @@ struct PlanStep {
 using Instance = Rendezvous<PlanStep>::Instance;
 
 struct OutstandingWork {
-  uint32_t group = 0;
+  uint32_t pg = 0;
   uint64_t seq = 0;
   int64_t issue_ns = 0;
   int64_t complete_ns = -1;  // -1: not yet
@@ -195,7 +195,7 @@ class JobSim {
  private:
   void Setup();
   PlanStep Resolve(const Collective& collective, int32_t nonblocking_ordinal);
-  uint32_t GroupId(const std::string& name);
+  uint32_t ProcessGroupId(const std::string& name);
   int64_t Jitter(Rng& rng, int64_t ns) const;
   bool Handle(const Event& event);
 
@@ -203,8 +203,8 @@ class JobSim {
   void Advance(RankState& rank);
   bool BeginIteration(RankState& rank);
   bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration);
-  void Complete(uint32_t group, Instance& instance);
-  void OnCollectiveDone(uint32_t group, uint64_t seq);
+  void Complete(uint32_t pg, Instance& instance);
+  void OnCollectiveDone(uint32_t pg, uint64_t seq);
   void Die(RankState& rank, Cause cause, const std::string& why);
   void EndIteration(RankState& rank);
   void Compute(RankState& rank, int64_t compute_ns);
@@ -223,7 +223,7 @@ class JobSim {
   bool OnWatchdog();
 
   void Finish(SimResult& result, StopReason reason);
-  CollectiveRef Ref(const PlanStep& step, uint32_t group, uint64_t seq, uint64_t iteration) const;
+  CollectiveRef Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const;
   std::string WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }
@@ -275,7 +275,7 @@ class JobSim {
     record.start_ns = work.issue_ns;
     record.end_ns = end_ns;
     record.iteration = work.iteration;
-    record.process_group = group_names_[work.group];
+    record.process_group = process_group_names_[work.pg];
     record.seq = work.seq;
     record.op = collective.op();
     record.numel = work.step->numel_in;
@@ -298,7 +298,7 @@ class JobSim {
   const uint32_t batch_size_;
   Engine engine_;
 
-  std::vector<std::string> group_names_;
+  std::vector<std::string> process_group_names_;
   Rendezvous<PlanStep> rendezvous_;
   std::vector<PlanStep> startup_steps_;
   std::vector<PlanStep> iteration_steps_;

@@ -82,12 +82,12 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   if (rank.phase == Phase::kDead) return;
   const int64_t now = engine_.now_ns();
   // Collectives it joined but that had not completed never complete now: its process is gone.
-  auto withdraw = [&](uint32_t group, uint64_t seq) { rendezvous_.Withdraw(group, seq); };
+  auto withdraw = [&](uint32_t pg, uint64_t seq) { rendezvous_.Withdraw(pg, seq); };
   if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0) {
-    withdraw(rank.blocked.group, rank.blocked.seq);
+    withdraw(rank.blocked.pg, rank.blocked.seq);
   }
   for (const auto& work : rank.outstanding) {
-    if (work.complete_ns < 0) withdraw(work.group, work.seq);
+    if (work.complete_ns < 0) withdraw(work.pg, work.seq);
   }
   rank.phase = Phase::kDead;
   rank.stats.died_ns = now;
@@ -111,19 +111,19 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
 // a blocking one that completed with this arrival is handled by a wake event).
 bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   const int64_t now = engine_.now_ns();
-  const uint64_t seq = rank.next_seq[step.group]++;
+  const uint64_t seq = rank.next_seq[step.pg]++;
   ++rank.stats.collectives;
   const CollectiveSignature signature{step.collective->op(), step.collective->dtype(), step.numel_in};
-  const auto arrival = rendezvous_.Arrive(step.group, seq, rank.rank, signature, &step, iteration, now);
+  const auto arrival = rendezvous_.Arrive(step.pg, seq, rank.rank, signature, &step, iteration, now);
   Instance* instance = arrival.instance;
   if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kMismatch) {
     Desync desync;
-    desync.process_group = group_names_[step.group];
+    desync.process_group = process_group_names_[step.pg];
     desync.seq = seq;
     desync.first_rank = instance->first_rank;
-    desync.first = Ref(*instance->first, step.group, seq, instance->first_iteration);
+    desync.first = Ref(*instance->first, step.pg, seq, instance->first_iteration);
     desync.other_rank = rank.rank;
-    desync.other = Ref(step, step.group, seq, iteration);
+    desync.other = Ref(step, step.pg, seq, iteration);
     desync.at_ns = now;
     desync_ = desync;
     if (tracing_) {
@@ -132,13 +132,13 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
       record.rank = rank.rank;
       record.start_ns = record.end_ns = now;
       record.iteration = iteration;
-      record.process_group = group_names_[step.group];
+      record.process_group = process_group_names_[step.pg];
       record.seq = seq;
       record.text = "collective mismatch";
       Trace(record);
       // The mismatched call was issued (c10d enqueues it; NCCL would pair it): record it as a
       // collective pending at the end, with this rank's own signature.
-      TraceCollective(rank.rank, OutstandingWork{step.group, seq, now, -1, -1, &step, iteration}, now, false);
+      TraceCollective(rank.rank, OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration}, now, false);
     }
     stop_ = true;
     return false;
@@ -147,13 +147,13 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
   if (blocking) {
     rank.phase = Phase::kBlocked;
     rank.phase_since_ns = now;
-    rank.blocked = OutstandingWork{step.group, seq, now, -1, -1, &step, iteration};
+    rank.blocked = OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration};
   } else {
-    rank.outstanding.push_back(OutstandingWork{step.group, seq, now, -1, -1, &step, iteration});
+    rank.outstanding.push_back(OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration});
     ++rank.outstanding_open;
   }
   if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kCompleted) {
-    Complete(step.group, *instance);
+    Complete(step.pg, *instance);
   } else if (watchdog_armed_ns_ < 0) {
     // The watchdog watches every work, blocking or not, from its issue. An armed watchdog
     // fires no later than this work's deadline (issue times only grow).
@@ -167,13 +167,13 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
 // arrivals learn their completion time now; the ranks blocked in it all return at `done`
 // through one event, which wakes them in arrival order (as one wake event per rank, scheduled
 // back to back, would: nothing else can run between them).
-void JobSim::Complete(uint32_t group, Instance& instance) {
+void JobSim::Complete(uint32_t pg, Instance& instance) {
   const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first->duration_ns);
   bool blocked = false;
   for (const uint32_t r : instance.waiters) {
     RankState& rank = ranks_[r];
     if (rank.phase == Phase::kDead) continue;
-    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == instance.seq) {
+    if (rank.phase == Phase::kBlocked && rank.blocked.pg == pg && rank.blocked.seq == instance.seq) {
       rank.blocked.complete_ns = done;
       rank.blocked.started_ns = instance.last_arrival_ns;
       blocked = true;
@@ -181,7 +181,7 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
       continue;
     }
     for (auto& work : rank.outstanding) {
-      if (work.group == group && work.seq == instance.seq && work.complete_ns < 0) {
+      if (work.pg == pg && work.seq == instance.seq && work.complete_ns < 0) {
         work.complete_ns = done;
         work.started_ns = instance.last_arrival_ns;
         --rank.outstanding_open;
@@ -195,21 +195,21 @@ void JobSim::Complete(uint32_t group, Instance& instance) {
     }
   }
   if (blocked && !options_.wake_each_rank) {
-    engine_.Schedule(done, kCollectiveDone, group, instance.seq);
+    engine_.Schedule(done, kCollectiveDone, pg, instance.seq);
   } else {
-    rendezvous_.Close(group, instance.seq);
+    rendezvous_.Close(pg, instance.seq);
   }
 }
 
-void JobSim::OnCollectiveDone(uint32_t group, uint64_t seq) {
-  Instance* instance = rendezvous_.Find(group, seq);
+void JobSim::OnCollectiveDone(uint32_t pg, uint64_t seq) {
+  Instance* instance = rendezvous_.Find(pg, seq);
   PETRSIM_ASSERT(instance != nullptr);
   // Waking a rank may open instances of this group (and grow its ring): work from a copy.
   wake_scratch_.assign(instance->waiters.begin(), instance->waiters.end());
-  rendezvous_.Close(group, seq);
+  rendezvous_.Close(pg, seq);
   for (const uint32_t r : wake_scratch_) {
     RankState& rank = ranks_[r];
-    if (rank.phase == Phase::kBlocked && rank.blocked.group == group && rank.blocked.seq == seq) {
+    if (rank.phase == Phase::kBlocked && rank.blocked.pg == pg && rank.blocked.seq == seq) {
       Advance(rank);
     }
   }

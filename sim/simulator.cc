@@ -49,7 +49,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     OutstandingWork work;
     const int64_t issue = OldestIncompleteIssue(rank, &work);
     if (issue >= 0) {
-      stats.blocked_in = Ref(*work.step, work.group, work.seq, work.iteration);
+      stats.blocked_in = Ref(*work.step, work.pg, work.seq, work.iteration);
       stats.blocked_since_ns = issue;
       const int64_t fire = FireTime(issue);
       stats.watchdog_fires_ns = fire;
@@ -73,8 +73,8 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         stats.data_wait_ns += end - rank.phase_since_ns;
         break;
       case Phase::kBlocked:
-        stats.state = fmt::format("in collective {} seq {} ({}){}", group_names_[rank.blocked.group], rank.blocked.seq,
-                                  rank.blocked.step->collective->name(),
+        stats.state = fmt::format("in collective {} seq {} ({}){}", process_group_names_[rank.blocked.pg],
+                                  rank.blocked.seq, rank.blocked.step->collective->name(),
                                   rank.blocked.complete_ns >= 0 ? ", complete, returning" : "");
         stats.collective_wait_ns += end - rank.phase_since_ns;
         break;

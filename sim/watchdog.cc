@@ -122,9 +122,9 @@ bool JobSim::Handle(const Event& event) {
   return true;
 }
 
-CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t group, uint64_t seq, uint64_t iteration) const {
+CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const {
   CollectiveRef ref;
-  ref.process_group = group_names_[group];
+  ref.process_group = process_group_names_[pg];
   ref.seq = seq;
   ref.op = step.collective->op();
   ref.dtype = step.collective->dtype();
