@@ -11,6 +11,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "model/error.h"
+
 namespace petrsim::real {
 namespace {
 
@@ -51,25 +53,26 @@ at::ScalarType TorchDtype(Collective::Dtype dtype) {
   return at::kFloat;
 }
 
+std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
+  if (backend != Comm::nccl) return std::nullopt;
+#ifdef PETRSIM_WITH_NCCL
+  if (torch::cuda::is_available()) return std::nullopt;
+  return std::string(
+      "comm.backend is nccl but this machine has no GPU that LibTorch can use; run with --backend gloo "
+      "to train on Gloo (CPU)");
+#else
+  return std::string(
+      "comm.backend is nccl but this build has no NCCL (configured with PETRSIM_WITH_NCCL=OFF); run "
+      "with --backend gloo to train on Gloo (CPU)");
+#endif
+}
+
 RankComm::RankComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
                    std::chrono::milliseconds timeout, Comm::Backend backend, int32_t local_rank,
                    const std::string& master_addr, const std::vector<std::string>& process_group_names)
     : rank_(rank), world_size_(world_size) {
-  bool nccl = false;
-  if (backend == Comm::nccl) {
-#ifdef PETRSIM_WITH_NCCL
-    nccl = torch::cuda::is_available();
-#endif
-    if (!nccl && rank == 0) {
-      std::cerr << "petrsim_train: note: the scenario's backend is nccl; this build "
-#ifdef PETRSIM_WITH_NCCL
-                << "finds no GPU"
-#else
-                << "has no NCCL (PETRSIM_WITH_NCCL=OFF)"
-#endif
-                << ", so the ranks meet over Gloo on the CPU\n";
-    }
-  }
+  if (const auto why = BackendUnavailable(backend)) throw ScenarioError(*why);
+  const bool nccl = backend == Comm::nccl;
   const auto make = [&](const c10::intrusive_ptr<c10d::Store>& group_store) -> c10::intrusive_ptr<c10d::ProcessGroup> {
 #ifdef PETRSIM_WITH_NCCL
     if (nccl) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@
 namespace petrsim::real {
 
 at::ScalarType TorchDtype(Collective::Dtype dtype);
+
+// Why `backend` cannot run in this build on this machine (NCCL without PETRSIM_WITH_NCCL, or
+// without a GPU), as an error for the user; nullopt when it can. Asking for a backend that cannot
+// run is an error, never a silent fallback (the user says --backend gloo).
+std::optional<std::string> BackendUnavailable(Comm::Backend backend);
 
 class RankComm {
  public:

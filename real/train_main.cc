@@ -39,6 +39,7 @@
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
+#include "real/rank_comm.h"
 #include "real/trainer.h"
 #include "replay/replay.h"
 #include "trace/trace_event.h"
@@ -135,6 +136,12 @@ int main(int argc, char** argv) {
   app.add_option("--trace-ring", options.trace_ring, "with --trace: keep only the last N events of each rank")
       ->check(CLI::Range(uint64_t{1}, kTraceRingMax))
       ->needs(trace);
+  std::string backend;
+  app.add_option("--backend", backend,
+                 "the process groups' backend, replacing comm.backend: gloo (CPU) or nccl (GPU; needs a build with "
+                 "PETRSIM_WITH_NCCL and a GPU). A backend this build or machine cannot run is an error, never a "
+                 "fallback")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
   auto* replay_option = app.add_option("--replay", replay_dir,
                                        "re-run a recorded job's sample order and getitem results (a trace directory)");
   app.add_flag("--replay-samples-only", replay_samples_only, "with --replay: replay the sample order only")
@@ -165,6 +172,11 @@ int main(int argc, char** argv) {
     if (!sets.empty()) {
       petrsim::ApplyOverrides(scenario, sets);
       petrsim::ValidateScenario(scenario, path + " (after --set)");
+    }
+    if (!backend.empty())
+      scenario.mutable_comm()->set_backend(backend == "nccl" ? petrsim::Comm::nccl : petrsim::Comm::gloo);
+    if (const auto why = petrsim::real::BackendUnavailable(scenario.comm().backend())) {
+      throw petrsim::ScenarioError(path + ": " + *why);
     }
     const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
     if (!iterations_given) options.iterations = scenario.job().has_iterations() ? scenario.job().iterations() : 10;

@@ -91,8 +91,8 @@ ReplayOutcome RealReplayBackend::Run(const RecordedJob& job, const Scenario& sce
     out << "# The scenario `petrsim replay --against real` ran (recorded in " << job.directory << ")\n" << text;
     if (!out) throw ScenarioError(fmt::format("{}: cannot write the scenario", scenario_path));
   }
-  std::vector<std::string> args = {train_program_, scenario_path, "--nproc", std::to_string(job.world_size),
-                                   "--trace",      trace_dir};
+  std::vector<std::string> args = {train_program_, scenario_path, "--nproc",   std::to_string(job.world_size),
+                                   "--trace",      trace_dir,     "--backend", "gloo"};
   if (use_samples) {
     args.insert(args.end(), {"--replay", job.directory});
     if (!use_loads) args.push_back("--replay-samples-only");

@@ -27,7 +27,7 @@ endforeach()
 # Launcher mode (no --nproc): RANK must be below WORLD_SIZE, MASTER_PORT a port; refused before
 # any rendezvous (a rank 5 of 2 used to wait for peers that never come).
 function(expect_env_refused env expected)
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${TRAIN} ${SCENARIO}
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${TRAIN} ${SCENARIO} --backend gloo
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code TIMEOUT 30)
   string(FIND "${err}" "${expected}" at)
   if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1)
@@ -42,3 +42,19 @@ expect_env_refused("RANK=0x;WORLD_SIZE=2;MASTER_PORT=29500"
                    "the environment variable RANK=0x: expected a whole number in [0, 1]")
 expect_env_refused("RANK=0;WORLD_SIZE=-2;MASTER_PORT=29500"
                    "the environment variable WORLD_SIZE=-2: expected a whole number in [1, 1024]")
+
+# A backend this build cannot run is an error, never a fallback: the tiny scenario asks for NCCL
+# (comm.backend's default), which this build lacks (or, built with NCCL, a machine without a GPU).
+execute_process(COMMAND ${TRAIN} ${SCENARIO} --nproc 2 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code
+                TIMEOUT 30)
+string(FIND "${err}" "comm.backend is nccl but this" at)
+string(FIND "${err}" "run with --backend gloo" hint)
+if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1 OR hint EQUAL -1)
+  message(FATAL_ERROR "petrsim_train on an nccl scenario without NCCL: exit ${code}, expected 2\nstdout: ${out}\nstderr: ${err}")
+endif()
+execute_process(COMMAND ${TRAIN} ${SCENARIO} --backend mpi OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code
+                TIMEOUT 30)
+string(FIND "${err}" "--backend: mpi not in {gloo,nccl}" at)
+if(NOT code EQUAL 2 OR at EQUAL -1)
+  message(FATAL_ERROR "petrsim_train --backend mpi: exit ${code}, expected 2\nstderr: ${err}")
+endif()

@@ -167,6 +167,7 @@ RankStory ReadStory(const std::string& path, uint64_t iterations) {
 TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
   torch::set_num_threads(1);
   Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");
+  scenario.mutable_comm()->set_backend(Comm::gloo);  // the tiny scenario's default, NCCL, is not built here
   scenario.mutable_resample()->set_policy(Resample::global);
   const uint64_t iterations = 12;
   scenario.mutable_job()->set_iterations(iterations);
@@ -208,7 +209,8 @@ TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
 
 TEST(Trainer, TheSamplerWatchdogStopsTheRankCheckNames) {
   torch::set_num_threads(1);
-  const Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");  // in_group, scene c
+  Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");  // in_group, scene c
+  scenario.mutable_comm()->set_backend(Comm::gloo);
   const Dataset dataset = BuildDataset(scenario, "tiny");
   const CheckReport check = RunPreflight(scenario, dataset);
   ASSERT_TRUE(check.first_hit.has_value());
