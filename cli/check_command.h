@@ -2,10 +2,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/dataset.h"
 #include "model/preflight.h"
 #include "model/scenario.pb.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace petrsim {
 
@@ -18,5 +23,15 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
                               const CheckReport& report);
 std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
                             const CheckReport& report);
+
+// `petrsim check SCENARIO [--json] [--set f=v ...]`.
+struct CheckFlags {
+  std::string scenario_path;
+  std::vector<std::string> sets;
+  bool json = false;
+};
+CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags);
+// Prints the pre-flight report; returns CheckExitCode. Throws ScenarioError on bad input.
+int RunCheckCommand(const CheckFlags& flags);
 
 }  // namespace petrsim

@@ -4,6 +4,9 @@
 #include <iostream>
 #include <optional>
 
+#include <CLI/CLI.hpp>
+
+#include "cli/scenario_args.h"
 #include "model/error.h"
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
@@ -34,6 +37,22 @@ int RunDiagnose(const DiagnoseFlags& flags) {
     if (cross) std::cout << FormatCrossCheck(*cross);
   }
   return diagnosis.stuck.empty() && diagnosis.desyncs.empty() ? 0 : 1;
+}
+
+CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
+  auto* diagnose =
+      app.add_subcommand("diagnose",
+                         "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace) "
+                         "or PyTorch Flight Recorder dumps (pickle or JSON). Names, per process group, the first "
+                         "collective not every member joined and the missing ranks, desyncs, wait-for cycles and "
+                         "the cause on the missing rank. Exit 0 nothing stuck, 1 stuck or desync, 2 bad input.");
+  diagnose->add_option("paths", flags.paths, "a directory of per-rank files, or the files")->required();
+  diagnose->add_flag("--json", flags.json, "print a JSON object");
+  diagnose->add_option("--scenario", flags.scenario_path,
+                       "the job's scenario: place the stuck collective in its plan and check it "
+                       "against the scenario's predicted livelock");
+  diagnose->add_option("--set", flags.sets, kSetHelp);
+  return diagnose;
 }
 
 }  // namespace petrsim

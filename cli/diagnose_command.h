@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace petrsim {
 
 struct DiagnoseFlags {
@@ -18,5 +22,7 @@ struct DiagnoseFlags {
 // nothing mismatched, 1 when something is stuck or desynchronised. Throws ScenarioError on
 // bad input (exit 2).
 int RunDiagnose(const DiagnoseFlags& flags);
+
+CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags);
 
 }  // namespace petrsim

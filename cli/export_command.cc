@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
@@ -65,6 +66,15 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
                            trace_dir, perfetto);
   for (const std::string& note : partial) std::cout << "  partial: " << note << "\n";
   return 0;
+}
+
+CLI::App* AddExportCommand(CLI::App& app, ExportFlags& flags) {
+  auto* export_command = app.add_subcommand("export",
+                                            "Write the timeline of recorded per-rank traces (rank_<r>.pbtrace) for "
+                                            "ui.perfetto.dev or chrome://tracing.");
+  export_command->add_option("trace_dir", flags.trace_dir, "directory of rank_<r>.pbtrace files")->required();
+  export_command->add_option("--perfetto", flags.perfetto, "the Chrome/Perfetto trace-event JSON to write")->required();
+  return export_command;
 }
 
 }  // namespace petrsim

@@ -5,10 +5,20 @@
 
 #include <string>
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace petrsim {
 
 // Returns 0. Throws ScenarioError naming the file on bad input; nothing is left at `perfetto`
 // then.
 int RunExport(const std::string& trace_dir, const std::string& perfetto);
+
+struct ExportFlags {
+  std::string trace_dir;
+  std::string perfetto;
+};
+CLI::App* AddExportCommand(CLI::App& app, ExportFlags& flags);
 
 }  // namespace petrsim

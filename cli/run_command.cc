@@ -1,5 +1,16 @@
 // Run report formatting; see run_command.h.
 #include "cli/run_command.h"
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include "cli/progress_bar.h"
+#include "cli/scenario_args.h"
+#include "model/error.h"
+#include "model/sampler.h"
+#include "trace/directory_writer.h"
+#include "trace/fan_out_sink.h"
+#include "trace/perfetto_writer.h"
 
 #include <fmt/format.h>
 
@@ -305,6 +316,83 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
   stats["dataset_frames"] = dataset.size();
   j["stats"] = std::move(stats);
   return j.dump(2) + "\n";
+}
+
+namespace {
+constexpr const char* kBuildId = "petrsim 0.3 (simulator)";
+}  // namespace
+
+void AddRunOptions(CLI::App& app, RunFlags& flags) {
+  app.add_option("scenario", flags.scenario_path,
+                 "scenario to simulate (petrsim SCENARIO): exit 0 completed, 1 hang, desync or "
+                 "dead rank, 2 bad input, 3 petrsim's own limit reached");
+  app.add_flag("--json", flags.json, "print the run's report as a JSON object");
+  app.add_option("--set", flags.sets, kSetHelp);
+  app.add_option("--perfetto", flags.perfetto, "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  app.add_option("--trace-records-max", flags.trace_records_max,
+                 "with --trace: write at most this many events in all (default 100,000,000); each "
+                 "rank's file then ends with a `truncated` event counting the rest");
+  app.add_option("--trace-ring", flags.trace_ring,
+                 "with --trace: keep only the last N events of each rank, like PyTorch's Flight "
+                 "Recorder (0: all)");
+  app.add_option("--trace", flags.trace_dir,
+                 "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
+  app.add_flag("--no-wall-time", flags.no_wall_time,
+               "leave the wall-clock time out of the report (byte-reproducible output)");
+}
+
+void CheckRunFlags(const RunFlags& flags) {
+  if (flags.trace_dir.empty() &&
+      (flags.trace_ring != 0 || flags.trace_records_max != TraceDirectoryWriter::kRecordsMaxDefault)) {
+    throw ScenarioError("--trace-ring and --trace-records-max need --trace DIR");
+  }
+  if (flags.scenario_path.empty() && (flags.json || flags.no_wall_time || !flags.sets.empty() ||
+                                      !flags.perfetto.empty() || !flags.trace_dir.empty())) {
+    throw ScenarioError(
+        "no scenario given: petrsim SCENARIO [--json] [--set ...] "
+        "[--perfetto FILE] [--trace DIR]");
+  }
+}
+
+int RunSimulation(const RunFlags& flags) {
+  const std::string& path = flags.scenario_path;
+  const Scenario scenario = LoadWithOverrides(path, flags.sets);
+  const Dataset dataset = BuildDataset(scenario, path);
+  CheckSamplerConstructible(scenario, dataset, path);
+  ProgressBar bar(JobIterations(scenario, dataset));
+  sim::SimOptions options;
+  // The writers stream into temporary files and rename them only after the run, so a failed
+  // run leaves nothing half-written.
+  std::unique_ptr<PerfettoWriter> perfetto;
+  std::unique_ptr<TraceDirectoryWriter> trace;
+  FanOutSink sinks;
+  if (!flags.perfetto.empty()) {
+    perfetto = std::make_unique<PerfettoWriter>(flags.perfetto);
+    sinks.Add(perfetto.get());
+  }
+  if (!flags.trace_dir.empty()) {
+    trace = std::make_unique<TraceDirectoryWriter>(flags.trace_dir, scenario, path, scenario.job().world_size(), "sim",
+                                                   kBuildId, flags.trace_records_max, flags.trace_ring);
+    sinks.Add(trace.get());
+  }
+  if (!sinks.empty()) options.trace = &sinks;
+  options.progress = [&bar](int64_t now_ns, uint64_t iterations) { bar.Update(now_ns, iterations); };
+  const auto start = std::chrono::steady_clock::now();
+  const sim::SimResult result = sim::Simulate(scenario, dataset, options);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
+  const std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall)
+                                      : FormatRunReport(scenario, path, dataset, result, wall);
+  if (perfetto) {
+    perfetto->Finish({{"scenario", path},
+                      {"outcome", OutcomeName(result.outcome)},
+                      {"cause", CauseName(result.cause)},
+                      {"seed", scenario.seed()},
+                      {"job_seed", scenario.job().seed()}});
+  }
+  if (trace) trace->Finish();
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return RunExitCode(result);
 }
 
 }  // namespace petrsim

@@ -1,11 +1,15 @@
 // Output of the sample stream; see sample_command.h.
 #include "cli/sample_command.h"
 
-#include <fmt/format.h>
-
 #include <charconv>
 
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "cli/scenario_args.h"
 #include "model/error.h"
+#include "model/sampler.h"
+#include "model/scenario_validation.h"
 
 namespace petrsim {
 namespace {
@@ -101,6 +105,32 @@ uint64_t WriteSampleStream(const Scenario& scenario, const Dataset& dataset, con
   if (json) fmt::format_to(std::back_inserter(buffer), "\n]\n");
   flush(true);
   return rows;
+}
+
+CLI::App* AddSampleCommand(CLI::App& app, SampleFlags& flags) {
+  auto* sample = app.add_subcommand("sample", "Print the exact per-rank, per-slot index stream and resample draws.");
+  sample->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
+  sample->add_option("--ranks", flags.ranks, "ranks to print, e.g. 0,3,5-7 (default: all)");
+  sample->add_option("--iterations", flags.iterations, "iterations to print (default: the job length)");
+  sample->add_flag("--json", flags.json, "print a JSON list of rows");
+  sample->add_option("--set", flags.sets, kSetHelp);
+  return sample;
+}
+
+int RunSampleCommand(const SampleFlags& flags) {
+  const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
+  const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
+  // Checked here, before any output, so the error names the file and nothing is half-written.
+  CheckSamplerConstructible(scenario, dataset, flags.scenario_path);
+  if (flags.iterations > kIterationsMax) {
+    throw ScenarioError("--iterations: must be <= " + std::to_string(kIterationsMax) + ", got " +
+                        std::to_string(flags.iterations));
+  }
+  SampleStreamOptions options;
+  if (!flags.ranks.empty()) options.ranks = ParseRankList(flags.ranks, scenario.job().world_size());
+  options.iterations = flags.iterations;
+  WriteSampleStream(scenario, dataset, options, flags.json, stdout);
+  return 0;
 }
 
 }  // namespace petrsim

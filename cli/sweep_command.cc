@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/progress_bar.h"
+#include "cli/scenario_args.h"
 #include "model/error.h"
 
 namespace petrsim {
@@ -16,7 +17,7 @@ SweepFormat Format(bool json, bool csv) {
 
 }  // namespace
 
-CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags, const std::string& set_help) {
+CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags) {
   auto* sweep =
       app.add_subcommand("sweep",
                          "Many simulated runs: every combination of the --vary values x --seeds seeds, in "
@@ -30,7 +31,7 @@ CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags, const std::string& s
   sweep->add_option("--jobs", flags.spec.jobs, "parallel runs (default: the cores available)");
   sweep->add_option("--shard", flags.shard,
                     "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
-  sweep->add_option("--set", flags.spec.sets, set_help);
+  sweep->add_option("--set", flags.spec.sets, kSetHelp);
   sweep->add_flag("--json", flags.json, "print a JSON object");
   sweep->add_flag("--csv", flags.csv, "print CSV, one line per combination");
   sweep->add_flag("--runs", flags.spec.json_runs, "with --json: list every run's record");

@@ -26,8 +26,8 @@ struct MergeFlags {
   bool json = false, csv = false, runs = false;
 };
 
-// Adds `sweep` to `app`; returns the subcommand. `set_help` describes --set.
-CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags, const std::string& set_help);
+// Adds `sweep` to `app`; returns the subcommand.
+CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags);
 // Runs the parsed `sweep` (a progress line on a terminal's stderr), writing to `out`. Throws
 // ScenarioError on bad input (exit 2 in main).
 int RunSweepCommand(SweepFlags& flags, std::FILE* out);
