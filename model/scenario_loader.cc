@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/error.h"
+#include "model/file_io.h"
 #include "model/scenario_validation.h"
 
 namespace petrsim {
@@ -152,12 +153,8 @@ Scenario LoadScenario(std::string_view bytes, const std::string& display_name) {
 }
 
 Scenario LoadScenarioFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw ScenarioError(path + ": cannot open scenario file (no such file or not readable)");
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) throw ScenarioError(path + ": error while reading the scenario file");
-  return LoadScenario(content.str(), path);
+  // 1 GiB: protobuf parses no message of 2 GiB or more, and a trainval import is about 120 MB.
+  return LoadScenario(ReadRegularFile(path, "scenario file", uint64_t{1} << 30), path);
 }
 
 }  // namespace petrsim

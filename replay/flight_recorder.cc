@@ -11,6 +11,7 @@
 
 #include "formats/pickle/pickle.h"
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace petrsim {
 namespace {
@@ -379,19 +380,10 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
 }
 
 FrDump ReadFlightRecorderDump(const std::string& path) {
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  if (error) throw ScenarioError(fmt::format("{}: cannot open: {}", path, error.message()));
-  if (size > (uint64_t{1} << 32)) {
-    throw ScenarioError(fmt::format("{}: {} bytes, more than petrsim reads (4 GiB)", path, size));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(fmt::format("{}: cannot open", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadRegularFile(path, "Flight Recorder dump", uint64_t{1} << 32);
   uint32_t rank = 0;
   const bool named = RankFromFileName(path, rank);
-  return ParseFlightRecorderDump(text.str(), path, named ? std::optional<uint32_t>(rank) : std::nullopt);
+  return ParseFlightRecorderDump(text, path, named ? std::optional<uint32_t>(rank) : std::nullopt);
 }
 
 }  // namespace petrsim

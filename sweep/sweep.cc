@@ -22,6 +22,7 @@
 #include "model/assert.h"
 #include "model/dataset.h"
 #include "model/error.h"
+#include "model/file_io.h"
 #include "model/sampler.h"
 #include "model/scenario.pb.h"
 #include "model/scenario_loader.h"
@@ -565,12 +566,7 @@ RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t r
 }
 
 std::string ReadFileBytes(const std::string& path, const char* what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw ScenarioError(path + ": cannot open " + what + " (no such file or not readable)");
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) throw ScenarioError(path + ": error while reading the " + what);
-  return content.str();
+  return ReadRegularFile(path, what, uint64_t{1} << 30);
 }
 
 // Checks the spec, the --set and --vary values and every combination; returns the base scenario

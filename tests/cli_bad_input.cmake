@@ -4,12 +4,23 @@ set(dir ${WORK_DIR}/cli_bad_input)
 file(MAKE_DIRECTORY ${dir})
 file(WRITE ${dir}/rule.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1] } } } }\njob { world_size: 0 }\n")
 file(WRITE ${dir}/syntax.pbtxt "job {\n  world_size: 2\n")
+# Files that are not what they seem: a directory, a FIFO, a symlink loop (each read would hang,
+# read without end or fail obscurely), named as such.
+file(MAKE_DIRECTORY ${dir}/a_directory.pbtxt)
+file(REMOVE ${dir}/fifo.pbtxt ${dir}/loop_a.pbtxt ${dir}/loop_b.pbtxt)
+execute_process(COMMAND mkfifo ${dir}/fifo.pbtxt)
+file(CREATE_LINK loop_b.pbtxt ${dir}/loop_a.pbtxt SYMBOLIC)
+file(CREATE_LINK loop_a.pbtxt ${dir}/loop_b.pbtxt SYMBOLIC)
 file(WRITE ${dir}/good.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }\ngrouping { seq_split_num: 2 }\njob { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }\n")
 set(cases
   "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
   "sample|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
   "check|syntax.pbtxt|syntax.pbtxt:3:1: Expected identifier, got: end of file"
   "check --json|missing.pbtxt|missing.pbtxt: cannot open scenario file"
+  "check|a_directory.pbtxt|a_directory.pbtxt: expected a scenario file (a regular file), found a directory"
+  "--no-wall-time|fifo.pbtxt|fifo.pbtxt: expected a scenario file (a regular file), found a FIFO"
+  "sample|loop_a.pbtxt|loop_a.pbtxt: cannot open scenario file: Too many levels of symbolic links"
+  "merge|a_directory.pbtxt|a_directory.pbtxt: expected a shard file (a regular file), found a directory"
   "--no-wall-time|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
   "--no-wall-time --set job.world_size=abc|good.pbtxt|--set job.world_size=abc: job.world_size expects an unsigned 32-bit integer, got 'abc'"
   "--no-wall-time --set job.world_size=0|good.pbtxt|good.pbtxt (after --set): job.world_size: must be in [1, 65536], got 0"
@@ -32,7 +43,7 @@ foreach(case IN LISTS cases)
   list(GET command 0 subcommand)
   list(REMOVE_AT command 0)
   execute_process(COMMAND ${PETRSIM} ${subcommand} ${dir}/${name} ${command}
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code TIMEOUT 60)
   if(NOT code EQUAL 2)
     message(FATAL_ERROR "${subcommand} ${name}: exit ${code}, expected 2\n${err}")
   endif()
@@ -44,3 +55,10 @@ foreach(case IN LISTS cases)
     message(FATAL_ERROR "${subcommand} ${name}: expected \"${expected}\" in stderr:\n${err}")
   endif()
 endforeach()
+
+# /dev/zero as a scenario: refused as a device, not read until memory runs out.
+execute_process(COMMAND ${PETRSIM} check /dev/zero OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code TIMEOUT 60)
+string(FIND "${err}" "/dev/zero: expected a scenario file (a regular file), found a character device" at)
+if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1)
+  message(FATAL_ERROR "check /dev/zero: exit ${code}, expected 2\n${err}")
+endif()
