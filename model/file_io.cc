@@ -11,18 +11,16 @@
 #include "model/error.h"
 
 namespace petrsim {
-namespace {
-
-const char* KindOf(mode_t mode) {
+const char* FileKindName(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISREG(mode)) return "a regular file";
   return "not a regular file";
 }
-
-}  // namespace
 
 std::string ReadRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
   struct stat info {};
@@ -32,7 +30,7 @@ std::string ReadRegularFile(const std::string& path, const std::string& what, ui
     throw ScenarioError(path + ": cannot open " + what + ": " + std::strerror(saved));
   }
   if (!S_ISREG(info.st_mode)) {
-    throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + KindOf(info.st_mode));
+    throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + FileKindName(info.st_mode));
   }
   if (static_cast<uint64_t>(info.st_size) > max_bytes) {
     throw ScenarioError(path + ": " + std::to_string(info.st_size) + " bytes, more than petrsim reads for a " + what +
@@ -46,7 +44,7 @@ std::string ReadRegularFile(const std::string& path, const std::string& what, ui
     ~Closer() { ::close(fd); }
   } closer{fd};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + KindOf(info.st_mode));
+    throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + FileKindName(info.st_mode));
   }
   std::string content;
   content.resize(static_cast<size_t>(info.st_size));

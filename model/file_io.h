@@ -12,4 +12,7 @@ namespace petrsim {
 // `what` names the expected content in errors ("scenario file", "shard file", ...).
 std::string ReadRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes);
 
+// What a file of st_mode `mode` is, for errors: "a directory", "a FIFO", "a character device", ...
+const char* FileKindName(unsigned mode);
+
 }  // namespace petrsim

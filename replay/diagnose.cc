@@ -1,8 +1,12 @@
 // `petrsim diagnose`; see diagnose.h.
 #include "replay/diagnose.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -17,6 +21,7 @@
 
 #include "model/dataset.h"
 #include "model/error.h"
+#include "model/file_io.h"
 #include "model/iteration_plan.h"
 #include "model/preflight.h"
 #include "model/sampler.h"
@@ -337,11 +342,22 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
     if (std::filesystem::is_directory(path, error)) {
       std::vector<std::string> found;
       for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
-        if (!entry.is_regular_file()) continue;
         const std::string name = entry.path().filename().string();
         if (name.empty() || name[0] == '.' || name.ends_with(".tmp") || name.ends_with(".log") ||
             name.ends_with(".txt") || name.ends_with(".md")) {
           continue;
+        }
+        std::error_code kind_error;
+        if (entry.is_directory(kind_error)) continue;  // a folder beside the files: not a rank's
+        if (!entry.is_regular_file(kind_error)) {
+          // A FIFO, a device, a dangling link or a link loop where a rank's file should be: said,
+          // never skipped (the job would then look healthy) nor waited on.
+          struct stat info {};
+          if (::stat(entry.path().c_str(), &info) != 0) {
+            throw ScenarioError(fmt::format("{}: cannot read it: {}", entry.path().string(), std::strerror(errno)));
+          }
+          throw ScenarioError(fmt::format("{}: expected a trace or dump file (a regular file), found {}",
+                                          entry.path().string(), FileKindName(info.st_mode)));
         }
         found.push_back(entry.path().string());
       }
@@ -352,7 +368,13 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
     } else if (std::filesystem::is_regular_file(path, error)) {
       files.push_back(path);
     } else {
-      throw ScenarioError(fmt::format("{}: no such file or directory", path));
+      struct stat info {};
+      if (::stat(path.c_str(), &info) != 0) {
+        throw ScenarioError(
+            fmt::format("{}: {}", path, errno == ENOENT ? "no such file or directory" : std::strerror(errno)));
+      }
+      throw ScenarioError(fmt::format("{}: expected a directory of traces or dumps, or a trace or dump file; found {}",
+                                      path, FileKindName(info.st_mode)));
     }
   }
   Recordings rec;

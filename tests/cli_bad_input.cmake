@@ -7,10 +7,12 @@ file(WRITE ${dir}/syntax.pbtxt "job {\n  world_size: 2\n")
 # Files that are not what they seem: a directory, a FIFO, a symlink loop (each read would hang,
 # read without end or fail obscurely), named as such.
 file(MAKE_DIRECTORY ${dir}/a_directory.pbtxt)
-file(REMOVE ${dir}/fifo.pbtxt ${dir}/loop_a.pbtxt ${dir}/loop_b.pbtxt)
+file(REMOVE ${dir}/fifo.pbtxt ${dir}/loop_a.pbtxt ${dir}/loop_b.pbtxt ${dir}/loop_a.pbtrace ${dir}/loop_b.pbtrace)
 execute_process(COMMAND mkfifo ${dir}/fifo.pbtxt)
 file(CREATE_LINK loop_b.pbtxt ${dir}/loop_a.pbtxt SYMBOLIC)
 file(CREATE_LINK loop_a.pbtxt ${dir}/loop_b.pbtxt SYMBOLIC)
+file(CREATE_LINK loop_b.pbtrace ${dir}/loop_a.pbtrace SYMBOLIC)
+file(CREATE_LINK loop_a.pbtrace ${dir}/loop_b.pbtrace SYMBOLIC)
 file(WRITE ${dir}/good.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }\ngrouping { seq_split_num: 2 }\njob { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }\n")
 set(cases
   "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
@@ -62,3 +64,38 @@ string(FIND "${err}" "/dev/zero: expected a scenario file (a regular file), foun
 if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1)
   message(FATAL_ERROR "check /dev/zero: exit ${code}, expected 2\n${err}")
 endif()
+
+# Recordings that are not what they seem: a FIFO named like a rank's trace (it used to hang
+# export and replay, and diagnose skipped it and called the job healthy), a symlink loop given as
+# the path (diagnose aborted), a link loop inside a trace directory.
+set(fifo_dir ${dir}/fifo_traces)
+file(REMOVE_RECURSE ${fifo_dir})
+file(MAKE_DIRECTORY ${fifo_dir})
+execute_process(COMMAND mkfifo ${fifo_dir}/rank_0.pbtrace)
+set(loop_dir ${dir}/loop_traces)
+file(REMOVE_RECURSE ${loop_dir})
+file(MAKE_DIRECTORY ${loop_dir})
+file(CREATE_LINK rank_1.pbtrace ${loop_dir}/rank_0.pbtrace SYMBOLIC)
+file(CREATE_LINK rank_0.pbtrace ${loop_dir}/rank_1.pbtrace SYMBOLIC)
+foreach(case
+    "diagnose;${fifo_dir};rank_0.pbtrace: expected a trace or dump file (a regular file), found a FIFO"
+    "export;${fifo_dir};rank_0.pbtrace: expected a petrsim trace file (a regular file), found a FIFO"
+    "replay;${fifo_dir};rank_0.pbtrace: expected a petrsim trace file (a regular file), found a FIFO"
+    "diagnose;${dir}/loop_a.pbtrace;Too many levels of symbolic links"
+    "diagnose;${loop_dir};cannot read it: Too many levels of symbolic links")
+  string(REPLACE ";" "|" case "${case}")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 subcommand)
+  list(GET parts 1 target)
+  list(GET parts 2 expected)
+  set(extra)
+  if(subcommand STREQUAL "export")
+    set(extra --perfetto ${dir}/fifo_export.json)
+  endif()
+  execute_process(COMMAND ${PETRSIM} ${subcommand} ${target} ${extra} OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  RESULT_VARIABLE code TIMEOUT 60)
+  string(FIND "${err}" "${expected}" at)
+  if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1)
+    message(FATAL_ERROR "${subcommand} ${target}: exit ${code}, expected 2 with '${expected}'\n${out}\n${err}")
+  endif()
+endforeach()

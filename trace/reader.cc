@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/error.h"
+#include "model/file_io.h"
 
 namespace petrsim {
 namespace {
@@ -34,7 +35,8 @@ namespace {
 // header ends the reading with *partial_error set (or throws without it).
 template <class Decode, class Deliver>
 TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliver, std::string* partial_error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named like a trace must not hang the reader at open (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct Closer {
     int fd;
@@ -42,6 +44,10 @@ TraceHeader ReadFramed(const std::string& path, Decode&& decode, Deliver&& deliv
   } closer{fd};
   struct stat info {};
   if (::fstat(fd, &info) != 0) throw ScenarioError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  if (!S_ISREG(info.st_mode)) {
+    throw ScenarioError(
+        fmt::format("{}: expected a petrsim trace file (a regular file), found {}", path, FileKindName(info.st_mode)));
+  }
   const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
   // Read in chunks of 1 MiB (plus the tail of a message cut by the chunk's end).
   std::vector<uint8_t> buffer;
