@@ -331,10 +331,12 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
   app.add_option("--perfetto", flags.perfetto, "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
   app.add_option("--trace-records-max", flags.trace_records_max,
                  "with --trace: write at most this many events in all (default 100,000,000); each "
-                 "rank's file then ends with a `truncated` event counting the rest");
+                 "rank's file then ends with a `truncated` event counting the rest")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app.add_option("--trace-ring", flags.trace_ring,
                  "with --trace: keep only the last N events of each rank, like PyTorch's Flight "
-                 "Recorder (0: all)");
+                 "Recorder (0: all)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
   app.add_option("--trace", flags.trace_dir,
                  "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
   app.add_flag("--no-wall-time", flags.no_wall_time,

@@ -111,7 +111,8 @@ CLI::App* AddSampleCommand(CLI::App& app, SampleFlags& flags) {
   auto* sample = app.add_subcommand("sample", "Print the exact per-rank, per-slot index stream and resample draws.");
   sample->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   sample->add_option("--ranks", flags.ranks, "ranks to print, e.g. 0,3,5-7 (default: all)");
-  sample->add_option("--iterations", flags.iterations, "iterations to print (default: the job length)");
+  sample->add_option("--iterations", flags.iterations, "iterations to print (default: the job length)")
+      ->check(CLI::Range(uint64_t{0}, kIterationsMax));
   sample->add_flag("--json", flags.json, "print a JSON list of rows");
   sample->add_option("--set", flags.sets, kSetHelp);
   return sample;

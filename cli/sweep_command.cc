@@ -27,7 +27,9 @@ CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags) {
   sweep->add_option("--vary", flags.vary, "a field and its values, e.g. --vary job.world_size=8,16,32 (repeatable)");
   sweep->add_option("--seeds", flags.spec.seeds,
                     "seeds per combination: run i uses job.seed + i and run seed i (default 1)");
-  sweep->add_option("--seed-base", flags.spec.seed_base, "the first run seed (default 0)");
+  // Run seeds are seed_base + i: kept far below 2^64 so that they never wrap.
+  sweep->add_option("--seed-base", flags.spec.seed_base, "the first run seed (default 0)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
   sweep->add_option("--jobs", flags.spec.jobs, "parallel runs (default: the cores available)");
   sweep->add_option("--shard", flags.shard,
                     "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");

@@ -35,7 +35,11 @@ set(cases
   "diagnose|missing-dir|missing-dir: no such file or directory"
   "diagnose|syntax.pbtxt|syntax.pbtxt: byte 0: neither a petrsim trace"
   "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario"
-  "--no-wall-time --trace-ring 10|good.pbtxt|--trace-ring and --trace-records-max need --trace DIR")
+  "--no-wall-time --trace-ring 10|good.pbtxt|--trace-ring and --trace-records-max need --trace DIR"
+  "--no-wall-time --trace-ring -1|good.pbtxt|--trace-ring: Value -1 not in range 0 to 4294967296"
+  "--no-wall-time --trace-records-max 0|good.pbtxt|--trace-records-max: Value 0 not in range 1"
+  "sample --iterations -1|good.pbtxt|--iterations: Value -1 not in range 0 to 1000000000"
+  "sweep --seed-base -1|good.pbtxt|--seed-base: Value -1 not in range 0 to 4611686018427387904")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)
