@@ -46,31 +46,22 @@ std::string ReadRegularFile(const std::string& path, const std::string& what, ui
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + FileKindName(info.st_mode));
   }
+  // Read to the end, not to the stat'ed size: a file that grew since is still bounded.
   std::string content;
-  content.resize(static_cast<size_t>(info.st_size));
-  size_t done = 0;
-  char probe = 0;
+  content.reserve(static_cast<size_t>(info.st_size));
+  char chunk[1 << 16];
   while (true) {
-    // Reads into the buffer, then one byte more to see whether the file grew past its size.
-    char* at = done < content.size() ? content.data() + done : &probe;
-    const size_t want = done < content.size() ? content.size() - done : 1;
-    const ssize_t got = ::read(fd, at, want);
+    const ssize_t got = ::read(fd, chunk, sizeof(chunk));
     if (got < 0) {
       if (errno == EINTR) continue;
       throw ScenarioError(path + ": error while reading the " + what + ": " + std::strerror(errno));
     }
     if (got == 0) break;
-    if (done >= content.size()) {
-      if (content.size() + 1 > max_bytes) {
-        throw ScenarioError(path + ": grew past " + std::to_string(max_bytes) + " bytes while being read (" + what +
-                            ")");
-      }
-      content.push_back(probe);
-      content.reserve(content.size() * 2);
+    if (content.size() + static_cast<size_t>(got) > max_bytes) {
+      throw ScenarioError(path + ": grew past " + std::to_string(max_bytes) + " bytes while being read (" + what + ")");
     }
-    done += static_cast<size_t>(got);
+    content.append(chunk, static_cast<size_t>(got));
   }
-  content.resize(done);
   return content;
 }
 

@@ -109,11 +109,6 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   // The trace: steady-clock nanoseconds since the rank started; records come from the main
   // thread and the loader's workers.
   RankRecorder recorder(scenario, options);
-  const auto now = [&] { return recorder.Now(); };
-  const auto record = [&](const TraceRecord& r) { recorder.Record(r); };
-  const auto finish_trace = [&](TraceKind kind, uint64_t iteration, const std::string& text, const std::string& exit) {
-    recorder.Finish(kind, iteration, text, exit);
-  };
   std::atomic<uint64_t> current_iteration{0};
 
   // Faults: dead_rank is a real SIGKILL (own_process), a straggler sleeps; the others are the
@@ -140,7 +135,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
   JobControl control(options, timeout, kill_at_ns, [&](const std::string& reason) {
     std::cerr << "petrsim_train: rank " << rank << " stops: " << reason << "\n";
-    finish_trace(TraceKind::kWatchdog, current_iteration, "", "stopped by another rank (exit 1): " + reason);
+    recorder.Finish(TraceKind::kWatchdog, current_iteration, "", "stopped by another rank (exit 1): " + reason);
     std::cerr.flush();
     std::cout.flush();
     std::_Exit(1);
@@ -178,11 +173,11 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     if (const auto reason = control.StoppedByAnother()) {
       control.Acknowledge();
       const std::string why = "stopped by another rank: " + *reason;
-      finish_trace(TraceKind::kWatchdog, issued.iteration, "", why + " (exit 1)");
+      recorder.Finish(TraceKind::kWatchdog, issued.iteration, "", why + " (exit 1)");
       throw JobStoppedError(why);
     }
     const Collective& step = *issued.step;
-    const double waited_s = static_cast<double>(now() - issued.start_ns) / 1e9;
+    const double waited_s = static_cast<double>(recorder.Now() - issued.start_ns) / 1e9;
     std::string missing;
     const auto read = control.ReadAll();
     const std::vector<std::optional<Progress>> all =
@@ -208,7 +203,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
         rank, OpTypeName(step.op()), step.name(), step.process_group(), issued.seq, issued.iteration, waited_s,
         timeout_ms, first_line, missing);
     control.Stop(report);
-    finish_trace(TraceKind::kWatchdog, issued.iteration, report, "stopped by the collective watchdog (exit 1)");
+    recorder.Finish(TraceKind::kWatchdog, issued.iteration, report, "stopped by the collective watchdog (exit 1)");
     throw CollectiveError(report);
   };
   const auto launch = [&](const Collective& step, uint64_t iteration, const at::Tensor& input,
@@ -223,7 +218,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       p.seqs[step.process_group()] = issued.seq;
       p.doing = fmt::format("in {} '{}'", OpTypeName(step.op()), step.name());
     });
-    issued.start_ns = now();
+    issued.start_ns = recorder.Now();
     ++result.collectives;
     recorder.OpenCollective(step, issued.seq, iteration, issued.start_ns);
     try {
@@ -322,7 +317,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
           shape.workers, scenario.job().prefetch_factor(), epoch_batches,
           [&loading](int32_t worker, uint64_t in_epoch) { return loading.Load(worker, in_epoch); });
     }
-    const int64_t iteration_start = now();
+    const int64_t iteration_start = recorder.Now();
     control.Update([&](Progress& p) {
       p.iteration = iteration;
       p.doing = shape.workers == 0 ? fmt::format("loading batch {} itself", iteration)
@@ -335,13 +330,13 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       while (!(batch = loader->Next(std::chrono::milliseconds(100)))) {
         if (const auto reason = control.StoppedByAnother()) {
           control.Acknowledge();
-          finish_trace(TraceKind::kWatchdog, iteration, "", "stopped by another rank (exit 1): " + *reason);
+          recorder.Finish(TraceKind::kWatchdog, iteration, "", "stopped by another rank (exit 1): " + *reason);
           throw JobStoppedError("stopped by another rank: " + *reason);
         }
       }
     } catch (const SampleLivelockError& error) {
       control.Stop(std::string("sampler watchdog: ") + error.what());
-      finish_trace(TraceKind::kWatchdog, iteration, "", "stopped by the sampler watchdog (exit 1)");
+      recorder.Finish(TraceKind::kWatchdog, iteration, "", "stopped by the sampler watchdog (exit 1)");
       throw;
     }
     control.Waiting(false);
@@ -491,16 +486,16 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     TraceRecord r;
     r.kind = TraceKind::kIteration;
     r.start_ns = iteration_start;
-    r.end_ns = now();
+    r.end_ns = recorder.Now();
     if (iteration == 0) first_iteration_end_ns = r.end_ns;
     if (iteration > 0) result.step_ms = static_cast<double>(r.end_ns - first_iteration_end_ns) / 1e6 / iteration;
     r.iteration = iteration;
-    record(r);
+    recorder.Record(r);
   }
   loader.reset();
   result.parameters_hash = HashParameters(*model);
   control.Update([&](Progress& p) { p.doing = "finished its iterations"; });
-  finish_trace(TraceKind::kWatchdog, options.iterations, "", "finished its iterations (exit 0)");
+  recorder.Finish(TraceKind::kWatchdog, options.iterations, "", "finished its iterations (exit 0)");
   return result;
 }
 

@@ -133,6 +133,19 @@ struct LoadedTrace {
   int64_t end_ns = 0;
 };
 
+// A getitem a trace recorded spinning (its livelock instant, or a load still open at the end):
+// what the trace carries of it; the pool is found later from the scenario.
+StuckGetitem SpinFromEvent(uint32_t rank, const TraceEventView& event) {
+  StuckGetitem spin;
+  spin.rank = rank;
+  spin.worker = event.worker;
+  spin.batch = event.iteration;
+  spin.slot = event.slot;
+  spin.index = event.index;
+  spin.since_ns = event.start_ns;
+  return spin;
+}
+
 LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
   LoadedTrace out;
   RankRecording& rank = out.rank;
@@ -177,16 +190,9 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
             break;
           }
           case TraceEventKind::livelock: {
-            StuckGetitem spin;
-            spin.rank = rank.rank;
-            spin.worker = event.worker;
-            spin.batch = event.iteration;
-            spin.slot = event.slot;
-            spin.index = event.index;
-            spin.since_ns = event.start_ns;
+            StuckGetitem& spin = rank.spins.emplace_back(SpinFromEvent(rank.rank, event));
             spin.attempts = event.attempts;
             spin.report = std::string(event.text);
-            rank.spins.push_back(spin);
             break;
           }
           case TraceEventKind::load:
@@ -197,15 +203,8 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
                 if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
               }
               if (found == nullptr) {  // its livelock instant was not kept (a ring)
-                StuckGetitem spin;
-                spin.rank = rank.rank;
-                spin.worker = event.worker;
-                spin.batch = event.iteration;
-                spin.slot = event.slot;
-                spin.index = event.index;
-                spin.since_ns = event.start_ns;
-                spin.report = "the resample loop never ends";
-                rank.spins.push_back(spin);
+                rank.spins.push_back(SpinFromEvent(rank.rank, event));
+                rank.spins.back().report = "the resample loop never ends";
                 found = &rank.spins.back();
               }
               found->attempts = std::max(found->attempts, event.attempts);

@@ -25,10 +25,6 @@ namespace {
 // No message of a petrsim trace comes near this; a larger length prefix means corruption.
 constexpr uint64_t kMessageBytesMax = uint64_t{256} << 20;
 
-}  // namespace
-
-namespace {
-
 // The framing both readers share: the file in chunks of 1 MiB, a header checked for its version,
 // then length-delimited events, each handed to `decode(body, size)` (false: it does not parse)
 // and then, outside the error handling, to `deliver()`. A cut or corrupt event after a good
