@@ -93,7 +93,7 @@ struct PickleNode {
   Type type = Type::kNone;
   bool boolean = false;
   bool built = false;   // kNumpyArray, kNumpyDtype: BUILD has set the state
-  int64_t integer = 0;  // kInt; kGlobal: which one (pickle.cc)
+  int64_t integer = 0;  // kInt; kGlobal: which one (pickle_numpy_globals.cc)
   double real = 0;
   std::string text;                                          // kString (UTF-8 as stored), kBytes, numpy element bytes
   std::vector<PickleNode*> items;                            // kList, kTuple, kNumpyArray of dtype 'O'

@@ -1,0 +1,333 @@
+// Internals of the pickle reader (pickle.h), shared by its files and by nothing else: the pickle
+// machine (pickle_machine.cc runs its opcodes, pickle_record_mode.cc holds record mode,
+// pickle_numpy_globals.cc the numpy globals), its memo index sets and Printable.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "formats/pickle/pickle.h"
+
+namespace petrsim::pickle_internal {
+
+// A name from the file, safe to print: printable ASCII, at most 80 characters.
+std::string Printable(std::string_view text);
+
+// A set of memo indices. Python's are dense (0, 1, 2, ...), so a bit per index up to the largest;
+// a hand-made file's far indices (a memo entry costs at least a byte) go to a hash set.
+class IndexSet {
+ public:
+  explicit IndexSet(uint64_t dense_max) : dense_max_(dense_max) {}
+  // Adds `index`; true when it was not there.
+  bool Insert(uint64_t index) {
+    if (index <= dense_max_) {
+      if (index >= small_.size()) {
+        small_.resize(std::max<uint64_t>(index + 1, small_.size() * 2), false);
+      }
+      if (small_[index]) return false;
+      small_[index] = true;
+      return true;
+    }
+    return large_.insert(index).second;
+  }
+  bool Contains(uint64_t index) const {
+    if (index < small_.size()) return small_[index];
+    return large_.count(index) != 0;
+  }
+
+ private:
+  uint64_t dense_max_;
+  std::vector<bool> small_;
+  std::unordered_set<uint64_t> large_;
+};
+
+// Which memo indices the pickle ever reads back (GET, BINGET, LONG_BINGET), found by a first
+// pass over the opcodes; record mode stores only those. `complete` is false when the scan met
+// an opcode it cannot size: then every memoized value must be kept.
+class MemoFetches {
+ public:
+  explicit MemoFetches(std::string_view bytes) : fetched_(bytes.size()) { Scan(bytes); }
+  bool Fetched(uint64_t index) const { return !complete_ || fetched_.Contains(index); }
+
+ private:
+  void Add(uint64_t index) { fetched_.Insert(index); }
+  void Scan(std::string_view bytes);  // pickle_record_mode.cc
+
+  IndexSet fetched_;
+  bool complete_ = true;
+};
+
+// Record mode keeps memory to what the caller keeps with a copying young generation: new nodes
+// come from a small slab that is reused; after each record (and whenever the slab is full) the
+// young nodes reachable from the stack, the memo and the old containers that gained children
+// (APPEND(S), SETITEM(S), BUILD) are copied to the document's arena, and the slab starts over.
+// A record's dropped values never leave the slab, and the slab's strings and vectors keep their
+// capacity, so most values cost no allocation. Old nodes are never collected: what becomes
+// garbage after it was copied (parts of a record in flight when the slab filled) stays small.
+constexpr size_t kSlabNodes = size_t{1} << 16;
+// ChargeCopy's budget: this many bytes per byte of input, plus the slack.
+constexpr uint64_t kCopyBytesPerInputByte = 4;
+constexpr uint64_t kCopyBytesSlack = uint64_t{1} << 20;
+constexpr size_t kSlabMargin = 64;  // an opcode allocates at most a few nodes
+
+class Machine {
+ public:
+  Machine(std::string_view bytes, const std::string& name, PickleDocument& doc, const PickleOptions& options)
+      : bytes_(bytes),
+        name_(name),
+        doc_(doc),
+        options_(options),
+        record_mode_(!options.record_lists.empty()),
+        memo_indices_(bytes.size()),
+        copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack) {
+    if (record_mode_) {
+      fetches_.emplace(bytes);
+      dropped_ = New(PickleNode::Type::kDropped);  // before the slab: an old node
+      slab_.resize(kSlabNodes);
+      forwarded_.assign(kSlabNodes, nullptr);
+    }
+  }
+
+  PickleNode* Run();
+  PickleNode* Salvage();
+
+  uint64_t op_offset() const { return op_offset_; }
+
+ private:
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw PickleError(fmt::format("{}: byte {}: {}", name_, op_offset_, what), op_offset_);
+  }
+  uint64_t Left() const { return bytes_.size() - pos_; }
+  std::string_view Take(uint64_t n) {
+    if (n > Left()) {
+      Fail(fmt::format("truncated: the opcode needs {} more bytes, {} remain (file of {} bytes)", n, Left(),
+                       bytes_.size()));
+    }
+    const std::string_view out = bytes_.substr(pos_, n);
+    pos_ += n;
+    return out;
+  }
+  uint8_t U8() {
+    if (Left() < 1) {
+      op_offset_ = pos_;
+      Fail(fmt::format("truncated: the pickle ends without STOP (file of {} bytes)", bytes_.size()));
+    }
+    return static_cast<uint8_t>(bytes_[pos_++]);
+  }
+  uint64_t LittleEndian(size_t n) {
+    const std::string_view raw = Take(n);
+    uint64_t value = 0;
+    for (size_t i = 0; i < n; ++i) value |= uint64_t{static_cast<uint8_t>(raw[i])} << (8 * i);
+    return value;
+  }
+  uint16_t U16() { return static_cast<uint16_t>(LittleEndian(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(LittleEndian(4)); }
+  uint64_t U64() { return LittleEndian(8); }
+  std::string Line() {
+    const size_t end = bytes_.find('\n', pos_);
+    if (end == std::string_view::npos) Fail("truncated: a text argument without its newline");
+    std::string line(bytes_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return line;
+  }
+  int64_t ParseDecimal(const std::string& line) const {
+    if (line.empty() || line.size() > 20) Fail(fmt::format("bad decimal '{}'", Printable(line)));
+    size_t i = line[0] == '-' ? 1 : 0;
+    if (i == line.size()) Fail(fmt::format("bad decimal '{}'", Printable(line)));
+    __int128 value = 0;
+    for (; i < line.size(); ++i) {
+      if (line[i] < '0' || line[i] > '9') Fail(fmt::format("bad decimal '{}'", Printable(line)));
+      value = value * 10 + (line[i] - '0');
+      if (value > (__int128{1} << 63)) Fail(fmt::format("decimal '{}' wider than 64 bits", line));
+    }
+    if (line[0] == '-') value = -value;
+    if (value > INT64_MAX) Fail(fmt::format("decimal '{}' wider than 64 bits", line));
+    return static_cast<int64_t>(value);
+  }
+  // Values derived from others (an array's data from its bytes, a sweeps list's length) are
+  // copies, and a memoized value can be fetched again for every copy: a few file bytes each.
+  // Every copied byte is charged to a budget proportional to the file, so memory still follows the
+  // input (a file whose values each appear once copies each at most about twice).
+  void ChargeCopy(uint64_t n, const char* what) {
+    if (n > copy_budget_ - copied_) {
+      Fail(
+          fmt::format("numpy data copies exceed {} bytes for a {}-byte file: shared buffers? ({} "
+                      "of {} bytes after {} bytes copied; petrsim copies a memoized buffer or "
+                      "state each time it is used again)",
+                      copy_budget_, bytes_.size(), what, n, copied_));
+    }
+    copied_ += n;
+  }
+  uint64_t DecimalLine() {
+    const int64_t value = ParseDecimal(Line());
+    if (value < 0) Fail("negative memo index");
+    return static_cast<uint64_t>(value);
+  }
+
+  PickleNode* New(PickleNode::Type type) {
+    PickleNode* node;
+    if (slab_used_ < slab_.size()) {
+      // A reused young node: its strings and vectors keep their capacity.
+      node = &slab_[slab_used_++];
+      node->boolean = false;
+      node->built = false;
+      node->integer = 0;
+      node->real = 0;
+      node->text.clear();
+      node->items.clear();
+      node->entries.clear();
+      node->dtype = NumpyDtype{};
+      node->shape.clear();
+    } else {
+      node = OldNode();
+    }
+    node->type = type;
+    return node;
+  }
+  PickleNode* OldNode() {
+    if (doc_.arena.size() >= kPickleNodesMax) {
+      Fail(fmt::format("more than {} values: petrsim's limit for one pickle", kPickleNodesMax));
+    }
+    doc_.arena.push_back(std::make_unique<PickleNode>());
+    return doc_.arena.back().get();
+  }
+  PickleNode* Int(int64_t value) {
+    PickleNode* node = New(PickleNode::Type::kInt);
+    node->integer = value;
+    return node;
+  }
+  PickleNode* Str(PickleNode::Type type, uint64_t n) {
+    const std::string_view raw = Take(n);
+    PickleNode* node = New(type);
+    node->text.assign(raw);
+    return node;
+  }
+  size_t Base() const { return marks_.empty() ? 0 : marks_.back(); }
+  void Push(PickleNode* node) {
+    stack_old_ = std::min(stack_old_, stack_.size());
+    stack_.push_back(node);
+  }
+  PickleNode* Top() const {
+    if (stack_.size() <= Base()) Fail("the stack is empty (at its MARK)");
+    return stack_.back();
+  }
+  PickleNode* Pop() {
+    PickleNode* node = Top();
+    stack_.pop_back();
+    return node;
+  }
+  size_t PopMark() {
+    if (marks_.empty()) Fail("no MARK to pop");
+    const size_t mark = marks_.back();
+    marks_.pop_back();
+    return mark;
+  }
+  PickleNode* Container(PickleNode* node, PickleNode::Type type, const char* op) const {
+    if (node->type != type) {
+      Fail(fmt::format("{} on a {} (expected a {})", op, node->TypeName(),
+                       type == PickleNode::Type::kList ? "list" : "dict"));
+    }
+    return node;
+  }
+  void AddPairs(PickleNode* dict, size_t mark) {
+    if ((stack_.size() - mark) % 2 != 0) Fail("an odd number of values for a dict's keys and values");
+    for (size_t i = mark; i < stack_.size(); i += 2) dict->entries.emplace_back(stack_[i], stack_[i + 1]);
+    stack_.resize(mark);
+  }
+  void Put(uint64_t index) {
+    PickleNode* top = Top();
+    // len(memo) in Python: the distinct indices stored (PUT may overwrite one, or skip some).
+    if (memo_indices_.Insert(index)) ++memo_count_;
+    if (record_mode_) {
+      // Never read back (so never stored either): keeping it would keep its value alive.
+      if (!fetches_->Fetched(index)) return;
+    }
+    memo_[index] = top;
+    if (record_mode_ && IsYoung(top)) young_memo_.push_back(index);
+  }
+  PickleNode* Memo(uint64_t index) const {
+    const auto it = memo_.find(index);
+    if (it == memo_.end()) Fail(fmt::format("memo index {} was never stored", index));
+    return it->second;
+  }
+
+  // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------
+
+  bool IsRecordListKey() const;
+  bool IsRecordList(const PickleNode* node) const;
+  bool IsRecordPosition(size_t at) const;
+  PickleNode* Prune(PickleNode* key, PickleNode* value);
+  bool IsYoung(const PickleNode* node) const {
+    const auto at = reinterpret_cast<uintptr_t>(node);
+    return at >= reinterpret_cast<uintptr_t>(slab_.data()) &&
+           at < reinterpret_cast<uintptr_t>(slab_.data() + slab_.size());
+  }
+  // Called before an old container gains children (or an array its items): the new ones are
+  // roots of the next collection.
+  void Changed(PickleNode* node) {
+    if (record_mode_ && !IsYoung(node)) remembered_.push_back({node, node->items.size(), node->entries.size()});
+  }
+  void Forward(PickleNode*& node);
+  void Collect();
+
+  // --- numpy (pickle_numpy_globals.cc) ------------------------------------------------------------
+
+  bool RunNumpyOpcode(uint8_t op);
+  PickleNode* GlobalNode(const std::string& module, const std::string& name);
+  const PickleNode& Arg(const PickleNode& args, size_t i, PickleNode::Type type, const char* what,
+                        const char* function) const;
+  void ArgCount(const PickleNode& args, size_t n, const char* function) const;
+  PickleNode* Reduce(PickleNode* callable, PickleNode* args);
+  NumpyDtype ParseDtype(std::string_view spec) const;
+  void Build(PickleNode* object, PickleNode* state);
+  void BuildDtype(PickleNode& node, const PickleNode& state);
+  void BuildArray(PickleNode& node, const PickleNode& state);
+  void SetArray(PickleNode& node, const NumpyDtype& dtype, const PickleNode& shape);
+  static std::string ShapeText(const std::vector<int64_t>& shape);
+  static std::string ShapeText(const PickleNode& shape);
+  void CheckDataLength(const PickleNode& node) const;
+  static void ToCOrder(PickleNode& node);
+  void Latin1(const std::string& utf8, std::string& out) const;
+
+  std::string_view bytes_;
+  const std::string& name_;
+  PickleDocument& doc_;
+  const PickleOptions& options_;
+  const bool record_mode_;
+  uint64_t pos_ = 0;
+  uint64_t op_offset_ = 0;
+  std::vector<PickleNode*> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, PickleNode*> memo_;
+  IndexSet memo_indices_;       // the indices PUT, BINPUT, LONG_BINPUT and MEMOIZE stored at
+  uint64_t memo_count_ = 0;     // len(memo) in Python (record mode may not keep them all)
+  const uint64_t copy_budget_;  // ChargeCopy
+  uint64_t copied_ = 0;
+  // Record mode.
+  std::optional<MemoFetches> fetches_;
+  PickleNode* dropped_ = nullptr;
+  std::vector<PickleNode*> record_lists_;
+  struct Remembered {
+    PickleNode* node;
+    size_t items_from, entries_from;
+  };
+  std::vector<PickleNode> slab_;  // young nodes (record mode)
+  size_t slab_used_ = 0;
+  std::vector<PickleNode*> forwarded_;  // per slab node: its old copy during a collection
+  std::vector<PickleNode*> to_scan_;
+  std::vector<Remembered> remembered_;
+  bool collect_pending_ = false;
+  size_t stack_old_ = 0;              // stack_[0, stack_old_) holds no young node
+  std::vector<uint64_t> young_memo_;  // memo indices stored since the last collection
+};
+
+}  // namespace petrsim::pickle_internal

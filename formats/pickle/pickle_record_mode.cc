@@ -1,0 +1,237 @@
+// The pickle machine's record mode (PickleOptions::record_lists, pickle_internal.h): the first
+// pass that finds the memo indices read back, the pruning of records and the copying collection
+// of the young nodes.
+#include "formats/pickle/pickle_internal.h"
+
+#include <cstring>
+
+namespace petrsim::pickle_internal {
+
+void MemoFetches::Scan(std::string_view bytes) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint64_t size = bytes.size();
+  uint64_t pos = 0;
+  auto left = [&] { return size - pos; };
+  auto little = [&](int n) {
+    uint64_t value = 0;
+    for (int i = 0; i < n; ++i) value |= uint64_t{data[pos + i]} << (8 * i);
+    return value;
+  };
+  // Skips a newline-terminated argument; false at the end of the data.
+  auto skip_line = [&]() -> bool {
+    const void* end = std::memchr(data + pos, '\n', left());
+    if (end == nullptr) return false;
+    pos = static_cast<const uint8_t*>(end) - data + 1;
+    return true;
+  };
+  while (pos < size) {
+    const uint8_t op = data[pos++];
+    uint64_t fixed = 0;    // argument bytes
+    int length_bytes = 0;  // a length prefix of this many bytes, then that many bytes
+    switch (op) {
+      case '.':
+        return;  // STOP: the second pass ends here too
+      case '(':
+      case '0':
+      case '1':
+      case '2':
+      case '}':
+      case ')':
+      case ']':
+      case 't':
+      case 'l':
+      case 'd':
+      case 'a':
+      case 'e':
+      case 's':
+      case 'u':
+      case 'N':
+      case 0x88:
+      case 0x89:
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 0x94:
+      case 'R':
+      case 'b':
+      case 0x93:
+      case 0x81:
+      case 0x92:
+      case 'o':
+      case 0x8f:
+      case 0x90:
+      case 0x91:
+      case 0x97:
+      case 0x98:
+      case 'Q':
+        break;
+      case 0x80:
+      case 'K':
+      case 'q':
+      case 0x82:
+        fixed = 1;
+        break;
+      case 'h':
+        if (left() < 1) return;
+        Add(data[pos]);
+        fixed = 1;
+        break;
+      case 'M':
+      case 0x83:
+        fixed = 2;
+        break;
+      case 'J':
+      case 'r':
+      case 0x84:
+        fixed = 4;
+        break;
+      case 'j':
+        if (left() < 4) return;
+        Add(little(4));
+        fixed = 4;
+        break;
+      case 'G':
+      case 0x95:
+        fixed = 8;
+        break;
+      case 0x8a:
+      case 0x8c:
+      case 'C':
+      case 'U':
+        length_bytes = 1;
+        break;
+      case 'X':
+      case 'B':
+      case 'T':
+      case 0x8b:
+        length_bytes = 4;
+        break;
+      case 0x8d:
+      case 0x8e:
+      case 0x96:
+        length_bytes = 8;
+        break;
+      case 'g': {
+        const uint64_t start = pos;
+        if (!skip_line()) return;
+        uint64_t index = 0;
+        bool digits = pos - 1 > start;
+        for (uint64_t i = start; i + 1 < pos; ++i) {
+          if (data[i] < '0' || data[i] > '9' || index > (uint64_t{1} << 56)) digits = false;
+          index = index * 10 + (data[i] - '0');
+        }
+        if (digits) Add(index);
+        break;
+      }
+      case 'p':
+      case 'I':
+      case 'L':
+      case 'F':
+      case 'S':
+      case 'V':
+      case 'P':
+        if (!skip_line()) return;
+        break;
+      case 'c':
+      case 'i':
+        if (!skip_line() || !skip_line()) return;
+        break;
+      default:
+        complete_ = false;  // an opcode the scan cannot size: keep every memoized value
+        return;
+    }
+    if (length_bytes > 0) {
+      if (left() < static_cast<uint64_t>(length_bytes)) return;
+      fixed = length_bytes + little(length_bytes);
+    }
+    if (fixed > left()) return;  // truncated: the second pass stops here too
+    pos += fixed;
+  }
+}
+
+// At EMPTY_LIST: whether the new list is the value of a record_lists key of the top-level dict
+// (stack: the dict, then its MARK and keys and values, the key last; or the dict and the key).
+bool Machine::IsRecordListKey() const {
+  if (stack_.size() < 2 || stack_[0]->type != PickleNode::Type::kDict) return false;
+  const PickleNode* key = stack_.back();
+  if (key->type != PickleNode::Type::kString) return false;
+  const size_t key_at = stack_.size() - 1;
+  const bool key_position =
+      (marks_.empty() && key_at == 1) || (marks_.size() == 1 && marks_[0] == 1 && (key_at - 1) % 2 == 0);
+  if (!key_position) return false;
+  return std::find(options_.record_lists.begin(), options_.record_lists.end(), key->text) !=
+         options_.record_lists.end();
+}
+bool Machine::IsRecordList(const PickleNode* node) const {
+  return std::find(record_lists_.begin(), record_lists_.end(), node) != record_lists_.end();
+}
+// Whether the dict at stack position `at` is an item being added to a record list: right above
+// the list (APPEND), or anywhere above the list's MARK (APPENDS).
+bool Machine::IsRecordPosition(size_t at) const {
+  if (record_lists_.empty() || stack_[at]->type != PickleNode::Type::kDict) return false;
+  if (at >= 1 && IsRecordList(stack_[at - 1])) return true;
+  return !marks_.empty() && marks_.back() >= 1 && marks_.back() <= at && IsRecordList(stack_[marks_.back() - 1]);
+}
+// The value a record keeps for `key`.
+PickleNode* Machine::Prune(PickleNode* key, PickleNode* value) {
+  if (key->type != PickleNode::Type::kString) return dropped_;
+  const auto is = [&](const std::vector<std::string>& keys) {
+    return std::find(keys.begin(), keys.end(), key->text) != keys.end();
+  };
+  if (is(options_.record_keys)) return value;
+  if (is(options_.record_length_keys)) {
+    if (!value->is_sequence()) return value;  // kept as it is, so the caller can say what it is
+    ChargeCopy(value->items.size() * sizeof(PickleNode*), "a sweeps list's length");
+    PickleNode* length_only = New(PickleNode::Type::kList);
+    length_only->items.assign(value->items.size(), dropped_);
+    return length_only;
+  }
+  return dropped_;
+}
+// The old copy of a young node (made once), or the node itself when old.
+void Machine::Forward(PickleNode*& node) {
+  if (!IsYoung(node)) return;
+  const size_t index = static_cast<size_t>(node - slab_.data());
+  if (forwarded_[index] == nullptr) {
+    PickleNode* old = OldNode();
+    *old = *node;  // a copy: the slab node keeps its capacity for reuse
+    forwarded_[index] = old;
+    to_scan_.push_back(old);
+  }
+  node = forwarded_[index];
+}
+// Between opcodes (nothing is held outside the stack and the memo then).
+void Machine::Collect() {
+  // Only what changed since the last collection can point into the slab: the stack above the
+  // part that stayed, the memo entries stored since, the containers that gained children.
+  for (size_t i = std::min(stack_old_, stack_.size()); i < stack_.size(); ++i) Forward(stack_[i]);
+  stack_old_ = stack_.size();
+  for (const uint64_t index : young_memo_) {
+    const auto it = memo_.find(index);
+    if (it != memo_.end()) Forward(it->second);
+  }
+  young_memo_.clear();
+  for (PickleNode*& node : record_lists_) Forward(node);
+  for (const Remembered& changed : remembered_) {
+    for (size_t i = changed.items_from; i < changed.node->items.size(); ++i) Forward(changed.node->items[i]);
+    for (size_t i = changed.entries_from; i < changed.node->entries.size(); ++i) {
+      Forward(changed.node->entries[i].first);
+      Forward(changed.node->entries[i].second);
+    }
+  }
+  while (!to_scan_.empty()) {
+    PickleNode* node = to_scan_.back();
+    to_scan_.pop_back();
+    for (PickleNode*& item : node->items) Forward(item);
+    for (auto& [key, value] : node->entries) {
+      Forward(key);
+      Forward(value);
+    }
+  }
+  std::fill(forwarded_.begin(), forwarded_.begin() + static_cast<std::ptrdiff_t>(slab_used_), nullptr);
+  slab_used_ = 0;
+  remembered_.clear();
+  collect_pending_ = false;
+}
+
+}  // namespace petrsim::pickle_internal

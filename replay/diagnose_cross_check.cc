@@ -1,0 +1,185 @@
+// `petrsim diagnose --scenario S`: the cross-check of a Diagnosis against what S predicts (its
+// plan, `check`'s first livelock hit and the simulator), as text and JSON; see diagnose.h.
+#include "replay/diagnose.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "model/dataset.h"
+#include "model/iteration_plan.h"
+#include "model/preflight.h"
+#include "model/sampler.h"
+#include "replay/diagnose_internal.h"
+#include "sim/simulator.h"
+
+namespace petrsim {
+
+using diagnose_internal::RankList;
+
+ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name) {
+  ScenarioCrossCheck cross;
+  cross.scenario_name = scenario_name;
+  const Dataset dataset = BuildDataset(scenario, scenario_name);
+  CheckSamplerConstructible(scenario, dataset, scenario_name);
+  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const uint64_t job_iterations = JobIterations(scenario, dataset);
+  std::set<std::string> plan_groups;
+  for (const auto& c : plan.startup) plan_groups.insert(c.process_group());
+  for (const auto& c : plan.per_iteration) plan_groups.insert(c.process_group());
+  for (const auto& p : plan.periodic) plan_groups.insert(p.collective().process_group());
+  for (const StuckCollective& stuck : diagnosis.stuck) {
+    if (!stuck.root) continue;
+    ScenarioCrossCheck::Placed placed;
+    placed.group = stuck.group;
+    placed.seq = stuck.seq;
+    // Flight Recorder names groups by number; the world group is "0", described "default_pg".
+    if (plan_groups.count(stuck.group) > 0) {
+      placed.plan_group = stuck.group;
+    } else if (plan_groups.count(stuck.desc) > 0) {
+      placed.plan_group = stuck.desc;
+    } else if (stuck.group == "0") {
+      placed.plan_group = "default_pg";
+    }
+    if (!placed.plan_group.empty() && stuck.seq > 0) {
+      if (const auto position =
+              LocateCollective(plan, placed.plan_group, static_cast<uint64_t>(stuck.seq), job_iterations)) {
+        placed.found = true;
+        placed.startup = position->startup;
+        placed.iteration = position->iteration;
+        placed.step = position->step;
+      }
+    }
+    cross.placed.push_back(placed);
+  }
+  const CheckReport check = RunPreflight(scenario, dataset);
+  if (check.first_hit) {
+    cross.check_hit = true;
+    cross.hit_rank = check.first_hit->rank;
+    cross.hit_worker = check.first_hit->worker;
+    cross.hit_slot = check.first_hit->slot;
+    cross.hit_iteration = check.first_hit->iteration;
+    for (const TrapPool& pool : check.pools) {
+      if (check.first_hit->index < pool.first_frame || check.first_hit->index > pool.last_frame) continue;
+      cross.pool = fmt::format(
+          "sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
+          "none with GT after the filters",
+          pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
+          pool.last_frame, pool.frames);
+    }
+  }
+  const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
+  cross.sim_outcome = OutcomeName(result.outcome);
+  cross.sim_cause = CauseName(result.cause);
+  cross.sim_stuck_ranks = result.stuck_ranks;
+  if (result.collective) {
+    cross.sim_group = result.collective->process_group;
+    cross.sim_seq = result.collective->seq;
+    cross.sim_iteration = result.collective->iteration;
+  }
+
+  // Consistent: a root stuck collective lacks the rank check names, at the iteration it names
+  // (or at the simulator's sequence number).
+  std::vector<uint32_t> missing;
+  for (size_t i = 0, p = 0; i < diagnosis.stuck.size(); ++i) {
+    const StuckCollective& stuck = diagnosis.stuck[i];
+    if (!stuck.root) continue;
+    const auto& placed = cross.placed[p++];
+    missing.insert(missing.end(), stuck.missing_ranks.begin(), stuck.missing_ranks.end());
+    if (!cross.check_hit) continue;
+    const bool rank_missing =
+        std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(), cross.hit_rank) != stuck.missing_ranks.end();
+    const bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
+                            (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
+                             static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
+    if (rank_missing && same_place) cross.consistent = true;
+  }
+  if (cross.consistent) {
+    cross.verdict = fmt::format(
+        "consistent with a sampler livelock on rank {}: its DataLoader worker {} spins forever on batch {} "
+        "(slot {}), in the pool {}",
+        cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
+  } else if (!cross.check_hit) {
+    cross.verdict =
+        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
+        "never drawn within the job), so the missing ranks stopped for another reason";
+  } else if (missing.empty()) {
+    cross.verdict = fmt::format(
+        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
+        "at iteration {}: the recordings end earlier, or come from another job",
+        cross.hit_rank, cross.hit_iteration);
+  } else {
+    cross.verdict = fmt::format(
+        "not what the scenario predicts: it predicts rank {} stuck at iteration {} (simulated: {} seq {} on {}), "
+        "the recordings miss rank(s) {}",
+        cross.hit_rank, cross.hit_iteration, cross.sim_outcome, cross.sim_seq,
+        cross.sim_group.empty() ? "-" : cross.sim_group, RankList(missing));
+  }
+  return cross;
+}
+
+std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
+  std::string out = fmt::format("\nscenario {}:\n", cross.scenario_name);
+  for (const auto& placed : cross.placed) {
+    if (!placed.found) {
+      out += fmt::format("  {} seq {}: not a collective of the scenario's plan within the job{}\n", placed.group,
+                         placed.seq, placed.plan_group.empty() ? " (no process group of that name)" : "");
+    } else if (placed.startup) {
+      out += fmt::format("  {} seq {} is the startup step \"{}\"\n", placed.group, placed.seq, placed.step);
+    } else {
+      out += fmt::format("  {} seq {} is iteration {}, step \"{}\"\n", placed.group, placed.seq, placed.iteration,
+                         placed.step);
+    }
+  }
+  if (cross.check_hit) {
+    out += fmt::format(
+        "  check: rank {}'s DataLoader worker {} first draws a livelock pool at iteration {} (slot "
+        "{}): {}\n",
+        cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
+  } else {
+    out += "  check: no livelock pool is drawn within the job\n";
+  }
+  out += fmt::format("  simulator: {} ({})", cross.sim_outcome, cross.sim_cause);
+  if (!cross.sim_group.empty()) {
+    out += fmt::format("; rank(s) {} never reach seq {} on {} (iteration {})", RankList(cross.sim_stuck_ranks),
+                       cross.sim_seq, cross.sim_group, cross.sim_iteration);
+  }
+  out += fmt::format("\n  verdict: {}\n", cross.verdict);
+  return out;
+}
+
+nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
+  nlohmann::json placed = nlohmann::json::array();
+  for (const auto& p : cross.placed) {
+    nlohmann::json j = {{"pg_id", p.group}, {"plan_group", p.plan_group}, {"seq", p.seq}, {"found", p.found}};
+    if (p.found) {
+      j["startup"] = p.startup;
+      j["iteration"] = p.iteration;
+      j["step"] = p.step;
+    }
+    placed.push_back(j);
+  }
+  nlohmann::json check = nullptr;
+  if (cross.check_hit) {
+    check = {{"rank", cross.hit_rank},
+             {"worker", cross.hit_worker},
+             {"slot", cross.hit_slot},
+             {"iteration", cross.hit_iteration},
+             {"pool", cross.pool}};
+  }
+  return {{"scenario", cross.scenario_name},
+          {"placed", placed},
+          {"check_first_hit", check},
+          {"sim",
+           {{"outcome", cross.sim_outcome},
+            {"cause", cross.sim_cause},
+            {"stuck_ranks", cross.sim_stuck_ranks},
+            {"pg", cross.sim_group},
+            {"seq", cross.sim_seq},
+            {"iteration", cross.sim_iteration}}},
+          {"consistent_with_livelock", cross.consistent},
+          {"verdict", cross.verdict}};
+}
+
+}  // namespace petrsim

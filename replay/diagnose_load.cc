@@ -1,0 +1,402 @@
+// `petrsim diagnose`, reading: trace directories and files (petrsim traces, read in parallel,
+// or Flight Recorder dumps) into Recordings, per rank its pending calls, progress per group,
+// spins and death; see diagnose.h.
+#include "replay/diagnose.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/file_io.h"
+#include "model/outcome.h"
+#include "model/trace.pb.h"
+#include "replay/flight_recorder.h"
+#include "trace/reader.h"
+
+namespace petrsim {
+namespace {
+
+// The most ranks a recording may name (as scenario validation allows for a job).
+constexpr uint32_t kRanksMax = 1u << 20;
+
+bool IsPetrsimTrace(const std::string& path) {
+  return path.size() > 8 && path.compare(path.size() - 8, 8, ".pbtrace") == 0;
+}
+
+void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, std::map<uint32_t, int64_t>>& pg_ids) {
+  if (dump.rank >= rec.ranks.size()) rec.ranks.resize(dump.rank + 1);
+  RankRecording& rank = rec.ranks[dump.rank];
+  if (rank.present) {
+    throw ScenarioError(
+        fmt::format("{}: a second dump of rank {} (the first is {})", dump.path, dump.rank, rank.source));
+  }
+  rank.rank = dump.rank;
+  rank.present = true;
+  rank.source = dump.path;
+  rank.partial = dump.partial;
+  for (const auto& [name, config] : dump.pg_config) {
+    GroupInfo& group = rec.groups[name];
+    if (group.desc.empty()) group.desc = config.desc;
+    if (group.members.empty()) group.members = config.ranks;
+  }
+  std::sort(dump.entries.begin(), dump.entries.end(),
+            [](const FrEntry& a, const FrEntry& b) { return a.record_id < b.record_id; });
+  std::map<std::string, int64_t> own_ids;
+  for (const FrEntry& e : dump.entries) {
+    if (e.is_p2p) continue;  // point-to-point calls are not collectives of a group sequence
+    own_ids[e.pg_name] = e.pg_id;
+    pg_ids[e.pg_name][dump.rank] = e.pg_id;
+    CallRecord call;
+    call.group = e.pg_name;
+    call.seq = e.collective_seq_id;
+    call.op = e.profiling_name;
+    call.input_sizes = e.input_sizes;
+    call.output_sizes = e.output_sizes;
+    call.dtype = e.input_dtypes.empty() ? "" : e.input_dtypes.front();
+    call.time_ns = e.time_created_ns;
+    call.completed = e.state == "completed";
+    GroupInfo& group = rec.groups[e.pg_name];
+    if (group.desc.empty()) group.desc = e.pg_desc;
+    rank.calls.push_back(std::move(call));
+  }
+  // Progress per group from pg_status, through the local pg_id of the group on this rank (from
+  // its own entries; groups it recorded nothing on are resolved once every dump is read).
+  for (const auto& [name, pg_id] : own_ids) {
+    const auto it = dump.pg_status.find(pg_id);
+    if (it == dump.pg_status.end()) continue;
+    rank.progress[name] = GroupProgress{it->second.last_enqueued, it->second.last_completed};
+  }
+  // What the entries themselves show: the rank enqueued every call it recorded (and completed
+  // those in state completed), whatever pg_status says or lacks.
+  for (const CallRecord& call : rank.calls) {
+    GroupProgress& progress = rank.progress[call.group];
+    progress.last_enqueued = std::max(progress.last_enqueued, call.seq);
+    if (call.completed) progress.last_completed = std::max(progress.last_completed, call.seq);
+  }
+  // Kept for the second pass: the status by local id.
+  for (const auto& [pg_id, status] : dump.pg_status) {
+    rank.progress["\x01" + std::to_string(pg_id)] = GroupProgress{status.last_enqueued, status.last_completed};
+  }
+}
+
+// One petrsim trace file, read by itself (files are read in parallel).
+struct LoadedTrace {
+  TraceHeader header;  // without its scenario, which is kept once
+  std::optional<Scenario> scenario;
+  RankRecording rank;
+  int64_t end_ns = 0;
+};
+
+// A getitem a trace recorded spinning (its livelock instant, or a load still open at the end):
+// what the trace carries of it; the pool is found later from the scenario.
+StuckGetitem SpinFromEvent(uint32_t rank, const TraceEventView& event) {
+  StuckGetitem spin;
+  spin.rank = rank;
+  spin.worker = event.worker;
+  spin.batch = event.iteration;
+  spin.slot = event.slot;
+  spin.index = event.index;
+  spin.since_ns = event.start_ns;
+  return spin;
+}
+
+LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
+  LoadedTrace out;
+  RankRecording& rank = out.rank;
+  std::string partial;
+  std::string last_group;
+  GroupProgress* last_progress = nullptr;  // std::map nodes stay put
+  out.header = ScanTraceEvents(
+      path,
+      [&](const TraceEventView& event) {
+        out.end_ns = std::max(out.end_ns, event.end_ns);
+        ++rank.events_read;
+        switch (event.kind) {
+          case TraceEventKind::collective: {
+            ++rank.calls_read;
+            // The group of the previous collective, usually the same: no map lookup then.
+            const std::string_view group_name =
+                event.process_group.empty() ? std::string_view("default_pg") : event.process_group;
+            if (last_progress == nullptr || group_name != last_group) {
+              last_group.assign(group_name);
+              last_progress = &rank.progress[last_group];
+            }
+            const std::string& group = last_group;
+            GroupProgress& progress = *last_progress;
+            const auto seq = static_cast<int64_t>(event.seq);
+            progress.last_enqueued = std::max(progress.last_enqueued, seq);
+            if (event.completed) {
+              progress.last_completed = std::max(progress.last_completed, seq);
+              break;
+            }
+            CallRecord call;
+            call.group = group;
+            call.seq = seq;
+            // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
+            call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
+            call.input_sizes = {{static_cast<int64_t>(event.numel)}};
+            call.dtype = Collective::Dtype_Name(event.dtype);
+            call.time_ns = event.start_ns;
+            call.completed = false;
+            call.iteration = event.iteration;
+            call.step = std::string(event.text);
+            rank.calls.push_back(std::move(call));
+            break;
+          }
+          case TraceEventKind::livelock: {
+            StuckGetitem& spin = rank.spins.emplace_back(SpinFromEvent(rank.rank, event));
+            spin.attempts = event.attempts;
+            spin.report = std::string(event.text);
+            break;
+          }
+          case TraceEventKind::load:
+            if (!event.completed) {
+              // A getitem the worker was still in at the end: its attempts so far.
+              StuckGetitem* found = nullptr;
+              for (StuckGetitem& spin : rank.spins) {
+                if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
+              }
+              if (found == nullptr) {  // its livelock instant was not kept (a ring)
+                rank.spins.push_back(SpinFromEvent(rank.rank, event));
+                rank.spins.back().report = "the resample loop never ends";
+                found = &rank.spins.back();
+              }
+              found->attempts = std::max(found->attempts, event.attempts);
+            }
+            break;
+          case TraceEventKind::rank_died:
+            if (!rank.died) rank.died = std::string(event.text);
+            break;
+          case TraceEventKind::truncated:
+            rank.records_dropped += event.records_dropped;
+            break;
+          default:
+            break;
+        }
+      },
+      &partial);
+  if (!partial.empty()) rank.partial = partial;
+  if (out.header.world_size() == 0 || out.header.world_size() > kRanksMax) {
+    throw ScenarioError(fmt::format("{}: world_size {} is not in [1, {}]", path, out.header.world_size(), kRanksMax));
+  }
+  if (out.header.rank() >= out.header.world_size()) {
+    throw ScenarioError(
+        fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(), out.header.world_size()));
+  }
+  if (keep_scenario && out.header.has_scenario()) out.scenario = out.header.scenario();
+  out.header.clear_scenario();
+  rank.rank = out.header.rank();
+  rank.present = true;
+  rank.source = path;
+  // Recorded when slices end; program order is issue order.
+  // (Calls issued at one instant keep the file's order; a strict weak order on time alone.)
+  std::stable_sort(rank.calls.begin(), rank.calls.end(),
+                   [](const CallRecord& a, const CallRecord& b) { return a.time_ns < b.time_ns; });
+  return out;
+}
+
+// Reads every file with up to `threads` threads; `errors[i]` is set for a file that could not
+// be read at all.
+std::vector<LoadedTrace> ReadPetrsimRanks(const std::vector<std::string>& files,
+                                          std::vector<std::exception_ptr>& errors) {
+  std::vector<LoadedTrace> loaded(files.size());
+  errors.assign(files.size(), nullptr);
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      try {
+        loaded[i] = ReadPetrsimRank(files[i], i == 0);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(files.size(), std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& thread : pool) thread.join();
+  return loaded;
+}
+
+void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
+  const TraceHeader& header = trace.header;
+  const std::string& path = trace.rank.source;
+  if (rec.world_size == 0) {
+    rec.world_size = header.world_size();
+    rec.backend = header.backend();
+  } else if (header.world_size() != rec.world_size) {
+    throw ScenarioError(
+        fmt::format("{}: world_size {} differs from the other files' {}", path, header.world_size(), rec.world_size));
+  }
+  if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
+  rec.end_ns = std::max(rec.end_ns, trace.end_ns);
+  if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
+  RankRecording& rank = rec.ranks[header.rank()];
+  if (rank.present) {
+    throw ScenarioError(
+        fmt::format("{}: a second trace of rank {} (the first is {})", path, header.rank(), rank.source));
+  }
+  rank = std::move(trace.rank);
+}
+
+}  // namespace
+
+Recordings LoadRecordings(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) {
+      std::vector<std::string> found;
+      for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name[0] == '.' || name.ends_with(".tmp") || name.ends_with(".log") ||
+            name.ends_with(".txt") || name.ends_with(".md")) {
+          continue;
+        }
+        std::error_code kind_error;
+        if (entry.is_directory(kind_error)) continue;  // a folder beside the files: not a rank's
+        if (!entry.is_regular_file(kind_error)) {
+          // A FIFO, a device, a dangling link or a link loop where a rank's file should be: said,
+          // never skipped (the job would then look healthy) nor waited on.
+          struct stat info {};
+          if (::stat(entry.path().c_str(), &info) != 0) {
+            throw ScenarioError(fmt::format("{}: cannot read it: {}", entry.path().string(), std::strerror(errno)));
+          }
+          throw ScenarioError(fmt::format("{}: expected a trace or dump file (a regular file), found {}",
+                                          entry.path().string(), FileKindName(info.st_mode)));
+        }
+        found.push_back(entry.path().string());
+      }
+      if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", path, error.message()));
+      if (found.empty()) throw ScenarioError(fmt::format("{}: the directory holds no trace or dump files", path));
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (std::filesystem::is_regular_file(path, error)) {
+      files.push_back(path);
+    } else {
+      struct stat info {};
+      if (::stat(path.c_str(), &info) != 0) {
+        throw ScenarioError(
+            fmt::format("{}: {}", path, errno == ENOENT ? "no such file or directory" : std::strerror(errno)));
+      }
+      throw ScenarioError(fmt::format("{}: expected a directory of traces or dumps, or a trace or dump file; found {}",
+                                      path, FileKindName(info.st_mode)));
+    }
+  }
+  Recordings rec;
+  size_t petrsim = 0;
+  for (const std::string& file : files) petrsim += IsPetrsimTrace(file);
+  if (petrsim != 0 && petrsim != files.size()) {
+    throw ScenarioError(
+        fmt::format("{}: petrsim traces (*.pbtrace) and Flight Recorder dumps mixed; "
+                    "diagnose one job's files of one kind",
+                    paths.front()));
+  }
+  if (petrsim > 0) {
+    rec.format = "petrsim";
+    std::vector<std::exception_ptr> errors;
+    std::vector<LoadedTrace> loaded = ReadPetrsimRanks(files, errors);
+    size_t read = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (errors[i]) continue;
+      AddPetrsimTrace(rec, std::move(loaded[i]));
+      ++read;
+    }
+    // A file that cannot be read at all: its rank is without a file; nothing read: the error.
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!errors[i]) continue;
+      if (read == 0) std::rethrow_exception(errors[i]);
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (const ScenarioError& error) {
+        rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error.what()));
+      }
+    }
+    for (const auto& rank : rec.ranks) {
+      for (const auto& [group, progress] : rank.progress) rec.groups[group].desc = group;
+    }
+    for (auto& [name, group] : rec.groups) {
+      group.members.clear();
+      for (uint32_t r = 0; r < rec.world_size; ++r) group.members.push_back(r);
+    }
+  } else {
+    rec.format = "flight_recorder";
+    std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
+    std::vector<std::string> unreadable;
+    size_t read = 0;
+    for (const std::string& file : files) {
+      try {
+        if (!LooksLikeFlightRecorderDump(file)) {
+          throw ScenarioError(
+              fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
+                          "Recorder dump (a pickle or JSON)",
+                          file));
+        }
+        AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
+        ++read;
+      } catch (const ScenarioError& error) {
+        if (files.size() == 1) throw;
+        unreadable.push_back(error.what());
+      }
+    }
+    if (read == 0) throw ScenarioError(unreadable.front());
+    for (const std::string& error : unreadable) {
+      rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error));
+    }
+    // Groups no dump described (no pg_config): their members are the ranks that recorded them.
+    for (auto& [name, group] : rec.groups) {
+      if (!group.members.empty()) continue;
+      std::set<uint32_t> members;
+      for (const auto& rank : rec.ranks) {
+        for (const CallRecord& call : rank.calls) {
+          if (call.group == name) members.insert(rank.rank);
+        }
+      }
+      group.members.assign(members.begin(), members.end());
+      rec.notes.push_back(
+          fmt::format("process group {}: no pg_config describes it; its members are taken to be "
+                      "the ranks that recorded it ({} ranks)",
+                      name, members.size()));
+    }
+    uint32_t world = static_cast<uint32_t>(rec.ranks.size());
+    for (const auto& [name, group] : rec.groups) {
+      for (const uint32_t r : group.members) world = std::max(world, r + 1);
+    }
+    rec.world_size = world;
+    rec.ranks.resize(world);
+    // Groups a rank recorded nothing on: its progress through the group's local id, when every
+    // rank that recorded the group agrees on that id (ranks create groups in the same order).
+    for (auto& rank : rec.ranks) {
+      rank.rank = static_cast<uint32_t>(&rank - rec.ranks.data());
+      if (!rank.present) continue;
+      for (const auto& [name, ids] : pg_ids) {
+        if (rank.progress.count(name) > 0) continue;
+        std::set<int64_t> distinct;
+        for (const auto& [r, id] : ids) distinct.insert(id);
+        if (distinct.size() != 1) continue;
+        const auto it = rank.progress.find("\x01" + std::to_string(*distinct.begin()));
+        if (it != rank.progress.end()) rank.progress[name] = it->second;
+      }
+      for (auto it = rank.progress.begin(); it != rank.progress.end();) {
+        it = it->first.starts_with("\x01") ? rank.progress.erase(it) : std::next(it);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < rec.ranks.size(); ++r) rec.ranks[r].rank = r;
+  return rec;
+}
+
+}  // namespace petrsim

@@ -1,0 +1,158 @@
+// `petrsim diagnose`, the report: a Diagnosis as text (FormatDiagnosis) and JSON (DiagnosisJson),
+// and the text of sizes and rank lists the other files share; see diagnose.h.
+#include "replay/diagnose.h"
+
+#include <fmt/format.h>
+
+#include "replay/diagnose_internal.h"
+
+namespace petrsim {
+namespace diagnose_internal {
+
+std::string Shape(const std::vector<std::vector<int64_t>>& sizes) {
+  if (sizes.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) out += ", ";
+    for (size_t d = 0; d < sizes[i].size(); ++d) {
+      if (d > 0) out += 'x';  // (not ("x" + to_string): GCC 12 warns falsely, -Wrestrict)
+      out += std::to_string(sizes[i][d]);
+    }
+    if (sizes[i].empty()) out += "scalar";
+  }
+  return out;
+}
+
+// "9, 14" or "0-3, 7".
+std::string RankList(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j > i + 1    ? fmt::format("{}-{}", ranks[i], ranks[j])
+           : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
+                        : std::to_string(ranks[i]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace diagnose_internal
+
+namespace {
+
+std::string DtypeName(const std::string& dtype) { return dtype.empty() ? "-" : dtype; }
+
+}  // namespace
+
+using diagnose_internal::RankList;
+using diagnose_internal::Shape;
+
+std::string FormatDiagnosis(const Diagnosis& d) {
+  std::string out = fmt::format(
+      "petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
+      "graph of {} pending collectives, {} edges)\n",
+      d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps", d.events, d.calls,
+      d.graph_vertices, d.graph_edges);
+  if (!d.ranks_without_file.empty()) {
+    out += fmt::format(
+        "  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
+        "collective their groups' other members all reached\n",
+        RankList(d.ranks_without_file));
+  }
+  for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
+  const auto table = [&](bool root) {
+    std::string rows;
+    for (const StuckCollective& s : d.stuck) {
+      if (s.root != root) continue;
+      std::string where;
+      if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
+      std::string missing = RankList(s.missing_ranks);
+      if (!s.without_file.empty()) missing += "*";
+      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq, s.op,
+                          Shape(s.sizes), DtypeName(s.dtype), missing, RankList(s.waiting_ranks), where);
+    }
+    return rows;
+  };
+  const std::string header =
+      fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID", "Process Group Desc", "Seq",
+                  "Op Type", "Size", "Dtype", "Missing Ranks", "Waiting Ranks");
+  const std::string roots = table(true);
+  if (roots.empty()) {
+    out += "\nno stuck collective: every collective recorded was joined by every member of its group\n";
+  } else {
+    out += "\nstuck: the first collective of each process group that not every member joined\n" + header + roots;
+  }
+  const std::string consequences = table(false);
+  if (!consequences.empty()) {
+    out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" + header +
+           consequences;
+  }
+  if (!d.desyncs.empty()) {
+    out += "\ndesync: calls at one sequence number that differ\n";
+    for (const DesyncFinding& f : d.desyncs) {
+      out += fmt::format("  {} seq {}: rank(s) {} called with {} {}, the others with {}\n", f.group, f.seq,
+                         RankList(f.culprit_ranks), f.field, f.found, f.expected);
+    }
+  }
+  if (!d.cycles.empty()) {
+    out += "\nwait-for cycles (each rank waits in a collective the next never joined):\n";
+    for (const auto& cycle : d.cycles) out += fmt::format("  ranks {}\n", RankList(cycle));
+  }
+  std::string unknown = "none found";
+  if (!d.stuck.empty()) {
+    unknown = d.format == "petrsim"
+                  ? "the missing ranks recorded neither a spinning worker nor a death"
+                  : "not in the recordings (Flight Recorder dumps hold no sampler or worker events); run with "
+                    "--scenario to check the data";
+  }
+  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause : unknown);
+  return out;
+}
+
+nlohmann::json DiagnosisJson(const Diagnosis& d) {
+  const auto stuck_json = [](const StuckCollective& s) {
+    nlohmann::json j = {{"pg_id", s.group},
+                        {"desc", s.desc},
+                        {"op", s.op},
+                        {"seq", s.seq},
+                        {"sizes", s.sizes},
+                        {"dtype", s.dtype},
+                        {"missing_ranks", s.missing_ranks},
+                        {"waiting_ranks", s.waiting_ranks},
+                        {"missing_without_file", s.without_file},
+                        {"root", s.root}};
+    if (s.iteration) {
+      j["iteration"] = *s.iteration;
+      j["step"] = s.step;
+    }
+    return j;
+  };
+  nlohmann::json groups = nlohmann::json::array(), consequences = nlohmann::json::array();
+  for (const StuckCollective& s : d.stuck) (s.root ? groups : consequences).push_back(stuck_json(s));
+  nlohmann::json desyncs = nlohmann::json::array();
+  for (const DesyncFinding& f : d.desyncs) {
+    desyncs.push_back({{"pg_id", f.group},
+                       {"seq", f.seq},
+                       {"field", f.field},
+                       {"expected", f.expected},
+                       {"found", f.found},
+                       {"culprit_ranks", f.culprit_ranks},
+                       {"expected_step", f.expected_step},
+                       {"found_step", f.found_step}});
+  }
+  return {{"format", d.format},
+          {"world_size", d.world_size},
+          {"groups", groups},
+          {"consequences", consequences},
+          {"desyncs", desyncs},
+          {"cycles", d.cycles},
+          {"ranks_without_file", d.ranks_without_file},
+          {"partial", d.partial},
+          {"calls", d.calls},
+          {"events", d.events},
+          {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace petrsim
