@@ -4,6 +4,9 @@
 // Internal to real/ (the trainer's part "job control").
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
@@ -13,9 +16,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "real/trainer.h"
 

@@ -39,7 +39,7 @@
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
-#include "real/rank_comm.h"
+#include "real/c10d_comm.h"
 #include "real/trainer.h"
 #include "replay/replay.h"
 #include "trace/trace_event.h"

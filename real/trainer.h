@@ -4,8 +4,8 @@
 // consumption, each worker with the numpy seed PyTorch's worker_init_fn gives it) load them
 // under the sampler watchdog and render them; the scaled-down StreamPETR is trained with AdamW;
 // and the scenario's iteration plan (model/iteration_plan, the list the simulator issues) is
-// issued collective by collective as real c10d calls (real/rank_comm) in plan order, with the
-// scenario's timeout:
+// issued collective by collective as real c10d calls (model/rank_program walks the plan; real/c10d_comm issues it) in
+// plan order, with the scenario's timeout:
 //   - startup: sync_random_seed broadcasts carry the seed, the DDP parameter broadcast carries
 //     the parameters (every rank takes rank 0's);
 //   - reduce_mean(num_total_pos) steps carry the local GT count / world size (the first one's

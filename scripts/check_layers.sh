@@ -12,6 +12,7 @@ declare -A allowed=(
   [formats/pickle]="model"
   [trace]="model"
   [sim]="model trace"
+  [comm]="model sim"
   [real]="model trace"
   [replay]="model trace formats/pickle sim"
   [sweep]="model sim"
@@ -55,7 +56,7 @@ while IFS= read -r line; do
   fi
 done < <(git ls-files '*.h' '*.cc' | xargs grep -H '^#include "' || true)
 
-for from in model formats/pickle trace sim real replay sweep importers cli props bench fuzz tests; do
+for from in model formats/pickle trace sim comm real replay sweep importers cli props bench fuzz tests; do
   out=""
   for key in "${!edges[@]}"; do
     [ "${key% *}" = "$from" ] && out+="${key#* }(${edges[$key]}) "

@@ -82,7 +82,6 @@ void JobSim::Setup() {
   }
   for (const auto& p : plan_.periodic) {
     periodic_steps_.push_back(Resolve(p.collective(), -1));
-    periodic_every_.push_back(p.every_iterations());
   }
 
   const SamplerFactory samplers(scenario_, dataset_);
@@ -119,6 +118,7 @@ void JobSim::Setup() {
     const uint64_t fewer = natural - epoch_batches[r];
     rank.iterations_total =
         job.has_iterations() ? job_iterations : job_iterations - std::min(job_iterations, epochs * fewer);
+    rank.program.emplace(plan_, r, rank.iterations_total);
     rank.outstanding.reserve(nonblocking_steps_ + 1);
   }
   for (const Fault& fault : scenario_.faults()) {

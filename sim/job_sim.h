@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "model/assert.h"
 #include "model/data_loader.h"
@@ -18,6 +19,7 @@
 #include "model/iteration_plan.h"
 #include "model/numpy_random.h"
 #include "model/random_streams.h"
+#include "model/rank_program.h"
 #include "model/resample_policy.h"
 #include "model/sampler.h"
 #include "model/scenario_defaults.h"
@@ -126,16 +128,14 @@ struct WorkerState {
   Rng jitter{0};
 };
 
-// Where a rank is within its iteration program: startup steps, then per iteration the plan's
-// steps, the wait for non-blocking work, periodic steps and the checkpoint.
-enum class Stage : uint8_t { kStartup, kBegin, kPerIteration, kWaitOutstanding, kPeriodic, kCheckpoint };
-
 struct RankState {
   uint32_t rank = 0;
   Phase phase = Phase::kStartup;
-  Stage stage = Stage::kStartup;
-  uint32_t step = 0;           // index within the stage
-  bool compute_spent = false;  // the compute before the current step is done or scheduled
+  // Where it is in the plan (model/rank_program.h), and whether the compute before the current
+  // step is done or scheduled.
+  std::optional<RankProgram> program;
+  bool compute_spent = false;
+  bool started = false;  // the startup collectives are over
   int64_t phase_since_ns = 0;
   uint64_t iteration = 0;
   uint64_t iterations_total = 0;
@@ -207,6 +207,7 @@ class JobSim {
   void OnCollectiveDone(uint32_t pg, uint64_t seq);
   void Die(RankState& rank, Cause cause, const std::string& why);
   void EndIteration(RankState& rank);
+  void NextStep(RankState& rank);  // the program moves on; the next step has spent no compute
   void Compute(RankState& rank, int64_t compute_ns);
 
   // Data loader.
@@ -303,7 +304,6 @@ class JobSim {
   std::vector<PlanStep> startup_steps_;
   std::vector<PlanStep> iteration_steps_;
   std::vector<PlanStep> periodic_steps_;
-  std::vector<uint32_t> periodic_every_;
   uint32_t nonblocking_steps_ = 0;
   int64_t sample_load_ns_ = 0;
   int64_t step_compute_ns_ = 0;

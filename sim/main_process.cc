@@ -229,8 +229,11 @@ void JobSim::EndIteration(RankState& rank) {
   ++rank.iteration;
   ++rank.stats.iterations_completed;
   rank.last_iteration_end_ns = now;
-  rank.stage = Stage::kBegin;
-  rank.step = 0;
+  NextStep(rank);
+}
+
+void JobSim::NextStep(RankState& rank) {
+  rank.program->Next();
   rank.compute_spent = false;
 }
 
@@ -248,8 +251,7 @@ void JobSim::Advance(RankState& rank) {
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
     if (tracing_) TraceCollective(rank.rank, rank.blocked, now, /*completed=*/true);
     rank.phase = Phase::kRunning;
-    ++rank.step;
-    rank.compute_spent = false;
+    NextStep(rank);
   } else if (rank.phase == Phase::kWaitOutstanding) {
     if (rank.outstanding_open != 0) return;
     int64_t last = now;
@@ -260,19 +262,58 @@ void JobSim::Advance(RankState& rank) {
   }
 
   while (!stop_) {
-    switch (rank.stage) {
-      case Stage::kStartup:
-        if (rank.step < startup_steps_.size()) {
-          if (!Issue(rank, startup_steps_[rank.step], 0)) return;
-          ++rank.step;
+    const RankProgram::Step& at = rank.program->current();
+    switch (at.kind) {
+      case RankProgram::Kind::kCollective: {
+        if (at.section != RankProgram::Section::kPerIteration) {
+          const bool startup = at.section == RankProgram::Section::kStartup;
+          const PlanStep& step = startup ? startup_steps_[at.index] : periodic_steps_[at.index];
+          if (!Issue(rank, step, startup ? 0 : rank.iteration)) return;
+          NextStep(rank);
           continue;
         }
-        rank.stage = Stage::kBegin;
-        rank.last_iteration_end_ns = now;
+        const PlanStep& step = iteration_steps_[at.index];
+        if (!rank.compute_spent) {
+          rank.compute_spent = true;
+          // Forward before the first step; the backward's share before each non-blocking (DDP
+          // bucket) step; the step's own compute_before_ns; a straggler's delay.
+          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
+          const int64_t forward = rank.iteration_compute_ns / 3;
+          const int64_t backward = rank.iteration_compute_ns - forward;
+          if (at.index == 0) {
+            compute = SaturatingAdd(compute, forward);
+            if (stragglers_[rank.rank].first == rank.iteration) {
+              compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
+            }
+          }
+          if (step.nonblocking_ordinal >= 0) {
+            const int64_t j = step.nonblocking_ordinal;
+            const int64_t n = nonblocking_steps_;
+            compute += backward * (j + 1) / n - backward * j / n;
+          }
+          if (compute > 0) {
+            Compute(rank, compute);
+            return;
+          }
+        }
+        if (at.skipped) {
+          ++rank.stats.collectives_skipped;
+          NextStep(rank);
+          continue;
+        }
+        if (!Issue(rank, step, rank.iteration)) return;
+        NextStep(rank);
         continue;
+      }
 
-      case Stage::kBegin:
-        if (rank.iteration >= rank.iterations_total) {
+      case RankProgram::Kind::kLoadBatch:
+      case RankProgram::Kind::kDone:
+        if (!rank.started) {
+          // The startup collectives are over: the first iteration is timed from here.
+          rank.started = true;
+          rank.last_iteration_end_ns = now;
+        }
+        if (at.kind == RankProgram::Kind::kDone) {
           rank.phase = Phase::kDone;
           rank.phase_since_ns = engine_.now_ns();
           if (tracing_) {
@@ -289,54 +330,11 @@ void JobSim::Advance(RankState& rank) {
           return;
         }
         if (!BeginIteration(rank)) return;
-        rank.stage = Stage::kPerIteration;
-        rank.step = 0;
-        rank.compute_spent = false;
+        rank.program->SetLocalBatchHasGt(rank.local_batch_has_gt);
+        NextStep(rank);
         continue;
 
-      case Stage::kPerIteration: {
-        if (rank.step >= iteration_steps_.size()) {
-          rank.stage = Stage::kWaitOutstanding;
-          rank.compute_spent = false;
-          continue;
-        }
-        const PlanStep& step = iteration_steps_[rank.step];
-        if (!rank.compute_spent) {
-          rank.compute_spent = true;
-          // Forward before the first step; the backward's share before each non-blocking (DDP
-          // bucket) step; the step's own compute_before_ns; a straggler's delay.
-          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
-          const int64_t forward = rank.iteration_compute_ns / 3;
-          const int64_t backward = rank.iteration_compute_ns - forward;
-          if (rank.step == 0) {
-            compute = SaturatingAdd(compute, forward);
-            if (stragglers_[rank.rank].first == rank.iteration) {
-              compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
-            }
-          }
-          if (step.nonblocking_ordinal >= 0) {
-            const int64_t j = step.nonblocking_ordinal;
-            const int64_t n = nonblocking_steps_;
-            compute += backward * (j + 1) / n - backward * j / n;
-          }
-          if (compute > 0) {
-            Compute(rank, compute);
-            return;
-          }
-        }
-        if (step.collective->only_when_local_batch_has_gt() && !rank.local_batch_has_gt) {
-          ++rank.stats.collectives_skipped;
-          ++rank.step;
-          rank.compute_spent = false;
-          continue;
-        }
-        if (!Issue(rank, step, rank.iteration)) return;
-        ++rank.step;
-        rank.compute_spent = false;
-        continue;
-      }
-
-      case Stage::kWaitOutstanding: {
+      case RankProgram::Kind::kWaitOutstanding: {
         if (!rank.compute_spent) {
           rank.compute_spent = true;
           // Without DDP buckets the backward runs after the last collective.
@@ -362,43 +360,30 @@ void JobSim::Advance(RankState& rank) {
           }
         }
         rank.outstanding.clear();
-        rank.stage = Stage::kPeriodic;
-        rank.step = 0;
+        NextStep(rank);
         continue;
       }
 
-      case Stage::kPeriodic:
-        while (rank.step < periodic_steps_.size() && (rank.iteration + 1) % periodic_every_[rank.step] != 0) {
-          ++rank.step;
+      case RankProgram::Kind::kCheckpoint:
+        if (!rank.compute_spent && checkpoint_ns_ > 0) {
+          rank.compute_spent = true;
+          if (tracing_) {
+            TraceRecord record;
+            record.kind = TraceKind::kCheckpoint;
+            record.rank = rank.rank;
+            record.start_ns = engine_.now_ns();
+            record.end_ns = engine_.now_ns() + checkpoint_ns_;
+            record.iteration = rank.iteration;
+            Trace(record);
+          }
+          engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
+          rank.phase = Phase::kRunning;
+          return;
         }
-        if (rank.step < periodic_steps_.size()) {
-          if (!Issue(rank, periodic_steps_[rank.step], rank.iteration)) return;
-          ++rank.step;
-          continue;
-        }
-        rank.stage = Stage::kCheckpoint;
-        rank.compute_spent = false;
+        NextStep(rank);
         continue;
 
-      case Stage::kCheckpoint:
-        if (!rank.compute_spent) {
-          rank.compute_spent = true;
-          if (rank.rank == 0 && plan_.checkpoint_interval != 0 &&
-              (rank.iteration + 1) % plan_.checkpoint_interval == 0 && checkpoint_ns_ > 0) {
-            if (tracing_) {
-              TraceRecord record;
-              record.kind = TraceKind::kCheckpoint;
-              record.rank = rank.rank;
-              record.start_ns = engine_.now_ns();
-              record.end_ns = engine_.now_ns() + checkpoint_ns_;
-              record.iteration = rank.iteration;
-              Trace(record);
-            }
-            engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
-            rank.phase = Phase::kRunning;
-            return;
-          }
-        }
+      case RankProgram::Kind::kEndIteration:
         EndIteration(rank);
         continue;
     }

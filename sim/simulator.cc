@@ -4,6 +4,9 @@
 // instances per process group, so no event and no arrival allocates memory once the run is warm.
 #include "sim/simulator.h"
 
+#include <optional>
+#include <tuple>
+
 #include "sim/job_sim.h"
 
 namespace petrsim::sim {
@@ -175,19 +178,44 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
     // The collective the waiting ranks block in: the incomplete instance opened first.
     // When ranks skipped conditional collectives, the waits can form a cycle across groups
     // (a rank that skipped one on default_pg waits in a later collective on another group that
-    // the others have not reached): the collective to report is the oldest one a skipping rank
-    // is missing from, so the diagnosis names the rank that skipped, not the one it blocks.
+    // the others have not reached): the collective to report is one a skipping rank is missing
+    // from, so the diagnosis names the rank that skipped, not the one it blocks.
     uint32_t oldest_group = 0;
     const Instance* oldest = nullptr;
+    // Several can qualify (each side of the cycle misses a skipping rank); which of them opened
+    // first depends on timing, which must not change the report (found by the property suite:
+    // a run seed changed the blamed ranks). So the choice is by who is missing: a collective
+    // that only skipping ranks are missing from, then the fewest missing, then the group and seq.
     if (skipped > 0) {
-      oldest = rendezvous_.OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
+      struct Candidate {
+        bool others_missing = true;
+        uint32_t missing = 0;
+        uint32_t group = 0;
+        const Instance* instance = nullptr;
+      };
+      std::optional<Candidate> best;
+      rendezvous_.OldestIncomplete(nullptr, [&](uint32_t g, const Instance& instance) {
+        Candidate candidate{false, 0, g, &instance};
+        bool skipper_missing = false;
         for (const RankState& rank : ranks_) {
-          if (rank.stats.collectives_skipped > 0 && rank.phase != Phase::kDead && rank.next_seq[g] <= instance.seq) {
-            return true;
+          if (rank.phase == Phase::kDead || rank.next_seq[g] > instance.seq) continue;
+          ++candidate.missing;
+          if (rank.stats.collectives_skipped > 0) {
+            skipper_missing = true;
+          } else {
+            candidate.others_missing = true;
           }
         }
-        return false;
+        const auto key = [](const Candidate& c) {
+          return std::make_tuple(c.others_missing, c.missing, c.group, c.instance->seq);
+        };
+        if (skipper_missing && (!best || key(candidate) < key(*best))) best = candidate;
+        return false;  // visits every incomplete instance
       });
+      if (best) {
+        oldest = best->instance;
+        oldest_group = best->group;
+      }
     }
     // A collective that only ranks now dead had joined is not one anybody waits in: prefer the
     // oldest one a live rank has joined (found by the property suite: a rank that opened a

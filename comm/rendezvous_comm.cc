@@ -1,0 +1,176 @@
+// The simulated rendezvous as a Comm; see rendezvous_comm.h.
+#include "comm/rendezvous_comm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace petrsim::sim {
+
+class RendezvousWork : public comm::Work {
+ public:
+  RendezvousWork(RendezvousWorld& world, Collective collective, uint32_t rank, RendezvousWorld::Key key)
+      : world_(&world),
+        collective_(std::move(collective)),
+        rank_(rank),
+        key_(key),
+        deadline_(std::chrono::steady_clock::now() + world.timeout_) {}
+  explicit RendezvousWork(comm::CommError error) : error_(std::move(error)) {}
+
+  ~RendezvousWork() override {
+    if (world_ != nullptr && !released_) {
+      std::lock_guard<std::mutex> lock(world_->mutex_);
+      world_->Release(key_);
+    }
+  }
+
+  bool IsCompleted() override {
+    if (error_ || released_) return true;
+    std::lock_guard<std::mutex> lock(world_->mutex_);
+    return Finished();
+  }
+
+  void Wait() override {
+    if (error_) throw *error_;
+    if (released_) return;
+    std::unique_lock<std::mutex> lock(world_->mutex_);
+    world_->changed_.wait_until(lock, deadline_, [&] { return Finished(); });
+    const RendezvousWorld::Payload& payload = world_->payloads_.at(key_);
+    const auto* instance = world_->rendezvous_.Find(key_.first, key_.second);
+    const bool complete = instance != nullptr && instance->complete;
+    if (!complete) {
+      const std::string where =
+          fmt::format("rank {}: {} (seq {})", rank_, comm::DescribeCall(collective_), key_.second);
+      if (!payload.mismatch.empty()) {
+        error_ = comm::CommError(comm::CommError::Kind::kMismatch, where + ": " + payload.mismatch);
+      } else if (!world_->dead_.empty()) {
+        error_ = comm::CommError(comm::CommError::Kind::kPeerGone,
+                                 fmt::format("{}: rank {} is gone", where, *world_->dead_.begin()));
+      } else {
+        std::string missing;
+        for (uint32_t r = 0; r < world_->world_size_; ++r) {
+          if (payload.inputs[r].empty() && collective_.numel() > 0) {
+            missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+          }
+        }
+        error_ = comm::CommError(comm::CommError::Kind::kTimeout,
+                                 fmt::format("{}: timed out after {} ms; ranks {} never issued it", where,
+                                             world_->timeout_.count(), missing));
+      }
+      world_->Release(key_);
+      released_ = true;
+      throw *error_;
+    }
+    result_ = comm::CollectiveOutput(collective_, payload.inputs, rank_);
+    world_->Release(key_);
+    released_ = true;
+  }
+
+  const std::vector<double>& Result() const override { return result_; }
+
+ private:
+  // mutex_ held.
+  bool Finished() const {
+    const auto* instance = world_->rendezvous_.Find(key_.first, key_.second);
+    return (instance != nullptr && instance->complete) || !world_->payloads_.at(key_).mismatch.empty() ||
+           !world_->dead_.empty();
+  }
+
+  RendezvousWorld* world_ = nullptr;
+  Collective collective_;
+  uint32_t rank_ = 0;
+  RendezvousWorld::Key key_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::optional<comm::CommError> error_;
+  bool released_ = false;
+  std::vector<double> result_;
+};
+
+class RendezvousComm : public comm::Comm {
+ public:
+  RendezvousComm(RendezvousWorld& world, uint32_t rank) : world_(&world), rank_(rank) {}
+  std::string backend_name() const override { return "simulated rendezvous"; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t world_size() const override { return world_->world_size_; }
+
+  std::unique_ptr<comm::Work> Issue(const Collective& collective, std::span<const double> input) override {
+    std::lock_guard<std::mutex> lock(world_->mutex_);
+    const uint32_t group = world_->GroupId(collective.process_group());
+    const uint64_t seq = ++world_->next_seq_[rank_][group];
+    const CollectiveSignature signature{collective.op(), collective.dtype(), collective.numel()};
+    const auto arrival = world_->rendezvous_.Arrive(group, seq, rank_, signature, &collective, 0, 0);
+    const RendezvousWorld::Key key{group, seq};
+    RendezvousWorld::Payload& payload = world_->payloads_[key];
+    payload.inputs.resize(world_->world_size_);
+    if (arrival.outcome == Rendezvous<Collective>::Outcome::kMismatch) {
+      // Every member fails: the instance can never complete.
+      payload.mismatch =
+          fmt::format("rank {} issued {} at seq {} where rank {} issued {}", rank_, comm::DescribeCall(collective), seq,
+                      arrival.instance->first_rank, comm::DescribeCall(*arrival.instance->first));
+      world_->changed_.notify_all();
+      comm::CommError error(
+          comm::CommError::Kind::kMismatch,
+          fmt::format("rank {}: {} (seq {}): {}", rank_, comm::DescribeCall(collective), seq, payload.mismatch));
+      world_->Release(key);
+      return std::make_unique<RendezvousWork>(std::move(error));
+    }
+    // The instance keeps a pointer to the first arrival's collective: the payload, which lives
+    // as long as the instance, holds it.
+    if (arrival.instance->first == &collective) {
+      payload.first = collective;
+      arrival.instance->first = &payload.first;
+    }
+    std::vector<double>& values = payload.inputs[rank_];
+    values.assign(collective.numel(), 0.0);
+    for (size_t i = 0; i < values.size() && i < input.size(); ++i) {
+      values[i] = comm::ToDtype(collective.dtype(), input[i]);
+    }
+    if (arrival.outcome == Rendezvous<Collective>::Outcome::kCompleted) world_->changed_.notify_all();
+    return std::make_unique<RendezvousWork>(*world_, collective, rank_, key);
+  }
+
+ private:
+  RendezvousWorld* world_;
+  uint32_t rank_;
+};
+
+RendezvousWorld::RendezvousWorld(uint32_t world_size, std::chrono::milliseconds timeout)
+    : world_size_(world_size), timeout_(timeout), rendezvous_(world_size), next_seq_(world_size) {}
+
+std::unique_ptr<comm::Comm> RendezvousWorld::Join(uint32_t rank) {
+  PETRSIM_ASSERT(rank < world_size_);
+  return std::make_unique<RendezvousComm>(*this, rank);
+}
+
+void RendezvousWorld::Kill(uint32_t rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  dead_.insert(rank);
+  for (uint32_t group = 0; group < next_seq_[rank].size(); ++group) {
+    const uint64_t seq = next_seq_[rank][group];
+    const auto* instance = seq == 0 ? nullptr : rendezvous_.Find(group, seq);
+    if (instance == nullptr || instance->complete) continue;
+    const auto& joined = instance->waiters;
+    if (std::find(joined.begin(), joined.end(), rank) != joined.end()) rendezvous_.Withdraw(group, seq);
+  }
+  changed_.notify_all();
+}
+
+uint32_t RendezvousWorld::GroupId(const std::string& name) {
+  const auto [it, added] = group_ids_.emplace(name, rendezvous_.groups());
+  if (added) {
+    rendezvous_.AddGroup();
+    for (auto& seqs : next_seq_) seqs.push_back(0);
+  }
+  return it->second;
+}
+
+void RendezvousWorld::Release(const Key& key) {
+  Payload& payload = payloads_.at(key);
+  if (++payload.taken < world_size_) return;
+  // Every member is done with it (or one failed on a mismatch and the rest timed out).
+  if (rendezvous_.Find(key.first, key.second) != nullptr) rendezvous_.Close(key.first, key.second);
+  payloads_.erase(key);
+}
+
+}  // namespace petrsim::sim

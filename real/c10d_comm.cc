@@ -1,0 +1,262 @@
+// One rank's process groups and collectives; see c10d_comm.h.
+#include "real/c10d_comm.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef PETRSIM_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string_view>
+
+#include "model/error.h"
+
+namespace petrsim::real {
+namespace {
+
+c10d::ReduceOp TorchReduceOp(Collective::ReduceOp op) {
+  switch (op) {
+    case Collective::sum:
+    case Collective::avg:  // sum, then divided (Gloo has no AVG)
+      return c10d::ReduceOp::SUM;
+    case Collective::max:
+      return c10d::ReduceOp::MAX;
+    case Collective::min:
+      return c10d::ReduceOp::MIN;
+    case Collective::product:
+      return c10d::ReduceOp::PRODUCT;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+}  // namespace
+
+at::ScalarType TorchDtype(Collective::Dtype dtype) {
+  switch (dtype) {
+    case Collective::float32:
+      return at::kFloat;
+    case Collective::float16:
+      return at::kHalf;
+    case Collective::bfloat16:
+      return at::kBFloat16;
+    case Collective::float64:
+      return at::kDouble;
+    case Collective::int32:
+      return at::kInt;
+    case Collective::int64:
+      return at::kLong;
+    case Collective::uint8:
+      return at::kByte;
+  }
+  return at::kFloat;
+}
+
+std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
+  if (backend != Comm::nccl) return std::nullopt;
+#ifdef PETRSIM_WITH_NCCL
+  if (torch::cuda::is_available()) return std::nullopt;
+  return std::string(
+      "comm.backend is nccl but this machine has no GPU that LibTorch can use; run with --backend gloo "
+      "to train on Gloo (CPU)");
+#else
+  return std::string(
+      "comm.backend is nccl but this build has no NCCL (configured with PETRSIM_WITH_NCCL=OFF); run "
+      "with --backend gloo to train on Gloo (CPU)");
+#endif
+}
+
+C10dComm::C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
+                   std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
+                   const std::string& master_addr, const std::vector<std::string>& process_group_names)
+    : rank_(rank), world_size_(world_size) {
+  if (const auto why = BackendUnavailable(backend)) throw ScenarioError(*why);
+  const bool nccl = backend == petrsim::Comm::nccl;
+  const auto make = [&](const c10::intrusive_ptr<c10d::Store>& group_store) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+#ifdef PETRSIM_WITH_NCCL
+    if (nccl) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      return c10::make_intrusive<c10d::ProcessGroupNCCL>(group_store, static_cast<int>(rank),
+                                                         static_cast<int>(world_size), options);
+    }
+#endif
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+    if (interface != nullptr && *interface != '\0') {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+    } else if (master_addr == "127.0.0.1" || master_addr == "localhost") {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(group_store, static_cast<int>(rank),
+                                                       static_cast<int>(world_size), options);
+  };
+  if (nccl) {
+    backend_name_ = "nccl";
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  groups_["default_pg"] = make(store);
+  for (const std::string& name : process_group_names) {
+    if (groups_.count(name) == 0) groups_[name] = make(c10::make_intrusive<c10d::PrefixStore>(name, store));
+  }
+}
+
+c10d::ProcessGroup& C10dComm::Group(const std::string& name) {
+  const auto it = groups_.find(name);
+  if (it == groups_.end()) throw std::logic_error("C10dComm: no process group '" + name + "'");
+  return *it->second;
+}
+
+comm::CommError CommErrorFromC10d(const std::string& message) {
+  const auto has = [&](std::string_view text) { return message.find(text) != std::string::npos; };
+  // Gloo: "Timed out waiting 1000ms for recv operation to complete"; NCCL's watchdog: "Watchdog
+  // caught collective operation timeout"; the store: "Socket Timeout".
+  if (has("Timed out") || has("timed out") || has("Timeout") || has("timeout")) {
+    return comm::CommError(comm::CommError::Kind::kTimeout, message);
+  }
+  // Gloo: "Connection closed by peer [127.0.0.1]:1234", "Connection reset by peer".
+  if (has("Connection closed by peer") || has("Connection reset by peer") || has("Broken pipe")) {
+    return comm::CommError(comm::CommError::Kind::kPeerGone, message);
+  }
+  return comm::CommError(comm::CommError::Kind::kBackend, message);
+}
+
+namespace {
+
+// A c10d work and the tensors it reduces into; Wait() turns them into this rank's values.
+class C10dWork : public comm::Work {
+ public:
+  bool IsCompleted() override { return done_ || work_->isCompleted(); }
+
+  void Wait() override {
+    if (done_) return;
+    try {
+      work_->wait();
+    } catch (const std::exception& error) {
+      throw CommErrorFromC10d(error.what());
+    }
+    if (divide_) {
+      for (auto& t : tensors_) t.div_(static_cast<double>(world_size_));
+    }
+    at::Tensor out;
+    switch (collective_.op()) {
+      case Collective::allgather:
+        out = torch::cat(gathered_[0]);
+        break;
+      case Collective::reduce_scatter:
+        out = tensors_[0].chunk(world_size_)[rank_];
+        break;
+      case Collective::alltoall:
+        out = output_;
+        break;
+      case Collective::barrier:
+        break;
+      default:
+        out = tensors_[0];
+    }
+    if (out.defined()) {
+      const at::Tensor values = out.to(at::kCPU, at::kDouble).contiguous();
+      result_.assign(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+    }
+    done_ = true;
+  }
+
+  const std::vector<double>& Result() const override { return result_; }
+
+ private:
+  friend class petrsim::real::C10dComm;
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> tensors_;
+  std::vector<std::vector<at::Tensor>> gathered_;
+  at::Tensor output_;  // alltoall
+  Collective collective_;
+  uint32_t rank_ = 0, world_size_ = 1;
+  bool divide_ = false;  // avg on a backend without AVG
+  bool done_ = false;
+  std::vector<double> result_;
+};
+
+}  // namespace
+
+std::unique_ptr<comm::Work> C10dComm::Issue(const Collective& collective, std::span<const double> input) {
+  auto pending = std::make_unique<C10dWork>();
+  pending->collective_ = collective;
+  pending->rank_ = rank_;
+  pending->world_size_ = world_size_;
+  c10d::ProcessGroup& group = Group(collective.process_group());
+  // The values as the collective's tensor: numel of them (zeros past the input), converted to
+  // its dtype, on the comm device.
+  at::Tensor values = torch::zeros({static_cast<int64_t>(collective.numel())}, at::kDouble);
+  const size_t given = std::min<size_t>(input.size(), collective.numel());
+  if (given > 0)
+    values.narrow(0, 0, static_cast<int64_t>(given))
+        .copy_(torch::from_blob(const_cast<double*>(input.data()), {static_cast<int64_t>(given)}, at::kDouble));
+  at::Tensor tensor = values.to(device_, TorchDtype(collective.dtype())).contiguous();
+  const auto op = TorchReduceOp(collective.reduce_op());
+  pending->divide_ = collective.reduce_op() == Collective::avg;
+  try {
+    switch (collective.op()) {
+      case Collective::allreduce: {
+        pending->tensors_ = {tensor};
+        c10d::AllreduceOptions options;
+        options.reduceOp = op;
+        pending->work_ = group.allreduce(pending->tensors_, options);
+        break;
+      }
+      case Collective::broadcast: {
+        pending->tensors_ = {tensor};
+        pending->divide_ = false;
+        pending->work_ = group.broadcast(pending->tensors_);
+        break;
+      }
+      case Collective::reduce: {
+        pending->tensors_ = {tensor};
+        c10d::ReduceOptions options;
+        options.reduceOp = op;
+        options.rootRank = 0;
+        pending->work_ = group.reduce(pending->tensors_, options);
+        break;
+      }
+      case Collective::allgather: {
+        pending->tensors_ = {tensor};
+        pending->gathered_.resize(1);
+        for (uint32_t r = 0; r < world_size_; ++r) pending->gathered_[0].push_back(torch::empty_like(tensor));
+        pending->divide_ = false;
+        pending->work_ = group.allgather(pending->gathered_, pending->tensors_);
+        break;
+      }
+      case Collective::reduce_scatter: {
+        // Every rank's input is world_size chunks of numel; Gloo has no reduce_scatter, so all of
+        // them are all-reduced and this rank keeps its chunk (the same values).
+        pending->tensors_ = {tensor.repeat({static_cast<int64_t>(world_size_)})};
+        c10d::AllreduceOptions options;
+        options.reduceOp = op;
+        pending->work_ = group.allreduce(pending->tensors_, options);
+        break;
+      }
+      case Collective::alltoall: {
+        pending->tensors_ = {tensor.repeat({static_cast<int64_t>(world_size_)})};
+        pending->output_ = torch::empty_like(pending->tensors_[0]);
+        std::vector<int64_t> splits;
+        pending->divide_ = false;
+        pending->work_ = group.alltoall_base(pending->output_, pending->tensors_[0], splits, splits);
+        break;
+      }
+      case Collective::barrier:
+        pending->divide_ = false;
+        pending->work_ = group.barrier();
+        break;
+    }
+  } catch (const comm::CommError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw CommErrorFromC10d(error.what());
+  }
+  return pending;
+}
+
+}  // namespace petrsim::real

@@ -1,0 +1,68 @@
+// The real backend's side of the Comm seam (model/comm.h, DESIGN "Seams"): one rank's c10d
+// process groups and the plan's collectives as c10d calls: Gloo on CPU, or NCCL where LibTorch
+// has CUDA and the build has PETRSIM_WITH_NCCL (the one place that differs; tensors then live
+// on the rank's GPU for the call).
+//
+// Ops map to c10d as PyTorch's do, with Gloo's gaps filled the way the result is the same:
+// Gloo has no AVG reduction (sum, then divide by the world size) and no reduce_scatter (an
+// all_reduce of every rank's input, then this rank's chunk). The trace still names the plan's op.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/comm.h"
+#include "model/scenario.pb.h"
+
+namespace petrsim::real {
+
+at::ScalarType TorchDtype(Collective::Dtype dtype);
+
+// Why `backend` cannot run in this build on this machine (NCCL without PETRSIM_WITH_NCCL, or
+// without a GPU), as an error for the user; nullopt when it can. Asking for a backend that cannot
+// run is an error, never a silent fallback (the user says --backend gloo).
+std::optional<std::string> BackendUnavailable(Comm::Backend backend);
+
+// One rank's c10d process groups behind the Comm seam.
+class C10dComm : public comm::Comm {
+ public:
+  // Creates the world group ("default_pg") and one group per other name in
+  // `process_group_names`, all over `store` (a group's keys under its own prefix). NCCL needs a
+  // build with PETRSIM_WITH_NCCL and a GPU; asking for it otherwise is a ScenarioError (see
+  // BackendUnavailable). Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the
+  // master is on this host's loopback, else the one the hostname resolves to (as PyTorch
+  // chooses).
+  C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size, std::chrono::milliseconds timeout,
+           petrsim::Comm::Backend backend, int32_t local_rank, const std::string& master_addr,
+           const std::vector<std::string>& process_group_names);
+
+  std::string backend_name() const override { return backend_name_; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t world_size() const override { return world_size_; }
+  // A c10d call on the collective's process group with a tensor of its dtype on the comm device
+  // made from `input`. Errors the call or its wait raise become comm::CommError, sorted by their
+  // message (Gloo's and NCCL's timeouts, a closed connection).
+  std::unique_ptr<comm::Work> Issue(const Collective& collective, std::span<const double> input) override;
+
+ private:
+  c10d::ProcessGroup& Group(const std::string& name);
+
+  uint32_t rank_, world_size_;
+  std::string backend_name_ = "gloo";
+  at::Device device_ = at::kCPU;
+  std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+};
+
+// The CommError a c10d exception's message stands for.
+comm::CommError CommErrorFromC10d(const std::string& message);
+
+}  // namespace petrsim::real

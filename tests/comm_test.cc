@@ -1,0 +1,336 @@
+// The Comm seam's one typed suite (model/comm.h): every implementation runs the same tests on
+// 3 ranks (threads), on the world group and on a second named group: the simulated rendezvous,
+// the fake, Gloo over a TCPStore on loopback, and NCCL where the build has it and a GPU is
+// there. Then what only some of them do: a desync (rendezvous), a killed rank (rendezvous), a
+// dropped rank and an injected failure (fake), Gloo's error mapping.
+#include "model/comm.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <latch>
+#include <thread>
+
+#include "comm/fake_comm.h"
+#include "comm/rendezvous_comm.h"
+#ifdef PETRSIM_HAVE_REAL
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "real/c10d_comm.h"
+#endif
+
+namespace petrsim::comm {
+namespace {
+
+constexpr uint32_t kWorld = 3;
+using Body = std::function<void(uint32_t rank, Comm& comm)>;
+
+Collective Call(Collective::Op op, Collective::ReduceOp reduce, uint64_t numel, Collective::Dtype dtype,
+                const std::string& group = "default_pg") {
+  Collective c;
+  c.set_op(op);
+  c.set_reduce_op(reduce);
+  c.set_numel(numel);
+  c.set_dtype(dtype);
+  c.set_process_group(group);
+  return c;
+}
+
+// Runs body on kWorld threads, one Comm each from `join`, and rethrows the first failure.
+void OnThreads(const std::function<std::unique_ptr<Comm>(uint32_t)>& join, const Body& body) {
+  std::vector<std::exception_ptr> errors(kWorld);
+  std::vector<std::thread> ranks;
+  for (uint32_t rank = 0; rank < kWorld; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        auto comm = join(rank);
+        body(rank, *comm);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+struct RendezvousImpl {
+  static constexpr const char* kName = "SimulatedRendezvous";
+  static void Run(std::chrono::milliseconds timeout, const Body& body) {
+    sim::RendezvousWorld world(kWorld, timeout);
+    OnThreads([&](uint32_t rank) { return world.Join(rank); }, body);
+  }
+};
+
+struct FakeImpl {
+  static constexpr const char* kName = "Fake";
+  static void Run(std::chrono::milliseconds timeout, const Body& body) {
+    FakeWorld world(kWorld, timeout);
+    OnThreads([&](uint32_t rank) { return world.Join(rank); }, body);
+  }
+};
+
+#ifdef PETRSIM_HAVE_REAL
+template <petrsim::Comm::Backend kBackend>
+struct C10dImpl {
+  static constexpr const char* kName = kBackend == petrsim::Comm::gloo ? "Gloo" : "Nccl";
+  static void Run(std::chrono::milliseconds timeout, const Body& body) {
+    if (const auto why = real::BackendUnavailable(kBackend)) GTEST_SKIP() << *why;
+    c10d::TCPStoreOptions server;
+    server.port = 0;
+    server.isServer = true;
+    server.numWorkers = kWorld;
+    server.waitWorkers = false;
+    server.timeout = std::chrono::seconds(30);
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server);
+    OnThreads(
+        [&](uint32_t rank) -> std::unique_ptr<Comm> {
+          c10d::TCPStoreOptions client;
+          client.port = store->getPort();
+          client.isServer = false;
+          client.timeout = std::chrono::seconds(30);
+          auto rank_store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client);
+          return std::make_unique<real::C10dComm>(rank_store, rank, kWorld, timeout, kBackend,
+                                                  static_cast<int32_t>(rank), "127.0.0.1",
+                                                  std::vector<std::string>{"other"});
+        },
+        body);
+  }
+};
+#endif
+
+template <class Impl>
+class CommContract : public ::testing::Test {
+ protected:
+  static void Run(const Body& body) { Impl::Run(std::chrono::seconds(30), body); }
+};
+
+using Implementations = ::testing::Types<RendezvousImpl, FakeImpl
+#ifdef PETRSIM_HAVE_REAL
+                                         ,
+                                         C10dImpl<petrsim::Comm::gloo>, C10dImpl<petrsim::Comm::nccl>
+#endif
+                                         >;
+struct ImplementationName {
+  template <class Impl>
+  static std::string GetName(int) {
+    return Impl::kName;
+  }
+};
+TYPED_TEST_SUITE(CommContract, Implementations, ImplementationName);
+
+std::vector<double> Done(Work& work) {
+  work.Wait();
+  EXPECT_TRUE(work.IsCompleted());
+  return work.Result();
+}
+
+TYPED_TEST(CommContract, ReductionsSumAverageMaxMinAndProduct) {
+  this->Run([](uint32_t rank, Comm& comm) {
+    EXPECT_EQ(comm.rank(), rank);
+    EXPECT_EQ(comm.world_size(), kWorld);
+    const std::vector<double> input = {1.0 + rank, 2.0 * (rank + 1)};  // rank 0: 1 2, 1: 2 4, 2: 3 6
+    const std::vector<std::pair<Collective::ReduceOp, std::vector<double>>> cases = {{Collective::sum, {6, 12}},
+                                                                                     {Collective::avg, {2, 4}},
+                                                                                     {Collective::max, {3, 6}},
+                                                                                     {Collective::min, {1, 2}},
+                                                                                     {Collective::product, {6, 48}}};
+    for (const auto& [op, expected] : cases) {
+      auto work = comm.Issue(Call(Collective::allreduce, op, 2, Collective::float32), input);
+      EXPECT_EQ(Done(*work), expected) << "rank " << rank << " op " << Collective::ReduceOp_Name(op);
+    }
+    // The dtype converts the values first: int64 truncates 0.5 + rank to rank.
+    auto as_int =
+        comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::int64), std::vector<double>{0.5 + rank});
+    EXPECT_EQ(Done(*as_int), (std::vector<double>{3}));
+    // Missing values are zeros; extra ones are not sent.
+    auto padded =
+        comm.Issue(Call(Collective::allreduce, Collective::sum, 3, Collective::float64), std::vector<double>{1.0});
+    EXPECT_EQ(Done(*padded), (std::vector<double>{3, 0, 0}));
+  });
+}
+
+TYPED_TEST(CommContract, BroadcastAndReduceUseRankZeroAsRoot) {
+  this->Run([](uint32_t rank, Comm& comm) {
+    auto broadcast = comm.Issue(Call(Collective::broadcast, Collective::sum, 3, Collective::int32),
+                                std::vector<double>(3, 10.0 + rank));
+    EXPECT_EQ(Done(*broadcast), (std::vector<double>{10, 10, 10})) << "rank " << rank;
+    auto reduce =
+        comm.Issue(Call(Collective::reduce, Collective::max, 1, Collective::float64), std::vector<double>{5.0 * rank});
+    const auto reduced = Done(*reduce);
+    if (rank == 0) EXPECT_EQ(reduced, (std::vector<double>{10}));
+  });
+}
+
+TYPED_TEST(CommContract, GatherScatterAllToAllAndBarrier) {
+  this->Run([](uint32_t rank, Comm& comm) {
+    const double r = rank;
+    auto gather = comm.Issue(Call(Collective::allgather, Collective::sum, 2, Collective::float32),
+                             std::vector<double>{r, r + 0.5});
+    EXPECT_EQ(Done(*gather), (std::vector<double>{0, 0.5, 1, 1.5, 2, 2.5})) << "rank " << rank;
+    auto scatter = comm.Issue(Call(Collective::reduce_scatter, Collective::sum, 2, Collective::float32),
+                              std::vector<double>{(r + 1) * 1.0, (r + 1) * 2.0});
+    EXPECT_EQ(Done(*scatter), (std::vector<double>{6, 12})) << "rank " << rank;
+    auto all_to_all =
+        comm.Issue(Call(Collective::alltoall, Collective::sum, 1, Collective::float32), std::vector<double>{r});
+    EXPECT_EQ(Done(*all_to_all), (std::vector<double>{0, 1, 2})) << "rank " << rank;
+    auto barrier = comm.Issue(Call(Collective::barrier, Collective::sum, 1, Collective::float32), {});
+    EXPECT_TRUE(Done(*barrier).empty());
+  });
+}
+
+TYPED_TEST(CommContract, NamedGroupsKeepTheirOwnSequence) {
+  this->Run([](uint32_t rank, Comm& comm) {
+    // Issued on "other" first, then on the world group, and waited for in reverse: each group
+    // pairs its own calls.
+    auto on_other = comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32, "other"),
+                               std::vector<double>{1.0});
+    auto on_world =
+        comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{10.0});
+    EXPECT_EQ(Done(*on_world), (std::vector<double>{30})) << "rank " << rank;
+    EXPECT_EQ(Done(*on_other), (std::vector<double>{3})) << "rank " << rank;
+  });
+}
+
+TYPED_TEST(CommContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
+  std::latch rank0_checked(kWorld);
+  this->Run([&](uint32_t rank, Comm& comm) {
+    const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
+    if (rank == 0) {
+      auto work = comm.Issue(sum, std::vector<double>{1.0});
+      // Nobody else has issued it yet: it cannot have completed.
+      EXPECT_FALSE(work->IsCompleted());
+      rank0_checked.arrive_and_wait();
+      EXPECT_EQ(Done(*work), (std::vector<double>{3}));
+    } else {
+      rank0_checked.arrive_and_wait();
+      auto work = comm.Issue(sum, std::vector<double>{1.0});
+      EXPECT_EQ(Done(*work), (std::vector<double>{3}));
+    }
+  });
+}
+
+TYPED_TEST(CommContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
+  // Every rank that waits fails; at least one with the timeout. Gloo closes its connections
+  // when its own wait times out, so a peer may see that first (kPeerGone), as in a real job.
+  std::latch others_done(kWorld);
+  std::atomic<int> timeouts{0};
+  TypeParam::Run(std::chrono::milliseconds(500), [&](uint32_t rank, Comm& comm) {
+    if (rank != 2) {
+      auto work =
+          comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{1.0});
+      try {
+        work->Wait();
+        ADD_FAILURE() << "rank " << rank << ": the collective completed without rank 2";
+      } catch (const CommError& error) {
+        timeouts += error.kind() == CommError::Kind::kTimeout;
+        EXPECT_TRUE(error.kind() == CommError::Kind::kTimeout || error.kind() == CommError::Kind::kPeerGone)
+            << error.what();
+      }
+    }
+    // Rank 2 stays until the others gave up, as a hung rank would.
+    others_done.arrive_and_wait();
+  });
+  if (!::testing::Test::IsSkipped()) EXPECT_GE(timeouts.load(), 1);
+}
+
+TEST(CollectiveOutput, ConvertsToTheDtypeAndReducesInIt) {
+  EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 1.0 / 4096), 1.0);  // below half precision's step
+  EXPECT_EQ(ToDtype(Collective::bfloat16, 1.0 + 1.0 / 256), 1.0);
+  EXPECT_EQ(ToDtype(Collective::bfloat16, 1.0 + 3.0 / 256), 1.0 + 1.0 / 64);  // tie to even
+  EXPECT_EQ(ToDtype(Collective::int32, -2.7), -2.0);
+  EXPECT_EQ(ToDtype(Collective::uint8, 257.0), 1.0);
+  EXPECT_EQ(ToDtype(Collective::float32, 0.1), static_cast<double>(0.1f));
+  // float16 sums saturate to infinity where float32 would not.
+  const Collective half = Call(Collective::allreduce, Collective::sum, 1, Collective::float16);
+  EXPECT_TRUE(std::isinf(CollectiveOutput(half, {{60000}, {60000}}, 0)[0]));
+}
+
+TEST(RendezvousComm, ADesyncFailsEveryMemberWithAMismatch) {
+  sim::RendezvousWorld world(kWorld, std::chrono::seconds(30));
+  std::latch issued(kWorld);
+  OnThreads([&](uint32_t rank) { return world.Join(rank); },
+            [&](uint32_t rank, Comm& comm) {
+              // Rank 1 issues 4 elements where the others issue 2, one after the other.
+              if (rank == 1) issued.arrive_and_wait();
+              auto work =
+                  comm.Issue(Call(Collective::allreduce, Collective::sum, rank == 1 ? 4 : 2, Collective::float32),
+                             std::vector<double>{1.0});
+              if (rank != 1) issued.arrive_and_wait();
+              try {
+                work->Wait();
+                ADD_FAILURE() << "rank " << rank << " completed a desynced collective";
+              } catch (const CommError& error) {
+                EXPECT_EQ(error.kind(), CommError::Kind::kMismatch) << error.what();
+                EXPECT_NE(std::string(error.what()).find("x 4"), std::string::npos) << error.what();
+              }
+            });
+}
+
+TEST(RendezvousComm, AKilledRankFailsItsPeersWithPeerGone) {
+  sim::RendezvousWorld world(kWorld, std::chrono::seconds(30));
+  OnThreads([&](uint32_t rank) { return world.Join(rank); },
+            [&](uint32_t rank, Comm& comm) {
+              if (rank == 2) {
+                world.Kill(2);
+                return;
+              }
+              auto work = comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32),
+                                     std::vector<double>{1.0});
+              try {
+                work->Wait();
+                ADD_FAILURE() << "rank " << rank << " completed without rank 2";
+              } catch (const CommError& error) {
+                EXPECT_EQ(error.kind(), CommError::Kind::kPeerGone) << error.what();
+              }
+            });
+}
+
+TEST(FakeComm, RecordsCallsDropsASilencedRankAndInjectsFailures) {
+  FakeWorld world(2, std::chrono::milliseconds(200));
+  auto rank0 = world.Join(0);
+  auto rank1 = world.Join(1);
+  const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
+  auto a = rank0->Issue(sum, std::vector<double>{1});
+  auto b = rank1->Issue(sum, std::vector<double>{2});
+  EXPECT_EQ(Done(*a), (std::vector<double>{3}));
+  EXPECT_EQ(Done(*b), (std::vector<double>{3}));
+  ASSERT_EQ(world.calls().size(), 2u);
+  EXPECT_EQ(world.calls()[1], (std::pair<uint32_t, std::string>{1, "allreduce(sum) float32 x 1 on default_pg"}));
+
+  world.FailNextCall(1, CommError(CommError::Kind::kPeerGone, "injected"));
+  auto failed = rank1->Issue(sum, std::vector<double>{2});
+  EXPECT_TRUE(failed->IsCompleted());
+  EXPECT_THROW(failed->Wait(), CommError);
+
+  world.Silence(1);
+  auto lonely = rank0->Issue(sum, std::vector<double>{1});
+  auto dropped = rank1->Issue(sum, std::vector<double>{2});
+  try {
+    lonely->Wait();
+    ADD_FAILURE() << "completed without rank 1";
+  } catch (const CommError& error) {
+    EXPECT_EQ(error.kind(), CommError::Kind::kTimeout);
+    EXPECT_NE(std::string(error.what()).find("ranks 1 never issued it"), std::string::npos) << error.what();
+  }
+}
+
+#ifdef PETRSIM_HAVE_REAL
+TEST(C10dComm, SortsC10dErrorsByKind) {
+  EXPECT_EQ(real::CommErrorFromC10d("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1000ms for recv "
+                                    "operation to complete")
+                .kind(),
+            CommError::Kind::kTimeout);
+  EXPECT_EQ(
+      real::CommErrorFromC10d("[gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:3456").kind(),
+      CommError::Kind::kPeerGone);
+  EXPECT_EQ(real::CommErrorFromC10d("something else").kind(), CommError::Kind::kBackend);
+}
+#endif
+
+}  // namespace
+}  // namespace petrsim::comm
