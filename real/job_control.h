@@ -113,6 +113,12 @@ class JobControl {
     waiting_ = waiting;
   }
 
+  // What the rank published last (for its own last words).
+  Progress Snapshot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return progress_;
+  }
+
   void Update(const std::function<void(Progress&)>& change) {
     std::lock_guard<std::mutex> lock(mutex_);
     change(progress_);

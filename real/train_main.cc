@@ -14,6 +14,7 @@
 // error or timeout, a rank killed); 2 bad input.
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,8 +41,10 @@
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
 #include "real/c10d_comm.h"
+#include "real/termination.h"
 #include "real/trainer.h"
 #include "replay/replay.h"
+#include "trace/rank_writer.h"
 #include "trace/trace_event.h"
 
 namespace {
@@ -91,6 +94,9 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
               << ", parameters hash " << std::hex << result.parameters_hash << std::dec << ", " << result.step_ms
               << " ms per iteration after the first\n";
     return 0;
+  } catch (const petrsim::ScenarioError& error) {
+    std::cerr << "petrsim_train: rank " << options.rank << ": error: " << error.what() << "\n";
+    return 2;
   } catch (const petrsim::real::SampleLivelockError& error) {
     std::cerr << "petrsim_train: sampler watchdog: " << error.what() << "\n";
     return 1;
@@ -218,11 +224,23 @@ int main(int argc, char** argv) {
     }
     options.world_size = nproc;
     options.master_port = FreePort();
-    std::map<pid_t, uint32_t> children;
+    // The launcher takes SIGTERM, SIGINT and SIGHUP itself (below) and passes them on; the ranks
+    // inherit the mask, which their own watcher expects, and die with the launcher
+    // (PR_SET_PDEATHSIG: a launcher killed with SIGKILL leaves no rank training on).
+    petrsim::real::BlockTerminationSignals();
+    const pid_t launcher = ::getpid();
+    struct Child {
+      uint32_t rank = 0;
+      std::chrono::steady_clock::time_point started;
+    };
+    std::map<pid_t, Child> children;
     for (uint32_t r = 0; r < nproc; ++r) {
+      const auto started = std::chrono::steady_clock::now();
       const pid_t pid = ::fork();
       if (pid < 0) throw petrsim::ScenarioError("petrsim_train: fork failed");
       if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != launcher) ::_exit(1);  // the launcher died before prctl took effect
         options.rank = r;
         options.local_rank = static_cast<int32_t>(r);
         options.trace_path = trace_path(r);
@@ -231,39 +249,91 @@ int main(int argc, char** argv) {
         std::cerr.flush();
         ::_exit(code);
       }
-      children[pid] = r;
+      children[pid] = Child{r, started};
     }
     // When a rank fails, the others stop on their own (the job's stop goes through the store, a
     // collective with a dead peer fails): they get a grace period to write their traces and
-    // report, then SIGTERM (a ring trace is dumped on it).
+    // report, then SIGTERM (they record their last words and die of it), then SIGKILL. A
+    // signal to the launcher is passed on at once, with the same bounded wait before SIGKILL.
     int exit_code = 0;
-    const int64_t grace_ms = 10000;
-    std::optional<std::chrono::steady_clock::time_point> deadline;
+    int forwarded = 0;  // the signal the launcher got and passed on; 0: none
+    const auto grace = std::chrono::milliseconds(10000);
+    const auto kill_grace = std::chrono::milliseconds(5000);
+    constexpr auto kNever = std::chrono::steady_clock::time_point::max();
+    auto term_at = kNever, kill_at = kNever;  // when to send SIGTERM, SIGKILL to the ranks left
+    const auto signal_all = [&](int signo) {
+      for (const auto& [pid, child] : children) ::kill(pid, signo);
+    };
+    sigset_t termination;
+    sigemptyset(&termination);
+    sigaddset(&termination, SIGTERM);
+    sigaddset(&termination, SIGINT);
+    sigaddset(&termination, SIGHUP);
     while (!children.empty()) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, deadline ? WNOHANG : 0);
-      if (pid < 0) break;
-      if (pid == 0) {
-        if (std::chrono::steady_clock::now() >= *deadline) {
-          std::cerr << "petrsim_train: stopping the ranks still running after " << grace_ms << " ms\n";
-          for (const auto& [other, r] : children) ::kill(other, SIGTERM);
-          deadline = std::chrono::steady_clock::time_point::max();
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        continue;
+      const timespec tick{0, 20'000'000};
+      siginfo_t info{};
+      const int signo = ::sigtimedwait(&termination, &info, &tick);
+      if (signo > 0 && forwarded == 0) {
+        forwarded = signo;
+        std::cerr << "petrsim_train: got " << petrsim::real::SignalName(signo) << ": passing it to the ranks\n";
+        signal_all(signo);
+        kill_at = std::chrono::steady_clock::now() + kill_grace;
       }
-      const uint32_t rank = children[pid];
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= term_at) {
+        std::cerr << "petrsim_train: stopping the ranks still running after " << grace.count() << " ms\n";
+        signal_all(SIGTERM);
+        term_at = kNever;
+        kill_at = now + kill_grace;
+      }
+      if (now >= kill_at) {
+        std::cerr << "petrsim_train: killing the ranks still running " << kill_grace.count() << " ms after SIGTERM\n";
+        signal_all(SIGKILL);
+        kill_at = kNever;
+      }
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid < 0) break;
+      if (pid == 0) continue;
+      const Child child = children[pid];
       children.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok) {
-        std::cerr << "petrsim_train: rank " << rank << " "
-                  << (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                          : "exited with status " + std::to_string(WEXITSTATUS(status)))
-                  << "\n";
-        if (!deadline) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-        exit_code = 1;
+      if (ok) continue;
+      const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      std::cerr << "petrsim_train: rank " << child.rank << " "
+                << (killed_by != 0 ? "was killed by " + petrsim::real::SignalName(killed_by)
+                                   : "exited with status " + std::to_string(WEXITSTATUS(status)))
+                << "\n";
+      // A rank records its own end, except one a signal ends without a word (SIGKILL, a
+      // crash): the launcher writes what it saw into that rank's trace.
+      const bool recorded_itself = killed_by == 0 || killed_by == SIGTERM || killed_by == SIGINT || killed_by == SIGHUP;
+      if (!recorded_itself && !trace_dir.empty()) {
+        const int64_t at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - child.started).count();
+        // TraceRecord's texts are views: the strings live here.
+        const std::string name = petrsim::real::SignalName(killed_by);
+        const std::string why =
+            fmt::format("killed by {} (the launcher saw its process {} end {:.1f} s after it started)", name, pid,
+                        static_cast<double>(at_ns) / 1e9);
+        const std::string how = "killed by " + name;
+        petrsim::TraceRecord died;
+        died.kind = petrsim::TraceKind::kRankDied;
+        died.rank = child.rank;
+        died.start_ns = died.end_ns = at_ns;
+        died.text = why;
+        petrsim::TraceRecord exit = died;
+        exit.kind = petrsim::TraceKind::kProcessExit;
+        exit.text = how;
+        try {
+          petrsim::AppendToRankTrace(trace_path(child.rank), scenario, child.rank, nproc,
+                                     petrsim::Comm::Backend_Name(scenario.comm().backend()), {died, exit});
+        } catch (const std::exception& error) {
+          std::cerr << "petrsim_train: " << error.what() << "\n";
+        }
       }
+      if (forwarded == 0 && term_at == kNever && kill_at == kNever) term_at = now + grace;
+      exit_code = 1;
     }
+    if (forwarded != 0) petrsim::real::DieOfSignal(forwarded);
     return exit_code;
   } catch (const petrsim::ScenarioError& error) {
     std::cerr << "petrsim_train: error: " << error.what() << "\n";

@@ -39,6 +39,7 @@
 #include "real/losses.h"
 #include "real/rank_recorder.h"
 #include "real/renderer.h"
+#include "real/termination.h"
 #include "real/threaded_loader.h"
 #include "real/training_step.h"
 #include "trace/rank_writer.h"
@@ -111,6 +112,9 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
 
   // The trace: steady-clock nanoseconds since the rank started; records come from the main
   // thread and the loader's workers.
+  // A rank that is its own process takes SIGTERM, SIGINT and SIGHUP on a watcher thread (below):
+  // blocked here, before any thread starts, so that every thread inherits the mask.
+  if (options.own_process) BlockTerminationSignals();
   RankRecorder recorder(scenario, options);
   std::atomic<uint64_t> current_iteration{0};
 
@@ -135,7 +139,20 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   store_options.numWorkers = options.world_size;
   store_options.waitWorkers = false;
   store_options.timeout = timeout;
-  auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  } catch (const std::exception& error) {
+    // The port rank 0 serves the store on is taken: the command line (MASTER_PORT) is at fault.
+    if (store_options.isServer &&
+        std::string_view(error.what()).find("ddress already in use") != std::string_view::npos) {
+      throw ScenarioError(
+          fmt::format("MASTER_PORT={}: the port is already in use on this host, so rank 0 cannot serve "
+                      "the TCPStore there; choose a free port",
+                      options.master_port));
+    }
+    throw;
+  }
   JobControl control(options, timeout, kill_at_ns, [&](const std::string& reason) {
     std::cerr << "petrsim_train: rank " << rank << " stops: " << reason << "\n";
     recorder.Finish(TraceKind::kWatchdog, current_iteration, "", "stopped by another rank (exit 1): " + reason);
@@ -143,6 +160,25 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::cout.flush();
     std::_Exit(1);
   });
+  // Stopped from outside (a time limit, the launcher, Ctrl-C): the trace gets the collectives in
+  // flight and what the rank was doing, then the process dies of the signal.
+  std::optional<TerminationWatcher> termination;
+  if (options.own_process) {
+    termination.emplace([&](int signo) {
+      const Progress progress = control.Snapshot();
+      const std::string name = SignalName(signo);
+      const std::string why = fmt::format("terminated by {} from outside in iteration {}, while {}", name,
+                                          progress.iteration, progress.doing.empty() ? "starting" : progress.doing);
+      std::cerr << "petrsim_train: rank " << rank << " " << why << "\n";
+      try {
+        recorder.Finish(TraceKind::kRankDied, progress.iteration, why, "killed by " + name);
+      } catch (const std::exception& error) {
+        std::cerr << "petrsim_train: rank " << rank << ": " << error.what() << "\n";
+      }
+      std::cerr.flush();
+      std::cout.flush();
+    });
+  }
   std::vector<std::string> process_group_names;
   for (const auto* list : {&plan.startup, &plan.per_iteration}) {
     for (const Collective& c : *list) process_group_names.push_back(c.process_group());

@@ -18,6 +18,7 @@
 
 #include "model/assert.h"
 #include "model/error.h"
+#include "trace/reader.h"
 
 namespace petrsim {
 
@@ -243,6 +244,30 @@ void RankTraceWriter::InstallSignalDump(RankTraceWriter* writer) {
   } else if (writer == nullptr && before != nullptr) {
     ::sigaction(SIGTERM, &g_previous_term, nullptr);
     ::sigaction(SIGABRT, &g_previous_abrt, nullptr);
+  }
+}
+
+void AppendToRankTrace(const std::string& path, const Scenario& scenario, uint32_t rank, uint32_t world_size,
+                       const std::string& backend, const std::vector<TraceRecord>& records) {
+  std::vector<TraceEvent> kept;
+  std::error_code error;
+  if (std::filesystem::exists(path, error)) {
+    std::string cut;
+    RankTrace trace = ReadRankTrace(path, &cut);
+    kept = std::move(trace.events);
+  }
+  const std::string tmp = path + ".launcher.tmp";
+  {
+    RankTraceWriter writer(tmp, scenario, "", rank, world_size, backend, "petrsim_train launcher",
+                           RankTraceWriter::Mode::kStream);
+    for (const TraceEvent& event : kept) writer.Record(ToTraceRecord(event, rank));
+    for (const TraceRecord& record : records) writer.Record(record);
+    writer.Finish();
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_errno = errno;
+    ::unlink(tmp.c_str());
+    throw ScenarioError(fmt::format("{}: cannot replace the trace: {}", path, std::strerror(rename_errno)));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/scenario.pb.h"
 #include "model/trace.pb.h"
@@ -85,5 +86,14 @@ class RankTraceWriter : public TraceSink {
   bool finished_ = false;
   TraceEvent event_;
 };
+
+// What a launcher saw of a rank's end that the rank could not record itself (SIGKILL, a crash):
+// `records` are appended to the rank's trace at `path`, after every complete event the rank
+// wrote (a file cut by the kill is kept up to the cut); a rank that left no file (a ring never
+// dumped) gets one with the header and `records`. The file is replaced whole (written beside
+// it, then renamed). Throws ScenarioError naming the path when it cannot be written; a file
+// that is there but not a trace of this format is left alone and reported the same way.
+void AppendToRankTrace(const std::string& path, const Scenario& scenario, uint32_t rank, uint32_t world_size,
+                       const std::string& backend, const std::vector<TraceRecord>& records);
 
 }  // namespace petrsim
