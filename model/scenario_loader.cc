@@ -45,15 +45,17 @@ class TextErrorCollector : public google::protobuf::io::ErrorCollector {
   std::vector<std::string> errors_;
 };
 
-bool IsValidUtf8Text(std::string_view bytes) {
+// The offset of the first byte that cannot be in a text scenario (not UTF-8, or a control
+// character), or bytes.size() when there is none.
+size_t FirstNonTextByte(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {
     const auto c = static_cast<unsigned char>(bytes[i]);
     if (c < 0x80) {
       // Control characters other than tab, newline, carriage return and form feed never occur
       // in a text-format file, but they start most binary protobuf encodings (field tags).
-      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f') return false;
-      if (c == 0x7f) return false;
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f') return i;
+      if (c == 0x7f) return i;
       ++i;
       continue;
     }
@@ -65,15 +67,41 @@ bool IsValidUtf8Text(std::string_view bytes) {
     } else if ((c & 0xF8) == 0xF0) {
       length = 4;
     } else {
-      return false;
+      return i;
     }
-    if (i + length > bytes.size()) return false;
+    if (i + length > bytes.size()) return i;
     for (size_t k = 1; k < length; ++k) {
-      if ((static_cast<unsigned char>(bytes[i + k]) & 0xC0) != 0x80) return false;
+      if ((static_cast<unsigned char>(bytes[i + k]) & 0xC0) != 0x80) return i;
     }
     i += length;
   }
-  return true;
+  return bytes.size();
+}
+
+bool IsValidUtf8Text(std::string_view bytes) { return FirstNonTextByte(bytes) == bytes.size(); }
+
+// "line L, column C (byte B): 0xE9, not UTF-8 (a Latin-1 or other 8-bit character?)": where the
+// first byte that stops `bytes` from being text is, and what it is.
+std::string DescribeNonTextByte(std::string_view bytes, size_t at) {
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < at; ++i) {
+    if (bytes[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  const auto c = static_cast<unsigned char>(bytes[at]);
+  std::ostringstream out;
+  out << "line " << line << ", column " << (at - line_start + 1) << " (byte " << at << ") has 0x" << std::hex
+      << static_cast<int>(c) << std::dec;
+  if (c == 0) {
+    out << ", a NUL byte";
+  } else if (c < 0x20 || c == 0x7f) {
+    out << ", a control character";
+  } else {
+    out << ", which does not start a valid UTF-8 character there (a Latin-1 or other 8-bit character?)";
+  }
+  return out.str();
 }
 
 std::string Describe(std::string_view bytes) {
@@ -130,9 +158,11 @@ Scenario ParseScenario(std::string_view bytes, const std::string& display_name) 
     }
     case ScenarioEncoding::kBinary: {
       if (!scenario.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-        throw ScenarioError(display_name +
-                            ": not a scenario: the content is not text, so it was read as a "
-                            "binary petrsim.Scenario protobuf, and that parse failed (" +
+        // Often a text scenario with one bad byte (saved as Latin-1, a stray NUL): say where.
+        throw ScenarioError(display_name + ": not a scenario: as text, " +
+                            DescribeNonTextByte(bytes, FirstNonTextByte(bytes)) +
+                            " (a text scenario is UTF-8 without control characters); read as a binary "
+                            "petrsim.Scenario protobuf instead, it does not parse either (" +
                             Describe(bytes) + ")");
       }
       if (!scenario.unknown_fields().empty()) {

@@ -417,6 +417,26 @@ TEST(ScenarioLoaderTest, BadCaseBaseIsValid) {
   EXPECT_NO_THROW(MakeRankSampler(scenario, dataset, 0));
 }
 
+TEST(ScenarioLoaderTest, ABadByteInATextScenarioIsNamedByLineAndColumn) {
+  // A text scenario saved as Latin-1 (caf\xe9 in a comment), and one with a stray NUL: neither is
+  // text nor a binary protobuf; the error says where the byte is and what it is.
+  const auto message = [](std::string_view bytes) {
+    try {
+      LoadScenario(bytes, "s.pbtxt");
+    } catch (const ScenarioError& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string latin1 = message(std::string_view("job {\n  world_size: 2\n  # caf\xe9\n}\n"));
+  EXPECT_NE(latin1.find("s.pbtxt: not a scenario: as text, line 3, column 8 (byte 29) has 0xe9, which does not start "
+                        "a valid UTF-8 character"),
+            std::string::npos)
+      << latin1;
+  const std::string nul = message(std::string_view("job {\n  world_\0size: 2\n}\n", 24));
+  EXPECT_NE(nul.find("line 2, column 9 (byte 14) has 0x0, a NUL byte"), std::string::npos) << nul;
+}
+
 TEST(ScenarioLoaderTest, MissingFileNamesThePath) {
   const std::string path = (std::filesystem::temp_directory_path() / "petrsim_no_such_dir" / "missing.pbtxt").string();
   try {
