@@ -9,6 +9,7 @@
 
 #include "cli/scenario_args.h"
 #include "model/iteration_plan.h"
+#include "model/memory_estimate.h"
 #include "model/preflight.h"
 #include "model/scenario_defaults.h"
 
@@ -291,11 +292,13 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags) {
   check->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   check->add_flag("--json", flags.json, "print a JSON object");
   check->add_option("--set", flags.sets, kSetHelp);
+  check->add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
   return check;
 }
 
 int RunCheckCommand(const CheckFlags& flags) {
   const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
+  CheckMemory(EstimateCheckMemory(scenario), MemoryMax(flags.memory_max), "the pre-flight check", flags.scenario_path);
   const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
   const CheckReport report = RunPreflight(scenario, dataset);
   const std::string text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report)

@@ -29,6 +29,7 @@ struct CheckFlags {
   std::string scenario_path;
   std::vector<std::string> sets;
   bool json = false;
+  std::string memory_max;  // --memory-max; empty: half of this machine's memory
 };
 CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags);
 // Prints the pre-flight report; returns CheckExitCode. Throws ScenarioError on bad input.

@@ -7,6 +7,7 @@
 #include "cli/progress_bar.h"
 #include "cli/scenario_args.h"
 #include "model/error.h"
+#include "model/memory_estimate.h"
 #include "model/sampler.h"
 #include "trace/directory_writer.h"
 #include "trace/fan_out_sink.h"
@@ -339,6 +340,7 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
   app.add_option("--trace", flags.trace_dir,
                  "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
+  app.add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
   app.add_flag("--no-wall-time", flags.no_wall_time,
                "leave the wall-clock time out of the report (byte-reproducible output)");
 }
@@ -359,6 +361,7 @@ void CheckRunFlags(const RunFlags& flags) {
 int RunSimulation(const RunFlags& flags) {
   const std::string& path = flags.scenario_path;
   const Scenario scenario = LoadWithOverrides(path, flags.sets);
+  CheckMemory(EstimateRunMemory(scenario), MemoryMax(flags.memory_max), "simulating it", path);
   const Dataset dataset = BuildDataset(scenario, path);
   CheckSamplerConstructible(scenario, dataset, path);
   ProgressBar bar(JobIterations(scenario, dataset));

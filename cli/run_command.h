@@ -41,6 +41,7 @@ struct RunFlags {
   std::string trace_dir;
   uint64_t trace_ring = 0;  // keep only the last N events per rank
   uint64_t trace_records_max = TraceDirectoryWriter::kRecordsMaxDefault;
+  std::string memory_max;  // --memory-max; empty: half of this machine's memory
 };
 // Adds the run's positional scenario and options to the top-level `app`.
 void AddRunOptions(CLI::App& app, RunFlags& flags);

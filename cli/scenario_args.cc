@@ -1,6 +1,8 @@
 // Scenario arguments; see scenario_args.h.
 #include "cli/scenario_args.h"
 
+#include "model/memory_estimate.h"
+
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
@@ -14,6 +16,14 @@ Scenario LoadWithOverrides(const std::string& path, const std::vector<std::strin
     ValidateScenario(scenario, path + " (after --set)");
   }
   return scenario;
+}
+
+const char* const kMemoryMaxHelp =
+    "refuse a run whose memory estimate (from the scenario: frames, ranks, DataLoader workers, prefetch) "
+    "exceeds this many bytes (K, M, G, T suffixes; default: half of this machine's memory)";
+
+uint64_t MemoryMax(const std::string& flag) {
+  return flag.empty() ? DefaultMemoryMax() : ParseByteSize(flag, "--memory-max");
 }
 
 }  // namespace petrsim

@@ -14,4 +14,8 @@ inline constexpr const char* kSetHelp = "override a scenario field, e.g. --set r
 // Loads the scenario and applies the --set overrides, validating the result again.
 Scenario LoadWithOverrides(const std::string& path, const std::vector<std::string>& sets);
 
+// --memory-max's help, and its value in bytes (empty: DefaultMemoryMax()).
+extern const char* const kMemoryMaxHelp;
+uint64_t MemoryMax(const std::string& flag);
+
 }  // namespace petrsim

@@ -23,11 +23,11 @@ if ! command -v clang++ > /dev/null; then
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPETRSIM_FUZZ=ON -DPETRSIM_BUILD_TESTS=OFF -DPETRSIM_BUILD_BENCH=OFF -DPETRSIM_WITH_REAL=OFF > /dev/null
-cmake --build "$build" --target fuzz_pickle fuzz_trace -j "${PETRSIM_JOBS:-2}"
+cmake --build "$build" --target fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos -j "${PETRSIM_JOBS:-2}"
 
 corpus="$build/corpus"
 rm -rf "$build/artifacts"  # findings of earlier runs are theirs, not this run's
-mkdir -p "$corpus/pickle" "$corpus/trace" "$build/artifacts"
+mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$build/artifacts"
 cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
 for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
 for f in tests/data/flight_recorder_json/lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
@@ -41,7 +41,16 @@ if [ -x "$petrsim" ] && [ -z "$(ls -A "$corpus/trace")" ]; then
   done
 fi
 
-for target in fuzz_pickle fuzz_trace; do
+# Scenarios: every shipped one, one with overrides, one in the JSON mapping; infos: the importer
+# fixtures.
+for f in scenarios/*.pbtxt scenarios/regressions/*.pbtxt; do cp -n "$f" "$corpus/scenario/"; done
+{ cat scenarios/tiny.pbtxt; printf '\n#--set\njob.world_size=4\nfaults[0].straggler.rank=1\nresample.policy=global\n'; } \
+  > "$corpus/scenario/tiny_with_sets"
+printf '{"job": {"worldSize": 2, "samplesPerGpu": 1}, "dataset": {"subdatasets": [{"name": "d", "explicit": {"scenes": [{"gtCounts": [1, 0, 2]}]}}]}}\n' \
+  > "$corpus/scenario/json_small"
+cp -n tests/data/importers/*.pkl "$corpus/infos/" 2>/dev/null || true
+
+for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos; do
   dir="$corpus/${target#fuzz_}"
   echo "run_fuzz: $target for $seconds s"
   status=0

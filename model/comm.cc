@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "model/assert.h"
 
@@ -20,6 +21,21 @@ float RoundToBfloat16(float value) {
   bits += 0x7FFFu + ((bits >> 16) & 1u);
   bits &= 0xFFFF0000u;
   return std::bit_cast<float>(bits);
+}
+
+// float16 (IEEE binary16), rounded to nearest even; beyond the largest finite half, infinity.
+// By hand: clang 14 has no _Float16 on x86-64 (the fuzz build uses it).
+float RoundToHalf(float value) {
+  if (std::isnan(value) || std::isinf(value)) return value;
+  const float magnitude = std::fabs(value);
+  if (magnitude >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), value);
+  float quantum = 5.9604644775390625e-08f;  // 2^-24: the subnormals' step
+  if (magnitude >= 6.103515625e-05f) {      // 2^-14: normal halves have 11 significant bits
+    int exponent = 0;
+    std::frexp(magnitude, &exponent);
+    quantum = std::ldexp(1.0f, exponent - 11);
+  }
+  return std::copysign(std::nearbyint(magnitude / quantum) * quantum, value);
 }
 
 double Truncated(double value, double lo, double hi) {
@@ -64,7 +80,8 @@ double ToDtype(Collective::Dtype dtype, double value) {
     case Collective::float32:
       return static_cast<float>(value);
     case Collective::float16:
-      return static_cast<double>(static_cast<_Float16>(value));
+      // Through float32 first, as PyTorch converts a double to half.
+      return RoundToHalf(static_cast<float>(value));
     case Collective::bfloat16:
       // Through float32 first, as PyTorch converts a double to bfloat16: the double rounding
       // differs from a direct conversion only on exact ties below float32's precision.

@@ -39,7 +39,10 @@ set(cases
   "--no-wall-time --trace-ring -1|good.pbtxt|--trace-ring: Value -1 not in range 0 to 4294967296"
   "--no-wall-time --trace-records-max 0|good.pbtxt|--trace-records-max: Value 0 not in range 1"
   "sample --iterations -1|good.pbtxt|--iterations: Value -1 not in range 0 to 1000000000"
-  "sweep --seed-base -1|good.pbtxt|--seed-base: Value -1 not in range 0 to 4611686018427387904")
+  "sweep --seed-base -1|good.pbtxt|--seed-base: Value -1 not in range 0 to 4611686018427387904"
+  "--no-wall-time --memory-max 16G --set job.world_size=65536 --set job.workers_per_gpu=256|good.pbtxt|good.pbtxt: simulating it needs about 86.5 GiB of memory (8 frames x 64 B, 65536 ranks x 1.4 MiB"
+  "check --memory-max 1K|good.pbtxt|good.pbtxt: the pre-flight check needs about 32.0 MiB of memory (8 frames x 240 B), more than --memory-max 1.0 KiB"
+  "--no-wall-time --memory-max 5x|good.pbtxt|--memory-max 5x: expected a positive size in bytes")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)

@@ -162,7 +162,9 @@ TYPED_TEST(CommContract, BroadcastAndReduceUseRankZeroAsRoot) {
     auto reduce =
         comm.Issue(Call(Collective::reduce, Collective::max, 1, Collective::float64), std::vector<double>{5.0 * rank});
     const auto reduced = Done(*reduce);
-    if (rank == 0) EXPECT_EQ(reduced, (std::vector<double>{10}));
+    if (rank == 0) {
+      EXPECT_EQ(reduced, (std::vector<double>{10}));
+    }
   });
 }
 
@@ -235,11 +237,19 @@ TYPED_TEST(CommContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
     // Rank 2 stays until the others gave up, as a hung rank would.
     others_done.arrive_and_wait();
   });
-  if (!::testing::Test::IsSkipped()) EXPECT_GE(timeouts.load(), 1);
+  if (!::testing::Test::IsSkipped()) {
+    EXPECT_GE(timeouts.load(), 1);
+  }
 }
 
 TEST(CollectiveOutput, ConvertsToTheDtypeAndReducesInIt) {
-  EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 1.0 / 4096), 1.0);  // below half precision's step
+  // The values real torch 1.13 gives for torch.tensor(v, dtype=float64).to(dtype).
+  EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 1.0 / 4096), 1.0);              // below half precision's step
+  EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 3.0 / 2048), 1.0 + 1.0 / 512);  // a tie goes to even
+  EXPECT_EQ(ToDtype(Collective::float16, 65504.0), 65504.0);                   // the largest half
+  EXPECT_EQ(ToDtype(Collective::float16, 1e-8), 0.0);                          // below half the least subnormal
+  EXPECT_EQ(ToDtype(Collective::float16, 7e-8), 5.9604644775390625e-08);       // the least subnormal
+  EXPECT_EQ(ToDtype(Collective::float16, -2049.0), -2048.0);                   // 11 bits: a tie to even
   EXPECT_EQ(ToDtype(Collective::bfloat16, 1.0 + 1.0 / 256), 1.0);
   EXPECT_EQ(ToDtype(Collective::bfloat16, 1.0 + 3.0 / 256), 1.0 + 1.0 / 64);  // tie to even
   EXPECT_EQ(ToDtype(Collective::int32, -2.7), -2.0);
