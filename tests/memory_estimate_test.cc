@@ -46,7 +46,8 @@ TEST(MemoryEstimate, GrowsWithRanksWorkersAndPrefetch) {
   // The check does not depend on the job's shape, only on the frames.
   EXPECT_EQ(EstimateCheckMemory(scenario).bytes, EstimateCheckMemory(ScenarioFromText(R"(
     dataset { subdatasets { name: "a" explicit { scenes { gt_counts: [1, 1] } } } }
-    job { world_size: 1 samples_per_gpu: 1 })")).bytes);
+    job { world_size: 1 samples_per_gpu: 1 })"))
+                                                     .bytes);
 }
 
 TEST(MemoryEstimate, ParsesSizesAndRefusesWithTheEstimateAndTheLimit) {
@@ -65,10 +66,11 @@ TEST(MemoryEstimate, ParsesSizesAndRefusesWithTheEstimateAndTheLimit) {
     CheckMemory(estimate, uint64_t{1} << 30, "simulating it", "s.pbtxt");
     FAIL() << "no refusal";
   } catch (const ScenarioError& error) {
-    EXPECT_EQ(std::string(error.what()).find(
-                  "s.pbtxt: simulating it needs about 3.0 GiB of memory (what it is made of), more than --memory-max "
+    EXPECT_EQ(
+        std::string(error.what())
+            .find("s.pbtxt: simulating it needs about 3.0 GiB of memory (what it is made of), more than --memory-max "
                   "1.0 GiB"),
-              0u)
+        0u)
         << error.what();
   }
 }
