@@ -110,13 +110,41 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   const auto timeout = std::chrono::milliseconds(timeout_ms);
   const uint32_t rank = options.rank;
 
-  // The trace: steady-clock nanoseconds since the rank started; records come from the main
-  // thread and the loader's workers.
   // A rank that is its own process takes SIGTERM, SIGINT and SIGHUP on a watcher thread (below):
   // blocked here, before any thread starts, so that every thread inherits the mask.
   if (options.own_process) BlockTerminationSignals();
+  // The trace: steady-clock nanoseconds since the rank started; records come from the main
+  // thread and the loader's workers.
   RankRecorder recorder(scenario, options);
   std::atomic<uint64_t> current_iteration{0};
+
+  // Stopped from outside (a time limit, the launcher, Ctrl-C), from here on, even while the
+  // store is still connecting: the trace gets the collectives in flight and what the rank was
+  // doing (once JobControl publishes it), then the process dies of the signal. The watcher
+  // holds `progress_source.mutex` from the signal to its death, so the guard below that clears
+  // the source before JobControl goes can never leave it a dangling pointer.
+  struct ProgressSource {
+    std::mutex mutex;
+    JobControl* control = nullptr;
+  } progress_source;
+  std::optional<TerminationWatcher> termination;
+  if (options.own_process) {
+    termination.emplace([&](int signo) {
+      progress_source.mutex.lock();  // never unlocked: the process dies of the signal next
+      const Progress progress = progress_source.control != nullptr ? progress_source.control->Snapshot() : Progress{};
+      const std::string name = SignalName(signo);
+      const std::string why = fmt::format("terminated by {} from outside in iteration {}, while {}", name,
+                                          progress.iteration, progress.doing.empty() ? "starting" : progress.doing);
+      std::cerr << "petrsim_train: rank " << rank << " " << why << "\n";
+      try {
+        recorder.Finish(TraceKind::kRankDied, progress.iteration, why, "killed by " + name);
+      } catch (const std::exception& error) {
+        std::cerr << "petrsim_train: rank " << rank << ": " << error.what() << "\n";
+      }
+      std::cerr.flush();
+      std::cout.flush();
+    });
+  }
 
   // Faults: dead_rank is a real SIGKILL (own_process), a straggler sleeps; the others are the
   // simulator's only.
@@ -160,25 +188,17 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::cout.flush();
     std::_Exit(1);
   });
-  // Stopped from outside (a time limit, the launcher, Ctrl-C): the trace gets the collectives in
-  // flight and what the rank was doing, then the process dies of the signal.
-  std::optional<TerminationWatcher> termination;
-  if (options.own_process) {
-    termination.emplace([&](int signo) {
-      const Progress progress = control.Snapshot();
-      const std::string name = SignalName(signo);
-      const std::string why = fmt::format("terminated by {} from outside in iteration {}, while {}", name,
-                                          progress.iteration, progress.doing.empty() ? "starting" : progress.doing);
-      std::cerr << "petrsim_train: rank " << rank << " " << why << "\n";
-      try {
-        recorder.Finish(TraceKind::kRankDied, progress.iteration, why, "killed by " + name);
-      } catch (const std::exception& error) {
-        std::cerr << "petrsim_train: rank " << rank << ": " << error.what() << "\n";
-      }
-      std::cerr.flush();
-      std::cout.flush();
-    });
+  {
+    std::lock_guard<std::mutex> lock(progress_source.mutex);
+    progress_source.control = &control;
   }
+  struct ClearProgressSource {
+    ProgressSource& source;
+    ~ClearProgressSource() {
+      std::lock_guard<std::mutex> lock(source.mutex);
+      source.control = nullptr;
+    }
+  } clear_progress_source{progress_source};
   std::vector<std::string> process_group_names;
   for (const auto* list : {&plan.startup, &plan.per_iteration}) {
     for (const Collective& c : *list) process_group_names.push_back(c.process_group());
