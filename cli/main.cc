@@ -7,6 +7,7 @@
 #include "cli/check_command.h"
 #include "cli/diagnose_command.h"
 #include "cli/export_command.h"
+#include "cli/plan_command.h"
 #include "cli/replay_command.h"
 #include "cli/run_command.h"
 #include "cli/sample_command.h"
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   auto* check = petrsim::AddCheckCommand(app, check_flags);
   petrsim::SampleFlags sample_flags;
   auto* sample = petrsim::AddSampleCommand(app, sample_flags);
+  petrsim::PlanFlags plan_flags;
+  auto* plan = petrsim::AddPlanCommand(app, plan_flags);
   petrsim::SweepFlags sweep_flags;
   auto* sweep = petrsim::AddSweepCommand(app, sweep_flags);
   petrsim::MergeFlags merge_flags;
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
   try {
     if (check->parsed()) return petrsim::RunCheckCommand(check_flags);
     if (sample->parsed()) return petrsim::RunSampleCommand(sample_flags);
+    if (plan->parsed()) return petrsim::RunPlanCommand(plan_flags);
     if (sweep->parsed()) return petrsim::RunSweepCommand(sweep_flags, stdout);
     if (merge->parsed()) return petrsim::RunMergeCommand(merge_flags, stdout);
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);

@@ -1,6 +1,9 @@
 // One rank's walk through the plan; see rank_program.h.
 #include "model/rank_program.h"
 
+#include <map>
+#include <string>
+
 #include "model/assert.h"
 
 namespace petrsim {
@@ -88,6 +91,19 @@ void RankProgram::Next() {
       PETRSIM_ASSERT(false && "RankProgram::Next after kDone");
       return;
   }
+}
+
+std::vector<PlannedCollective> ListCollectives(const ExpandedPlan& plan, uint32_t rank, uint64_t iterations) {
+  std::vector<PlannedCollective> out;
+  std::map<std::string, uint64_t> seqs;
+  for (RankProgram program(plan, rank, iterations); program.current().kind != RankProgram::Kind::kDone;
+       program.Next()) {
+    const RankProgram::Step& at = program.current();
+    if (at.kind == RankProgram::Kind::kLoadBatch) program.SetLocalBatchHasGt(true);
+    if (at.kind != RankProgram::Kind::kCollective || at.skipped) continue;
+    out.push_back(PlannedCollective{++seqs[at.collective->process_group()], at.section, at.iteration, at.collective});
+  }
+  return out;
 }
 
 }  // namespace petrsim

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/iteration_plan.h"
 
@@ -61,5 +62,18 @@ class RankProgram {
   bool local_batch_has_gt_ = true;
   Step step_;
 };
+
+// One collective a rank issues, as `petrsim plan` lists it.
+struct PlannedCollective {
+  uint64_t seq = 0;  // c10d's sequence number on its process group, from 1
+  RankProgram::Section section = RankProgram::Section::kStartup;
+  uint64_t iteration = 0;  // startup: 0
+  const Collective* collective = nullptr;
+};
+
+// Every collective rank `rank` issues in `iterations` iterations, in issue order, with the
+// sequence numbers c10d gives them, when every batch has GT (a conditional collective is then
+// issued; a rank whose batch has none skips it and numbers the rest of its group one lower).
+std::vector<PlannedCollective> ListCollectives(const ExpandedPlan& plan, uint32_t rank, uint64_t iterations);
 
 }  // namespace petrsim

@@ -17,6 +17,8 @@ write check_drop_empty_groups check scenarios/streampetr_trainval_hang_drop_empt
 write check_keep_empty check scenarios/streampetr_trainval_hang_keep_empty.pbtxt
 write check_tiny check scenarios/tiny.pbtxt
 write sample_tiny sample scenarios/tiny.pbtxt
+write plan_tiny plan --iterations 2 scenarios/tiny.pbtxt
+write plan_seed_json plan --iterations 1 --json scenarios/streampetr_trainval_hang.pbtxt
 write sample_seed_rank7 sample --ranks 7 --iterations 200 scenarios/streampetr_trainval_hang.pbtxt
 write run_seed --no-wall-time scenarios/streampetr_trainval_hang.pbtxt
 write run_seed_json --no-wall-time --json scenarios/streampetr_trainval_hang.pbtxt

@@ -42,7 +42,9 @@ set(cases
   "sweep --seed-base -1|good.pbtxt|--seed-base: Value -1 not in range 0 to 4611686018427387904"
   "--no-wall-time --memory-max 16G --set job.world_size=65536 --set job.workers_per_gpu=256|good.pbtxt|good.pbtxt: simulating it needs about 86.5 GiB of memory (8 frames x 64 B, 65536 ranks x 1.4 MiB"
   "check --memory-max 1K|good.pbtxt|good.pbtxt: the pre-flight check needs about 32.0 MiB of memory (8 frames x 240 B), more than --memory-max 1.0 KiB"
-  "--no-wall-time --memory-max 5x|good.pbtxt|--memory-max 5x: expected a positive size in bytes")
+  "--no-wall-time --memory-max 5x|good.pbtxt|--memory-max 5x: expected a positive size in bytes"
+  "plan --iterations -1|good.pbtxt|--iterations: Value -1 not in range 0 to 1000000"
+  "plan|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 command)

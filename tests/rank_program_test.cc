@@ -117,5 +117,23 @@ TEST(RankProgram, ReachesTheSequenceNumbersIterationPlanCounts) {
   for (const auto& [group, count] : issued) EXPECT_EQ(count, CollectivesBefore(plan, group, 7)) << group;
 }
 
+TEST(RankProgram, ListsTheCollectivesWhereLocateCollectiveFindsThem) {
+  // `petrsim plan`'s listing and `diagnose --scenario`'s arithmetic agree on every collective of
+  // the StreamPETR plan (startup, per iteration, periodic) over 25 iterations.
+  const ExpandedPlan plan = ExpandPlan(IterationPlan());
+  const uint64_t iterations = 25;
+  const std::vector<PlannedCollective> listed = ListCollectives(plan, 0, iterations);
+  ASSERT_FALSE(listed.empty());
+  for (const PlannedCollective& c : listed) {
+    const auto where = LocateCollective(plan, c.collective->process_group(), c.seq, iterations);
+    ASSERT_TRUE(where.has_value()) << c.collective->process_group() << " seq " << c.seq;
+    EXPECT_EQ(where->startup, c.section == RankProgram::Section::kStartup) << "seq " << c.seq;
+    EXPECT_EQ(where->iteration, c.iteration) << "seq " << c.seq;
+    EXPECT_EQ(where->step, c.collective->name()) << "seq " << c.seq;
+  }
+  // Past the last one, nothing.
+  EXPECT_FALSE(LocateCollective(plan, "default_pg", listed.back().seq + 1, iterations).has_value());
+}
+
 }  // namespace
 }  // namespace petrsim

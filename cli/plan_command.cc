@@ -1,0 +1,101 @@
+// `petrsim plan`; see plan_command.h.
+#include "cli/plan_command.h"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/scenario_args.h"
+#include "model/outcome.h"
+
+namespace petrsim {
+namespace {
+
+const char* SectionName(RankProgram::Section section) {
+  switch (section) {
+    case RankProgram::Section::kStartup:
+      return "startup";
+    case RankProgram::Section::kPerIteration:
+      return "per_iteration";
+    case RankProgram::Section::kPeriodic:
+      return "periodic";
+  }
+  return "?";
+}
+
+}  // namespace
+
+CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
+  auto* plan = app.add_subcommand("plan",
+                                  "Every collective the job issues, in order, with its c10d sequence number per "
+                                  "process group: the startup ones, then --iterations iterations.");
+  plan->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
+  plan->add_option("--iterations", flags.iterations, "iterations to list after the startup collectives (default 3)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1000000}));
+  plan->add_flag("--json", flags.json, "print a JSON object");
+  plan->add_option("--set", flags.sets, kSetHelp);
+  return plan;
+}
+
+std::string FormatPlan(const std::string& path, const std::vector<PlannedCollective>& collectives,
+                       uint64_t iterations) {
+  std::string out = fmt::format(
+      "petrsim plan: {}: {} collectives, startup and {} iteration(s); rank 0, every batch with GT (a rank "
+      "whose batch has none skips the conditional ones, marked *)\n",
+      path, collectives.size(), iterations);
+  out += fmt::format("  {:<16} {:>8}  {:<9} {:<14} {:<10} {:>12}  {:<8} {}\n", "process_group", "seq", "iteration",
+                     "op", "reduce", "numel", "dtype", "step");
+  for (const PlannedCollective& c : collectives) {
+    const Collective& collective = *c.collective;
+    const std::string iteration =
+        c.section == RankProgram::Section::kStartup ? "startup" : fmt::format("{}", c.iteration);
+    const bool reduces = collective.op() == Collective::allreduce || collective.op() == Collective::reduce ||
+                         collective.op() == Collective::reduce_scatter;
+    out += fmt::format("  {:<16} {:>8}  {:<9} {:<14} {:<10} {:>12}  {:<8} {}{}{}\n", collective.process_group(), c.seq,
+                       iteration, OpTypeName(collective.op()),
+                       reduces ? Collective::ReduceOp_Name(collective.reduce_op()) : "-", collective.numel(),
+                       Collective::Dtype_Name(collective.dtype()), collective.name(),
+                       collective.only_when_local_batch_has_gt() ? " *" : "", collective.blocking() ? "" : " (async)");
+  }
+  return out;
+}
+
+std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCollective>& collectives,
+                           uint64_t iterations) {
+  nlohmann::ordered_json doc;
+  doc["scenario"] = path;
+  doc["iterations"] = iterations;
+  doc["rank"] = 0;
+  auto& list = doc["collectives"] = nlohmann::ordered_json::array();
+  for (const PlannedCollective& c : collectives) {
+    const Collective& collective = *c.collective;
+    nlohmann::ordered_json item;
+    item["process_group"] = collective.process_group();
+    item["seq"] = c.seq;
+    item["section"] = SectionName(c.section);
+    item["iteration"] = c.iteration;
+    item["op"] = OpTypeName(collective.op());
+    item["reduce_op"] = Collective::ReduceOp_Name(collective.reduce_op());
+    item["numel"] = collective.numel();
+    item["dtype"] = Collective::Dtype_Name(collective.dtype());
+    item["step"] = collective.name();
+    item["blocking"] = collective.blocking();
+    item["only_when_local_batch_has_gt"] = collective.only_when_local_batch_has_gt();
+    list.push_back(std::move(item));
+  }
+  return doc.dump(2) + "\n";
+}
+
+int RunPlanCommand(const PlanFlags& flags) {
+  const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
+  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const std::vector<PlannedCollective> collectives = ListCollectives(plan, 0, flags.iterations);
+  const std::string text = flags.json ? FormatPlanJson(flags.scenario_path, collectives, flags.iterations)
+                                      : FormatPlan(flags.scenario_path, collectives, flags.iterations);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace petrsim

@@ -1,0 +1,36 @@
+// `petrsim plan SCENARIO [--iterations K] [--json] [--set f=v ...]`: every collective the job
+// issues, in order, with the sequence number c10d gives it on its process group: the startup
+// collectives, then K iterations (the periodic ones where they fall). The listing is rank 0's
+// with every batch holding GT (conditional collectives issued); it is the plan `check`, the
+// simulator, the real backend and `diagnose --scenario` number collectives by.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/iteration_plan.h"
+#include "model/rank_program.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace petrsim {
+
+struct PlanFlags {
+  std::string scenario_path;
+  std::vector<std::string> sets;
+  uint64_t iterations = 3;
+  bool json = false;
+};
+CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags);
+// Prints the listing; returns 0. Throws ScenarioError on bad input.
+int RunPlanCommand(const PlanFlags& flags);
+
+// The listing as a table (one line per collective) or as JSON.
+std::string FormatPlan(const std::string& path, const std::vector<PlannedCollective>& collectives, uint64_t iterations);
+std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCollective>& collectives,
+                           uint64_t iterations);
+
+}  // namespace petrsim
