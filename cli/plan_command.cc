@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/scenario_args.h"
+#include "model/comm.h"
 #include "model/outcome.h"
 
 namespace petrsim {
@@ -51,12 +52,10 @@ std::string FormatPlan(const std::string& path, const std::vector<PlannedCollect
     const Collective& collective = *c.collective;
     const std::string iteration =
         c.section == RankProgram::Section::kStartup ? "startup" : fmt::format("{}", c.iteration);
-    const bool reduces = collective.op() == Collective::allreduce || collective.op() == Collective::reduce ||
-                         collective.op() == Collective::reduce_scatter;
     out += fmt::format("  {:<16} {:>8}  {:<9} {:<14} {:<10} {:>12}  {:<8} {}{}{}\n", collective.process_group(), c.seq,
                        iteration, OpTypeName(collective.op()),
-                       reduces ? Collective::ReduceOp_Name(collective.reduce_op()) : "-", collective.numel(),
-                       Collective::Dtype_Name(collective.dtype()), collective.name(),
+                       comm::OpReduces(collective.op()) ? Collective::ReduceOp_Name(collective.reduce_op()) : "-",
+                       collective.numel(), Collective::Dtype_Name(collective.dtype()), collective.name(),
                        collective.only_when_local_batch_has_gt() ? " *" : "", collective.blocking() ? "" : " (async)");
   }
   return out;

@@ -88,9 +88,7 @@ class FakeComm : public Comm {
       meeting.first = collective;
     }
     if (!world_->silenced_[rank_]) {
-      std::vector<double> values(collective.numel(), 0.0);
-      for (size_t i = 0; i < values.size() && i < input.size(); ++i) values[i] = ToDtype(collective.dtype(), input[i]);
-      meeting.inputs[rank_] = std::move(values);
+      meeting.inputs[rank_] = ContributedValues(collective, input);
       ++meeting.arrived;
       world_->calls_.emplace_back(rank_, DescribeCall(collective));
       world_->changed_.notify_all();

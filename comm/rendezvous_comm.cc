@@ -121,11 +121,7 @@ class RendezvousComm : public comm::Comm {
       payload.first = collective;
       arrival.instance->first = &payload.first;
     }
-    std::vector<double>& values = payload.inputs[rank_];
-    values.assign(collective.numel(), 0.0);
-    for (size_t i = 0; i < values.size() && i < input.size(); ++i) {
-      values[i] = comm::ToDtype(collective.dtype(), input[i]);
-    }
+    payload.inputs[rank_] = comm::ContributedValues(collective, input);
     if (arrival.outcome == Rendezvous<Collective>::Outcome::kCompleted) world_->changed_.notify_all();
     return std::make_unique<RendezvousWork>(*world_, collective, rank_, key);
   }

@@ -100,6 +100,16 @@ double ToDtype(Collective::Dtype dtype, double value) {
   return value;
 }
 
+std::vector<double> ContributedValues(const Collective& collective, std::span<const double> input) {
+  std::vector<double> values(collective.numel(), 0.0);
+  for (size_t i = 0; i < values.size() && i < input.size(); ++i) values[i] = ToDtype(collective.dtype(), input[i]);
+  return values;
+}
+
+bool OpReduces(Collective::Op op) {
+  return op == Collective::allreduce || op == Collective::reduce || op == Collective::reduce_scatter;
+}
+
 std::vector<double> CollectiveOutput(const Collective& collective, const std::vector<std::vector<double>>& inputs,
                                      uint32_t rank) {
   const uint32_t world = static_cast<uint32_t>(inputs.size());
@@ -140,8 +150,7 @@ std::vector<double> CollectiveOutput(const Collective& collective, const std::ve
 
 std::string DescribeCall(const Collective& collective) {
   std::string op = Collective::Op_Name(collective.op());
-  if (collective.op() == Collective::allreduce || collective.op() == Collective::reduce ||
-      collective.op() == Collective::reduce_scatter) {
+  if (OpReduces(collective.op())) {
     op += "(" + Collective::ReduceOp_Name(collective.reduce_op()) + ")";
   }
   return fmt::format("{} {} x {} on {}", op, Collective::Dtype_Name(collective.dtype()), collective.numel(),

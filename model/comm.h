@@ -69,6 +69,13 @@ class Comm {
 // and bfloat16 round to nearest even, the integer types truncate toward zero (uint8 wraps).
 double ToDtype(Collective::Dtype dtype, double value);
 
+// The values a rank contributes to `collective` from `input`: numel of them in its dtype, zeros
+// past the end of `input` (what every Comm sends).
+std::vector<double> ContributedValues(const Collective& collective, std::span<const double> input);
+
+// Whether `op` combines the ranks' values with a reduce_op (allreduce, reduce, reduce_scatter).
+bool OpReduces(Collective::Op op);
+
 // What a collective leaves on `rank` given every rank's input (index: rank; each numel values,
 // already in the dtype): for allreduce the reduction (avg: the sum divided by the world size,
 // in the dtype); broadcast rank 0's input; reduce the reduction on rank 0 and the rank's own

@@ -188,14 +188,12 @@ std::unique_ptr<comm::Work> C10dComm::Issue(const Collective& collective, std::s
   pending->rank_ = rank_;
   pending->world_size_ = world_size_;
   c10d::ProcessGroup& group = Group(collective.process_group());
-  // The values as the collective's tensor: numel of them (zeros past the input), converted to
-  // its dtype, on the comm device.
-  at::Tensor values = torch::zeros({static_cast<int64_t>(collective.numel())}, at::kDouble);
-  const size_t given = std::min<size_t>(input.size(), collective.numel());
-  if (given > 0)
-    values.narrow(0, 0, static_cast<int64_t>(given))
-        .copy_(torch::from_blob(const_cast<double*>(input.data()), {static_cast<int64_t>(given)}, at::kDouble));
-  at::Tensor tensor = values.to(device_, TorchDtype(collective.dtype())).contiguous();
+  // The collective's tensor: the rank's contributed values (numel of them, zeros past the input,
+  // already in its dtype), copied onto the comm device as that dtype.
+  std::vector<double> values = comm::ContributedValues(collective, input);
+  at::Tensor tensor = torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::kDouble)
+                          .to(device_, TorchDtype(collective.dtype()), /*non_blocking=*/false, /*copy=*/true)
+                          .contiguous();
   const auto op = TorchReduceOp(collective.reduce_op());
   pending->divide_ = collective.reduce_op() == Collective::avg;
   try {

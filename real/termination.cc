@@ -8,8 +8,6 @@
 #include <ctime>
 
 namespace petrsim::real {
-namespace {
-
 sigset_t TerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -19,7 +17,7 @@ sigset_t TerminationSignals() {
   return set;
 }
 
-}  // namespace
+bool IsTerminationSignal(int signo) { return signo == SIGTERM || signo == SIGINT || signo == SIGHUP; }
 
 void BlockTerminationSignals() {
   const sigset_t set = TerminationSignals();

@@ -6,12 +6,18 @@
 // have without petrsim. A hung job killed at its time limit is then diagnosable from its traces.
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <functional>
 #include <string>
 #include <thread>
 
 namespace petrsim::real {
+
+// SIGTERM, SIGINT and SIGHUP: the signals a rank records its end on itself.
+sigset_t TerminationSignals();
+bool IsTerminationSignal(int signo);
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread; threads it creates afterwards inherit
 // the mask. Call before the rank starts any thread.

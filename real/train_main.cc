@@ -264,11 +264,7 @@ int main(int argc, char** argv) {
     const auto signal_all = [&](int signo) {
       for (const auto& [pid, child] : children) ::kill(pid, signo);
     };
-    sigset_t termination;
-    sigemptyset(&termination);
-    sigaddset(&termination, SIGTERM);
-    sigaddset(&termination, SIGINT);
-    sigaddset(&termination, SIGHUP);
+    const sigset_t termination = petrsim::real::TerminationSignals();
     while (!children.empty()) {
       const timespec tick{0, 20'000'000};
       siginfo_t info{};
@@ -306,7 +302,7 @@ int main(int argc, char** argv) {
                 << "\n";
       // A rank records its own end, except one a signal ends without a word (SIGKILL, a
       // crash): the launcher writes what it saw into that rank's trace.
-      const bool recorded_itself = killed_by == 0 || killed_by == SIGTERM || killed_by == SIGINT || killed_by == SIGHUP;
+      const bool recorded_itself = killed_by == 0 || petrsim::real::IsTerminationSignal(killed_by);
       if (!recorded_itself && !trace_dir.empty()) {
         const int64_t at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - child.started).count();
         // TraceRecord's texts are views: the strings live here.

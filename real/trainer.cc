@@ -47,12 +47,10 @@
 namespace petrsim::real {
 namespace {
 
-bool StartsWith(const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; }
-
 // What a periodic collective carries: mmcv's logger reduces the peak memory (MiB) to rank 0
 // with MAX; anything else carries zeros.
 std::vector<double> PeriodicInput(const Collective& step) {
-  if (!StartsWith(step.name(), "logger reduce")) return {};
+  if (!step.name().starts_with("logger reduce")) return {};
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return std::vector<double>(step.numel(), static_cast<double>(usage.ru_maxrss / 1024));

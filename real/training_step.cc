@@ -2,14 +2,11 @@
 #include "real/training_step.h"
 
 #include <algorithm>
-#include <string_view>
 
 #include "real/losses.h"
 
 namespace petrsim::real {
 namespace {
-
-bool StartsWith(const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; }
 
 std::vector<double> Values(const torch::Tensor& tensor) {
   const auto t = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous();
@@ -41,11 +38,11 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
   for (const Collective& step : plan.per_iteration) {
-    if (StartsWith(step.name(), "DDP gradient bucket")) {
+    if (step.name().starts_with("DDP gradient bucket")) {
       bucket_offset_[&step] = bucket_elements_;
       bucket_elements_ += static_cast<int64_t>(step.numel());
     }
-    loss_terms_ += StartsWith(step.name(), "_parse_losses: loss term");
+    loss_terms_ += step.name().starts_with("_parse_losses: loss term");
   }
   for (const auto& p : params_) parameter_elements_ += p.numel();
   const auto rig = SurroundRig(static_cast<int>(job.model.image_width), static_cast<int>(job.model.image_height));
@@ -59,7 +56,7 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
 }
 
 std::vector<double> TrainingStep::StartupInput(const Collective& step, CollectiveIssuer::Done* done) {
-  if (StartsWith(step.name(), "sync_random_seed")) return {static_cast<double>(job_.scenario.job().seed())};
+  if (step.name().starts_with("sync_random_seed")) return {static_cast<double>(job_.scenario.job().seed())};
   if (step.name() != "DDP parameter broadcast") return {};
   std::vector<torch::Tensor> flat;
   for (const auto& p : params_) flat.push_back(p.detach().flatten());
@@ -148,14 +145,14 @@ void TrainingStep::Backward() {
 
 std::vector<double> TrainingStep::Input(const Collective& step, CollectiveIssuer::Done* done) {
   const std::string& name = step.name();
-  if (StartsWith(name, "reduce_mean(num_total_pos)")) {
+  if (name.starts_with("reduce_mean(num_total_pos)")) {
     if (!avg_factor_) {
       *done = [this](const std::vector<double>& sum) { avg_factor_ = std::max(1.0, sum.at(0)); };
     }
     return {static_cast<double>(positives_) / options_.world_size};
   }
   if (name == "_parse_losses: len(log_vars)") return {static_cast<double>(loss_terms_)};
-  if (StartsWith(name, "_parse_losses: loss term")) {
+  if (name.starts_with("_parse_losses: loss term")) {
     Losses();
     const int64_t term = term_++;
     return term < static_cast<int64_t>(layer_terms_.size()) ? Values(layer_terms_[term]) : std::vector<double>{0.0};

@@ -141,7 +141,6 @@ struct RankState {
   uint64_t iterations_total = 0;
   int64_t slow_ppm = kPpm;
   int64_t iteration_compute_ns = 0;
-  bool local_batch_has_gt = true;
   std::vector<uint64_t> next_seq;  // per process group: the seq its next collective gets
   // The blocking collective it waits in.
   // The blocking collective it waits in (phase kBlocked); complete_ns is set when the instance

@@ -56,7 +56,7 @@ bool JobSim::BeginIteration(RankState& rank) {
   }
   // Consume: the stream-continuity count, then the prefetch window moves by one.
   const size_t base = (k % rank.batches.size()) * batch_size_;
-  rank.local_batch_has_gt = false;
+  bool has_gt = false;
   for (uint32_t b = 0; b < batch_size_; ++b) {
     const int64_t fed = rank.batch_final[base + b];
     if (fed < 0) continue;
@@ -66,8 +66,9 @@ bool JobSim::BeginIteration(RankState& rank) {
     const FrameInfo& frame = dataset_.frame(fed);
     if (frame.prev_exists && rank.last_fed[b] != fed - 1) ++rank.stats.stream_breaks;
     rank.last_fed[b] = fed;
-    if (frame.gt_count > 0) rank.local_batch_has_gt = true;
+    if (frame.gt_count > 0) has_gt = true;
   }
+  rank.program->SetLocalBatchHasGt(has_gt);
   rank.stats.resample_attempts += rank.batch_extra_loads[k % rank.batches.size()];
   entry.state = BatchState::kEmpty;
   rank.iteration_compute_ns = ScalePpm(Jitter(rank.compute_jitter, step_compute_ns_), rank.slow_ppm);
@@ -330,7 +331,6 @@ void JobSim::Advance(RankState& rank) {
           return;
         }
         if (!BeginIteration(rank)) return;
-        rank.program->SetLocalBatchHasGt(rank.local_batch_has_gt);
         NextStep(rank);
         continue;
 

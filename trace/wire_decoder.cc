@@ -64,7 +64,6 @@ bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth)
   return false;
 }
 
-// Decodes one TraceEvent's bytes; false if they do not parse.
 }  // namespace
 
 bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
