@@ -47,7 +47,7 @@ std::string SplitDescription(const Grouping& grouping) {
 
 // The sequence number of the first collective of `iteration` on the default group.
 uint64_t FirstSeqOfIteration(const Scenario& scenario, uint64_t iteration) {
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   return CollectivesBefore(plan, "default_pg", iteration) + 1;
 }
 

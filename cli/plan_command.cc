@@ -80,6 +80,7 @@ std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCol
     item["numel"] = collective.numel();
     item["dtype"] = Collective::Dtype_Name(collective.dtype());
     item["step"] = collective.name();
+    item["python_frame"] = collective.python_frame();
     item["blocking"] = collective.blocking();
     item["only_when_local_batch_has_gt"] = collective.only_when_local_batch_has_gt();
     list.push_back(std::move(item));
@@ -89,7 +90,7 @@ std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCol
 
 int RunPlanCommand(const PlanFlags& flags) {
   const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   const std::vector<PlannedCollective> collectives = ListCollectives(plan, 0, flags.iterations);
   const std::string text = flags.json ? FormatPlanJson(flags.scenario_path, collectives, flags.iterations)
                                       : FormatPlan(flags.scenario_path, collectives, flags.iterations);

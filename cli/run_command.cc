@@ -27,6 +27,15 @@ double PerSecond(uint64_t count, int64_t ns) {
   return ns > 0 ? static_cast<double>(count) * 1e9 / static_cast<double>(ns) : 0.0;
 }
 
+// " (iteration 0: a, iteration 1: b)" where DDP's first iterations differ from the later ones.
+std::string LeadingCounts(const ExpandedPlan& plan) {
+  std::string out;
+  for (size_t i = 0; i < plan.leading.size(); ++i) {
+    out += fmt::format("{}iteration {}: {}", i == 0 ? " (" : ", ", i, plan.leading[i].size());
+  }
+  return out.empty() ? out : out + ")";
+}
+
 std::string Seconds(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e9); }
 
 // "0-6", "0-3,5,7".
@@ -48,8 +57,9 @@ std::string DescribeCollective(const CollectiveRef& c) {
 }
 
 nlohmann::json CollectiveJson(const CollectiveRef& c) {
-  return {{"group", c.process_group}, {"seq", c.seq},         {"op", OpTypeName(c.op)}, {"step", c.step},
-          {"iteration", c.iteration}, {"startup", c.startup}, {"numel_in", c.numel_in}, {"numel_out", c.numel_out}};
+  return {{"group", c.process_group},      {"seq", c.seq},         {"op", OpTypeName(c.op)}, {"step", c.step},
+          {"iteration", c.iteration},      {"startup", c.startup}, {"numel_in", c.numel_in}, {"numel_out", c.numel_out},
+          {"python_frame", c.python_frame}};
 }
 
 }  // namespace
@@ -73,7 +83,7 @@ int RunExitCode(const sim::SimResult& result) {
 std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
                             const sim::SimResult& result, std::optional<double> wall_ms) {
   const auto& job = scenario.job();
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
 
@@ -84,10 +94,11 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
       job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
       SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()), result.job_iterations));
   line(
-      fmt::format("  plan      {} collectives at startup, {} per iteration, {} periodic; {}, "
+      fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, PyTorch {}, "
                   "timeout {} ms",
-                  plan.startup.size(), plan.per_iteration.size(), plan.periodic.size(),
-                  scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().timeout_ms()));
+                  plan.startup.size(), plan.per_iteration.size(), LeadingCounts(plan), plan.periodic.size(),
+                  scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().torch_version(),
+                  scenario.comm().timeout_ms()));
   line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(), dataset.groups_num()));
   line("");
 
@@ -136,6 +147,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
       line(fmt::format("  {} {} {} in it; the last blocked at {}", one ? "rank" : "ranks",
                        RankList(result.waiting_ranks), one ? "waits" : "wait",
                        FormatVirtualTime(result.blocked_at_ns)));
+      if (!c.python_frame.empty()) line(fmt::format("  their Python traceback ends in {}", c.python_frame));
     }
     if (result.first_watchdog_ns >= 0) {
       line(fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
@@ -168,10 +180,12 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
         "without it the others wait until their watchdogs fire");
   }
 
-  if (!result.nccl_log.empty()) {
+  if (!result.job_log.empty()) {
     line("");
-    line(fmt::format("{} log (what the job prints):", scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo"));
-    for (const auto& text : result.nccl_log) line("  " + text);
+    line(fmt::format("{} log (what the job prints, PyTorch {}; times aside):",
+                     scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo", scenario.comm().torch_version()));
+    for (const auto& text : result.job_log) line("  " + text);
+    if (!result.job_log_note.empty()) line("  (" + result.job_log_note + ")");
   }
 
   line("");
@@ -282,6 +296,8 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
     j["desync"] = nullptr;
   }
   j["nccl_log"] = result.nccl_log;
+  j["job_log"] = result.job_log;
+  j["torch_version"] = scenario.comm().torch_version();
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : result.ranks) {
     nlohmann::json rank = {{"rank", r.rank},

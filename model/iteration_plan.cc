@@ -3,11 +3,15 @@
 
 #include <string>
 
+#include "model/ddp_plan.h"
+#include "model/streampetr_ddp_model.h"
+#include "model/torch_version.h"
+
 namespace petrsim {
 namespace {
 
 Collective Make(const std::string& name, Collective::Op op, Collective::ReduceOp reduce_op, uint64_t numel,
-                Collective::Dtype dtype, bool blocking) {
+                Collective::Dtype dtype, bool blocking, const std::string& frame) {
   Collective collective;
   collective.set_name(name);
   collective.set_op(op);
@@ -15,63 +19,71 @@ Collective Make(const std::string& name, Collective::Op op, Collective::ReduceOp
   collective.set_numel(numel);
   collective.set_dtype(dtype);
   collective.set_blocking(blocking);
+  collective.set_python_frame(frame);
   return collective;
 }
 
-ExpandedPlan StreamPetr(const StreamPetrPlan& p) {
-  ExpandedPlan plan;
-  // Startup: the sampler class is built twice, each syncing its seed from rank 0 as an int32
-  // tensor; then DDP broadcasts the module state (one 250 MB broadcast bucket holds 37M fp32).
-  for (int i = 0; i < 2; ++i) {
-    plan.startup.push_back(Make("sync_random_seed broadcast " + std::to_string(i), Collective::broadcast,
-                                Collective::sum, 1, Collective::int32, true));
-  }
-  plan.startup.push_back(Make("DDP parameter broadcast", Collective::broadcast, Collective::sum, p.parameters(),
-                              Collective::float32, true));
+// The frames the reference job's ranks show (mmdet 2.x / mmcv 1.x file and function names).
+const char kReduceMeanFrame[] =
+    "mmdet/core/utils/dist_utils.py, in reduce_mean: dist.all_reduce(tensor.div_(dist.get_world_size()), "
+    "op=dist.ReduceOp.SUM)";
+const char kLogVarLengthFrame[] = "mmdet/models/detectors/base.py, in _parse_losses: dist.all_reduce(log_var_length)";
+const char kLossValueFrame[] =
+    "mmdet/models/detectors/base.py, in _parse_losses: dist.all_reduce(loss_value.div_(dist.get_world_size()))";
+const char kSeedFrame[] = "mmdet/core/utils/dist_utils.py, in sync_random_seed: dist.broadcast(random_num, src=0)";
+const char kLoggerFrame[] =
+    "mmcv/runner/hooks/logger/text.py, in _get_max_memory: dist.reduce(mem_mb, 0, op=dist.ReduceOp.MAX)";
 
+// The model's own collectives: the StreamPETR plan's (reference section 7) without DDP's.
+struct ModelPlan {
+  std::vector<Collective> startup;
+  std::vector<Collective> forward;
+  std::vector<PeriodicCollective> periodic;
+  uint32_t checkpoint_interval = 0;
+};
+
+ModelPlan StreamPetr(const StreamPetrPlan& p, Sampler::Kind sampler) {
+  ModelPlan plan;
+  // Startup: StreamPETR's infinite group sampler is built twice, each syncing its seed from
+  // rank 0 as an int32 tensor; the epoch samplers broadcast nothing.
+  if (sampler == Sampler::infinite_group_each_sample_in_batch) {
+    for (int i = 0; i < 2; ++i) {
+      plan.startup.push_back(Make("sync_random_seed broadcast " + std::to_string(i), Collective::broadcast,
+                                  Collective::sum, 1, Collective::int32, true, kSeedFrame));
+    }
+  }
   // StreamPETRHead.loss: one reduce_mean(num_total_pos) per decoder layer, then the same for the
   // denoising queries; each is followed by .item() (blocking).
   for (uint32_t layer = 0; layer < p.decoder_layers(); ++layer) {
-    plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), decoder layer " + std::to_string(layer),
-                                      Collective::allreduce, Collective::sum, 1, Collective::float32, true));
+    plan.forward.push_back(Make("reduce_mean(num_total_pos), decoder layer " + std::to_string(layer),
+                                Collective::allreduce, Collective::sum, 1, Collective::float32, true,
+                                kReduceMeanFrame));
   }
   if (p.denoising()) {
     for (uint32_t layer = 0; layer < p.decoder_layers(); ++layer) {
       Collective dn = Make("reduce_mean(num_total_pos), denoising, decoder layer " + std::to_string(layer),
-                           Collective::allreduce, Collective::sum, 1, Collective::float32, true);
+                           Collective::allreduce, Collective::sum, 1, Collective::float32, true, kReduceMeanFrame);
       dn.set_only_when_local_batch_has_gt(p.old_code_skips_dn_without_gt());
-      plan.per_iteration.push_back(dn);
+      plan.forward.push_back(dn);
     }
   }
   // FocalHead.loss: one reduce_mean.
-  plan.per_iteration.push_back(Make("reduce_mean(num_total_pos), focal head", Collective::allreduce, Collective::sum, 1,
-                                    Collective::float32, true));
+  plan.forward.push_back(Make("reduce_mean(num_total_pos), focal head", Collective::allreduce, Collective::sum, 1,
+                              Collective::float32, true, kReduceMeanFrame));
   // mmdet _parse_losses: the length of log_vars (int64), then each loss term and the total.
-  plan.per_iteration.push_back(
-      Make("_parse_losses: len(log_vars)", Collective::allreduce, Collective::sum, 1, Collective::int64, true));
+  plan.forward.push_back(Make("_parse_losses: len(log_vars)", Collective::allreduce, Collective::sum, 1,
+                              Collective::int64, true, kLogVarLengthFrame));
   const uint32_t loss_terms = 2 * p.decoder_layers() * (p.denoising() ? 2 : 1) + p.focal_head_loss_terms();
   for (uint32_t term = 0; term < loss_terms + 1; ++term) {
     const std::string name =
         term < loss_terms ? "_parse_losses: loss term " + std::to_string(term) : "_parse_losses: total loss";
-    plan.per_iteration.push_back(Make(name, Collective::allreduce, Collective::sum, 1, Collective::float32, true));
-  }
-  // Backward: DDP gradient buckets, the first capped at first_bucket_mb, the rest at
-  // bucket_cap_mb, all fp32 (asynchronous, waited for before the optimizer step).
-  const uint64_t mib = 1024 * 1024;
-  uint64_t remaining = p.parameters();
-  uint64_t cap = uint64_t{p.first_bucket_mb()} * mib / 4;
-  for (int bucket = 0; remaining > 0; ++bucket) {
-    const uint64_t numel = remaining < cap ? remaining : cap;
-    Collective grads = Make("DDP gradient bucket " + std::to_string(bucket), Collective::allreduce, Collective::sum,
-                            numel, Collective::float32, false);
-    plan.per_iteration.push_back(grads);
-    remaining -= numel;
-    cap = uint64_t{p.bucket_cap_mb()} * mib / 4;
+    plan.forward.push_back(
+        Make(name, Collective::allreduce, Collective::sum, 1, Collective::float32, true, kLossValueFrame));
   }
   if (p.log_interval() > 0) {
     PeriodicCollective logger;
-    *logger.mutable_collective() =
-        Make("logger reduce(MAX) of max memory", Collective::reduce, Collective::max, 1, Collective::int32, true);
+    *logger.mutable_collective() = Make("logger reduce(MAX) of max memory", Collective::reduce, Collective::max, 1,
+                                        Collective::int32, true, kLoggerFrame);
     logger.set_every_iterations(p.log_interval());
     plan.periodic.push_back(logger);
   }
@@ -81,33 +93,62 @@ ExpandedPlan StreamPetr(const StreamPetrPlan& p) {
 
 }  // namespace
 
-ExpandedPlan ExpandPlan(const IterationPlan& plan) {
-  if (plan.has_custom()) {
-    ExpandedPlan expanded;
-    expanded.startup.assign(plan.custom().startup().begin(), plan.custom().startup().end());
-    expanded.per_iteration.assign(plan.custom().per_iteration().begin(), plan.custom().per_iteration().end());
-    expanded.periodic.assign(plan.custom().periodic().begin(), plan.custom().periodic().end());
-    expanded.checkpoint_interval = plan.custom().checkpoint_interval();
-    return expanded;
+ExpandedPlan ExpandPlan(const Scenario& scenario) {
+  const IterationPlan& source = scenario.plan();
+  ModelPlan model;
+  DdpModel ddp;
+  bool has_ddp = source.has_ddp();
+  if (source.has_custom()) {
+    const CustomPlan& custom = source.custom();
+    model.startup.assign(custom.startup().begin(), custom.startup().end());
+    model.forward.assign(custom.per_iteration().begin(), custom.per_iteration().end());
+    model.periodic.assign(custom.periodic().begin(), custom.periodic().end());
+    model.checkpoint_interval = custom.checkpoint_interval();
+    if (has_ddp) ddp = source.ddp();
+  } else {
+    model = StreamPetr(source.streampetr(), scenario.sampler().kind());
+    ddp = has_ddp ? source.ddp() : StreamPetrReferenceDdpModel(source.streampetr().decoder_layers());
+    has_ddp = true;
   }
-  return StreamPetr(plan.streampetr());
+
+  ExpandedPlan plan;
+  plan.startup = model.startup;
+  plan.periodic = model.periodic;
+  plan.checkpoint_interval = model.checkpoint_interval;
+  if (!has_ddp) {
+    plan.per_iteration = model.forward;
+    return plan;
+  }
+  const TorchVersion version = ParseTorchVersion(scenario.comm().torch_version()).value_or(TorchVersion{});
+  const DdpCollectives collectives = DdpPlan(ddp, version);
+  plan.startup.insert(plan.startup.end(), collectives.construction.begin(), collectives.construction.end());
+  std::vector<std::vector<Collective>> phases(kDdpPhases);
+  for (size_t phase = 0; phase < kDdpPhases; ++phase) {
+    std::vector<Collective>& list = phases[phase];
+    list = collectives.forward[phase];
+    list.insert(list.end(), model.forward.begin(), model.forward.end());
+    list.insert(list.end(), collectives.backward[phase].begin(), collectives.backward[phase].end());
+  }
+  plan.per_iteration = std::move(phases.back());
+  phases.pop_back();
+  plan.leading = std::move(phases);
+  return plan;
 }
 
 uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group, uint64_t iteration) {
-  uint64_t startup = 0, per_iteration = 0, periodic = 0;
-  for (const auto& c : plan.startup) startup += c.process_group() == process_group;
-  for (const auto& c : plan.per_iteration) per_iteration += c.process_group() == process_group;
+  const auto count = [&](const std::vector<Collective>& list) {
+    uint64_t n = 0;
+    for (const auto& c : list) n += c.process_group() == process_group;
+    return n;
+  };
+  uint64_t total = count(plan.startup);
+  const uint64_t leading = std::min<uint64_t>(iteration, plan.leading.size());
+  for (uint64_t i = 0; i < leading; ++i) total += count(plan.leading[i]);
+  total += (iteration - leading) * count(plan.per_iteration);
   for (const auto& p : plan.periodic) {
-    if (p.collective().process_group() == process_group) periodic += iteration / p.every_iterations();
+    if (p.collective().process_group() == process_group) total += iteration / p.every_iterations();
   }
-  return startup + iteration * per_iteration + periodic;
-}
-
-int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& process_group) {
-  for (size_t i = 0; i < plan.per_iteration.size(); ++i) {
-    if (plan.per_iteration[i].process_group() == process_group) return static_cast<int>(i);
-  }
-  return -1;
+  return total;
 }
 
 std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group, uint64_t seq,
@@ -117,7 +158,7 @@ std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std
   for (const auto& c : plan.startup) {
     if (c.process_group() == process_group) startup.push_back(&c);
   }
-  if (seq <= startup.size()) return PlanPosition{true, 0, startup[seq - 1]->name()};
+  if (seq <= startup.size()) return PlanPosition{true, 0, startup[seq - 1]->name(), startup[seq - 1]};
   // The iteration i with CollectivesBefore(i) < seq <= CollectivesBefore(i + 1).
   uint64_t low = 0, high = job_iterations;  // invariant: the answer is in [low, high)
   if (high == 0 || CollectivesBefore(plan, process_group, high) < seq) return std::nullopt;
@@ -130,14 +171,14 @@ std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std
     }
   }
   uint64_t k = seq - CollectivesBefore(plan, process_group, low) - 1;
-  for (const auto& c : plan.per_iteration) {
+  for (const auto& c : plan.Iteration(low)) {
     if (c.process_group() != process_group) continue;
-    if (k == 0) return PlanPosition{false, low, c.name()};
+    if (k == 0) return PlanPosition{false, low, c.name(), &c};
     --k;
   }
   for (const auto& p : plan.periodic) {
     if (p.collective().process_group() != process_group || (low + 1) % p.every_iterations() != 0) continue;
-    if (k == 0) return PlanPosition{false, low, p.collective().name()};
+    if (k == 0) return PlanPosition{false, low, p.collective().name(), &p.collective()};
     --k;
   }
   return std::nullopt;

@@ -1,6 +1,10 @@
 // The collectives a training job issues, in order (reference section 7): once at startup, in
 // every iteration, and periodically. The StreamPETR plan is generated from a few numbers; a
-// custom plan is taken as written. Both backends issue exactly this list.
+// custom plan is taken as written. With a DDP model (plan.ddp; the StreamPETR plan's default)
+// the collectives DistributedDataParallel issues in the scenario's PyTorch release join them
+// (model/ddp_plan.h): at construction, and in each iteration the rebuild and buffer broadcasts
+// before the forward's collectives and the gradient buckets after them, so iterations 0 and 1
+// may differ from the later ones. Both backends issue exactly this list.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +18,22 @@ namespace petrsim {
 
 struct ExpandedPlan {
   std::vector<Collective> startup;
+  // The collectives of iteration i < leading.size() (DDP's first iterations), in order.
+  std::vector<std::vector<Collective>> leading;
+  // The collectives of every later iteration, in order.
   std::vector<Collective> per_iteration;
   std::vector<PeriodicCollective> periodic;  // issued after iteration i when (i+1) % every == 0
   uint32_t checkpoint_interval = 0;          // rank 0 only, no collective; 0: never
+
+  // The collectives of iteration `iteration`, in order.
+  const std::vector<Collective>& Iteration(uint64_t iteration) const {
+    return iteration < leading.size() ? leading[iteration] : per_iteration;
+  }
 };
 
-// The plan of `plan`; the StreamPETR plan with its defaults when neither form is given.
-ExpandedPlan ExpandPlan(const IterationPlan& plan);
+// The plan of `scenario` (its plan, sampler, DDP model and PyTorch release); the StreamPETR plan
+// with its defaults when neither form is given. The scenario must be valid.
+ExpandedPlan ExpandPlan(const Scenario& scenario);
 
 // Collectives issued on `process_group` before iteration `iteration` (0-based) starts: startup
 // ones, whole iterations, and periodic ones so far. The first collective of that iteration on
@@ -36,11 +49,9 @@ struct PlanPosition {
   bool startup = false;
   uint64_t iteration = 0;
   std::string step;
+  const Collective* collective = nullptr;  // in `plan`
 };
 std::optional<PlanPosition> LocateCollective(const ExpandedPlan& plan, const std::string& process_group, uint64_t seq,
                                              uint64_t job_iterations);
-
-// The first collective of an iteration on `process_group` (index into per_iteration), or -1.
-int FirstCollectiveOfIteration(const ExpandedPlan& plan, const std::string& process_group);
 
 }  // namespace petrsim

@@ -38,8 +38,9 @@ struct CollectiveRef {
   Collective::Dtype dtype = Collective::float32;
   uint64_t numel_in = 0;
   uint64_t numel_out = 0;
-  std::string step;        // plan step name
-  uint64_t iteration = 0;  // training iteration it belongs to (startup: 0)
+  std::string step;          // plan step name
+  std::string python_frame;  // the frame a rank blocked in it shows (the plan's; empty: unknown)
+  uint64_t iteration = 0;    // training iteration it belongs to (startup: 0)
   bool startup = false;
 };
 

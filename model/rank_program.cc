@@ -33,8 +33,9 @@ void RankProgram::BeginIteration() {
 }
 
 void RankProgram::AtPerIteration(uint32_t index) {
-  if (index < plan_->per_iteration.size()) {
-    SetCollective(Section::kPerIteration, index, plan_->per_iteration[index]);
+  const std::vector<Collective>& list = plan_->Iteration(iteration_);
+  if (index < list.size()) {
+    SetCollective(Section::kPerIteration, index, list[index]);
     return;
   }
   step_.kind = Kind::kWaitOutstanding;

@@ -20,7 +20,8 @@ namespace petrsim {
 class RankProgram {
  public:
   enum class Kind : uint8_t {
-    kCollective,       // issue collective(): plan section `section`, index `index` (or skip it)
+    kCollective,       // issue collective(): plan section `section`, index `index` (per-iteration:
+                       // in plan.Iteration(iteration)), or skip it
     kLoadBatch,        // take batch `iteration` from the DataLoader, then SetLocalBatchHasGt
     kWaitOutstanding,  // the backward pass ends: wait for the iteration's non-blocking collectives
     kCheckpoint,       // rank 0 saves a checkpoint (no collective)

@@ -5,9 +5,11 @@
 #include <set>
 #include <sstream>
 
+#include "model/ddp_plan.h"
 #include "model/error.h"
 #include "model/resample_policy.h"
 #include "model/scenario_defaults.h"
+#include "model/torch_version.h"
 
 namespace petrsim {
 namespace {
@@ -22,6 +24,7 @@ class Violations {
     lines_.push_back(out.str());
   }
   void AddPlain(const std::string& path, const std::string& rule) { lines_.push_back(path + ": " + rule); }
+  void AddLine(std::string line) { lines_.push_back(std::move(line)); }
   std::vector<std::string> Take() { return std::move(lines_); }
 
  private:
@@ -142,18 +145,25 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
     if (p.decoder_layers() < 1 || p.decoder_layers() > 64) {
       v.Add("plan.streampetr.decoder_layers", "must be in [1, 64]", p.decoder_layers());
     }
-    if (p.parameters() < 1 || p.parameters() > (uint64_t{1} << 40)) {
-      v.Add("plan.streampetr.parameters", "must be in [1, 2^40]", p.parameters());
-    }
-    if (p.bucket_cap_mb() < 1) {
-      v.Add("plan.streampetr.bucket_cap_mb", "must be >= 1", p.bucket_cap_mb());
-    }
-    if (p.first_bucket_mb() < 1) {
-      v.Add("plan.streampetr.first_bucket_mb", "must be >= 1", p.first_bucket_mb());
+    for (const char* field : {"parameters", "bucket_cap_mb", "first_bucket_mb"}) {
+      const auto* descriptor = StreamPetrPlan::descriptor()->FindFieldByName(field);
+      if (p.GetReflection()->HasField(p, descriptor)) {
+        v.AddPlain(std::string("plan.streampetr.") + field,
+                   "was replaced by plan.ddp (the model's tensors and DDP's bucket_cap_mb / first_bucket_mb); leave "
+                   "plan.ddp out for the reference config's model");
+      }
     }
     if (p.old_code_skips_dn_without_gt() && !p.denoising()) {
       v.AddPlain("plan.streampetr.old_code_skips_dn_without_gt",
                  "needs denoising: true (it skips the denoising collectives)");
+    }
+  }
+  if (plan.has_ddp()) {
+    for (std::string& line : ValidateDdpModel(plan.ddp(), "plan.ddp")) v.AddLine(std::move(line));
+    if (plan.ddp().tensors_size() == 0) {
+      v.AddPlain("plan.ddp.tensors",
+                 "must list the model's tensors (for the StreamPETR plan, leave plan.ddp out to get the reference "
+                 "config's model)");
     }
   }
   if (plan.has_custom()) {
@@ -395,6 +405,11 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   }
   if (cost.collective_latency_ns() > 1'000'000'000'000ULL) {
     v.Add("cost.collective_latency_ns", "must be <= 10^12", cost.collective_latency_ns());
+  }
+  if (!ParseTorchVersion(scenario.comm().torch_version())) {
+    v.Add("comm.torch_version",
+          "must be a supported PyTorch release, MAJOR.MINOR[.PATCH] (" + SupportedTorchVersions() + ")",
+          "\"" + scenario.comm().torch_version() + "\"");
   }
   if (scenario.comm().timeout_ms() < 1 || scenario.comm().timeout_ms() > 1'000'000'000ULL) {
     v.Add("comm.timeout_ms", "must be in [1, 10^9]", scenario.comm().timeout_ms());

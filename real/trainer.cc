@@ -83,6 +83,51 @@ uint64_t HashParameters(torch::nn::Module& module) {
   return hash;
 }
 
+namespace {
+
+Collective::Dtype PlanDtype(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat64:
+      return Collective::float64;
+    case torch::kFloat16:
+      return Collective::float16;
+    case torch::kBFloat16:
+      return Collective::bfloat16;
+    case torch::kInt32:
+      return Collective::int32;
+    case torch::kInt64:
+      return Collective::int64;
+    case torch::kUInt8:
+      return Collective::uint8;
+    default:
+      return Collective::float32;
+  }
+}
+
+// The module as DDP sees it: its tensors in state_dict() order (each module's parameters, then
+// its buffers, modules in pre-order), as mmdet3d wraps it (broadcast_buffers=False).
+DdpModel DescribeForDdp(torch::nn::Module& module) {
+  DdpModel ddp;
+  ddp.set_broadcast_buffers(false);
+  for (const auto& item : module.named_modules()) {
+    const auto add = [&](const std::string& name, const torch::Tensor& t, DdpTensor::Kind kind) {
+      DdpTensor* tensor = ddp.add_tensors();
+      tensor->set_name(item.key().empty() ? name : item.key() + "." + name);
+      tensor->set_kind(kind);
+      for (const int64_t size : t.sizes()) tensor->add_shape(static_cast<uint64_t>(size));
+      tensor->set_dtype(PlanDtype(t));
+      if (kind == DdpTensor::parameter && !t.requires_grad()) tensor->set_requires_grad(false);
+    };
+    for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) {
+      add(p.key(), p.value(), DdpTensor::parameter);
+    }
+    for (const auto& b : item.value()->named_buffers(/*recurse=*/false)) add(b.key(), b.value(), DdpTensor::buffer);
+  }
+  return ddp;
+}
+
+}  // namespace
+
 RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model) {
   RealJob job;
   job.scenario = scenario;
@@ -94,7 +139,8 @@ RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model) {
   StreamPetr counted(job.model);
   for (const auto& p : counted->parameters()) job.parameters += static_cast<uint64_t>(p.numel());
   if (!scenario.plan().has_custom()) {
-    job.scenario.mutable_plan()->mutable_streampetr()->set_parameters(job.parameters);
+    // The StreamPETR plan's DDP collectives for the model this backend trains.
+    *job.scenario.mutable_plan()->mutable_ddp() = DescribeForDdp(*counted);
   }
   return job;
 }
@@ -102,7 +148,7 @@ RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model) {
 TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, const TrainOptions& options) {
   const RealJob job = MakeRealJob(input_scenario, options.model);
   const Scenario& scenario = job.scenario;
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   const int64_t timeout_ms =
       options.timeout_ms > 0 ? options.timeout_ms : static_cast<int64_t>(scenario.comm().timeout_ms());
   const auto timeout = std::chrono::milliseconds(timeout_ms);
@@ -198,8 +244,9 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     }
   } clear_progress_source{progress_source};
   std::vector<std::string> process_group_names;
-  for (const auto* list : {&plan.startup, &plan.per_iteration}) {
-    for (const Collective& c : *list) process_group_names.push_back(c.process_group());
+  for (const Collective& c : plan.startup) process_group_names.push_back(c.process_group());
+  for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
+    for (const Collective& c : plan.Iteration(i)) process_group_names.push_back(c.process_group());
   }
   for (const auto& p : plan.periodic) process_group_names.push_back(p.collective().process_group());
   C10dComm comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,

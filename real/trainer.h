@@ -6,8 +6,8 @@
 // and the scenario's iteration plan (model/iteration_plan, the list the simulator issues) is
 // issued collective by collective as real c10d calls (model/rank_program walks the plan; real/c10d_comm issues it) in
 // plan order, with the scenario's timeout:
-//   - startup: sync_random_seed broadcasts carry the seed, the DDP parameter broadcast carries
-//     the parameters (every rank takes rank 0's);
+//   - startup: sync_random_seed broadcasts carry the seed, DDP's first float32 module state
+//     broadcast carries the parameters (every rank takes rank 0's);
 //   - reduce_mean(num_total_pos) steps carry the local GT count / world size (the first one's
 //     sum, clamped at 1, normalises the losses, as mmdet does); the denoising and focal-head
 //     ones carry the same count (the scaled-down model has neither head);
@@ -19,7 +19,8 @@
 //   - conditional steps (only_when_local_batch_has_gt) are skipped when the local batch has no
 //     GT, as the old StreamPETR code did; any other step carries zeros of its size and dtype.
 // The plan the real job runs is the scenario's with two facts of the real model written in
-// (MakeRealJob): its parameter count, and the decoder layers the model is built with.
+// (MakeRealJob): its tensors as DDP sees them (plan.ddp), and the decoder layers the model is
+// built with.
 //
 // Hang diagnosis: each rank publishes its progress (last sequence number per process group, its
 // iteration, what it is doing) to the TCPStore every 100 ms. A sampler watchdog livelock is

@@ -37,11 +37,19 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
   params_ = model_->parameters();
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
-  for (const Collective& step : plan.per_iteration) {
-    if (step.name().starts_with("DDP gradient bucket")) {
-      bucket_offset_[&step] = bucket_elements_;
-      bucket_elements_ += static_cast<int64_t>(step.numel());
+  // Each distinct iteration of the plan cuts the same flattened gradients its own way.
+  for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
+    int64_t elements = 0;
+    for (const Collective& step : plan.Iteration(i)) {
+      if (step.name().starts_with("DDP gradient bucket")) {
+        bucket_offset_[&step] = elements;
+        elements += static_cast<int64_t>(step.numel());
+      }
     }
+    bucket_elements_ = std::max(bucket_elements_, elements);
+  }
+  for (const Collective& step : plan.per_iteration) {
+    gradient_buckets_ += step.name().starts_with("DDP gradient bucket");
     loss_terms_ += step.name().starts_with("_parse_losses: loss term");
   }
   for (const auto& p : params_) parameter_elements_ += p.numel();
@@ -57,7 +65,10 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
 
 std::vector<double> TrainingStep::StartupInput(const Collective& step, CollectiveIssuer::Done* done) {
   if (step.name().starts_with("sync_random_seed")) return {static_cast<double>(job_.scenario.job().seed())};
-  if (step.name() != "DDP parameter broadcast") return {};
+  // DDP's module state broadcast: the parameters go in the first float32 one.
+  if (!step.name().starts_with("DDP __init__: module state broadcast 0") || step.dtype() != Collective::float32) {
+    return {};
+  }
   std::vector<torch::Tensor> flat;
   for (const auto& p : params_) flat.push_back(p.detach().flatten());
   *done = [this](const std::vector<double>& values) {

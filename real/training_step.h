@@ -61,7 +61,7 @@ class TrainingStep {
   // `iteration`'s rate.
   Figures Finish(uint64_t iteration);
 
-  uint64_t gradient_buckets() const { return bucket_offset_.size(); }
+  uint64_t gradient_buckets() const { return gradient_buckets_; }  // in a later iteration
   uint64_t ParametersHash() { return HashParameters(*model_); }
 
  private:
@@ -76,7 +76,8 @@ class TrainingStep {
   // The plan's gradient buckets: where each starts in the flattened gradients (reverse parameter
   // order), and the loss terms _parse_losses reduces.
   std::map<const Collective*, int64_t> bucket_offset_;
-  int64_t bucket_elements_ = 0;
+  int64_t bucket_elements_ = 0;  // the most any iteration's buckets cover
+  uint64_t gradient_buckets_ = 0;
   int64_t parameter_elements_ = 0;
   int64_t loss_terms_ = 0;
   // The data's fixed tensors and the stream's state.

@@ -23,7 +23,7 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
   cross.scenario_name = scenario_name;
   const Dataset dataset = BuildDataset(scenario, scenario_name);
   CheckSamplerConstructible(scenario, dataset, scenario_name);
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   const uint64_t job_iterations = JobIterations(scenario, dataset);
   std::set<std::string> plan_groups;
   for (const auto& c : plan.startup) plan_groups.insert(c.process_group());

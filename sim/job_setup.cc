@@ -1,6 +1,11 @@
 // The simulated job set up: the plan resolved into steps, the ranks, workers and faults; see job_sim.h.
 #include "sim/job_sim.h"
 
+#include <algorithm>
+
+#include "model/ddp_plan.h"
+#include "model/watchdog_lines.h"
+
 namespace petrsim::sim::internal {
 
 int64_t JobSim::Jitter(Rng& rng, int64_t ns) const {
@@ -72,13 +77,30 @@ void JobSim::Setup() {
   timeout_ns_ = static_cast<int64_t>(scenario_.comm().timeout_ms()) * 1'000'000;
   poll_ns_ = static_cast<int64_t>(scenario_.comm().watchdog_poll_ms()) * 1'000'000;
   nccl_ = scenario_.comm().backend() == Comm::nccl;
+  torch_version_ = ParseTorchVersion(scenario_.comm().torch_version()).value_or(TorchVersion{});
+  if (nccl_) {
+    WatchdogTimeout probe;
+    probe.version = torch_version_;
+    const petrsim::WatchdogLines release = NcclWatchdogLines(probe);
+    if (!release.line_numbers_known) {
+      watchdog_note_ = fmt::format("PyTorch {}'s ProcessGroupNCCL.cpp line numbers are not known: {}",
+                                   torch_version_.ToString(), release.evidence);
+    }
+  }
   pipeline_draws_ = scenario_.resample().pipeline_draws_per_attempt();
 
   ProcessGroupId("default_pg");
   for (const auto& c : plan_.startup) startup_steps_.push_back(Resolve(c, -1));
-  for (const auto& c : plan_.per_iteration) {
-    const int32_t ordinal = c.blocking() ? -1 : static_cast<int32_t>(nonblocking_steps_++);
-    iteration_steps_.push_back(Resolve(c, ordinal));
+  // One list per distinct iteration of the plan: the leading ones (DDP's first iterations),
+  // then the steady one.
+  for (size_t phase = 0; phase <= plan_.leading.size(); ++phase) {
+    const auto& list = phase < plan_.leading.size() ? plan_.leading[phase] : plan_.per_iteration;
+    iteration_steps_.emplace_back();
+    nonblocking_steps_.push_back(0);
+    for (const auto& c : list) {
+      const int32_t ordinal = c.blocking() ? -1 : static_cast<int32_t>(nonblocking_steps_.back()++);
+      iteration_steps_.back().push_back(Resolve(c, ordinal));
+    }
   }
   for (const auto& p : plan_.periodic) {
     periodic_steps_.push_back(Resolve(p.collective(), -1));
@@ -119,7 +141,7 @@ void JobSim::Setup() {
     rank.iterations_total =
         job.has_iterations() ? job_iterations : job_iterations - std::min(job_iterations, epochs * fewer);
     rank.program.emplace(plan_, r, rank.iterations_total);
-    rank.outstanding.reserve(nonblocking_steps_ + 1);
+    rank.outstanding.reserve(*std::max_element(nonblocking_steps_.begin(), nonblocking_steps_.end()) + 1);
   }
   for (const Fault& fault : scenario_.faults()) {
     if (fault.has_slow_rank()) {

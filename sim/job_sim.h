@@ -23,6 +23,7 @@
 #include "model/resample_policy.h"
 #include "model/sampler.h"
 #include "model/scenario_defaults.h"
+#include "model/torch_version.h"
 #include "sim/engine.h"
 #include "sim/rendezvous.h"
 #include "sim/simulator.h"
@@ -62,21 +63,6 @@ inline int64_t ScalePpm(int64_t ns, int64_t ppm) {
 }
 
 inline int64_t FactorPpm(double factor) { return static_cast<int64_t>(factor * kPpm + 0.5); }
-
-inline uint64_t DtypeBytes(Collective::Dtype dtype) {
-  switch (dtype) {
-    case Collective::float16:
-    case Collective::bfloat16:
-      return 2;
-    case Collective::float64:
-    case Collective::int64:
-      return 8;
-    case Collective::uint8:
-      return 1;
-    default:
-      return 4;
-  }
-}
 
 // A collective of the plan, resolved once: its process group id, signature and place.
 struct PlanStep {
@@ -180,7 +166,7 @@ class JobSim {
         dataset_(dataset),
         options_(options),
         tracing_(options.trace != nullptr),
-        plan_(ExpandPlan(scenario.plan())),
+        plan_(ExpandPlan(scenario)),
         owned_policy_(options.resample_policy == nullptr ? MakeResamplePolicy(scenario, dataset) : nullptr),
         policy_(options.resample_policy != nullptr ? options.resample_policy : owned_policy_.get()),
         loader_(MakeDataLoaderShape(scenario, dataset)),
@@ -224,7 +210,9 @@ class JobSim {
 
   void Finish(SimResult& result, StopReason reason);
   CollectiveRef Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const;
-  std::string WatchdogLine(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
+  // What rank `rank` prints when its watchdog finds `work` past its timeout at `fire_ns`: the
+  // watchdog line first (model/watchdog_lines.h for NCCL, Gloo's one line otherwise).
+  std::vector<std::string> WatchdogLines(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }
   // The loads of one getitem, kept while it runs so that only getitems that resampled are
@@ -301,9 +289,13 @@ class JobSim {
   std::vector<std::string> process_group_names_;
   Rendezvous<PlanStep> rendezvous_;
   std::vector<PlanStep> startup_steps_;
-  std::vector<PlanStep> iteration_steps_;
+  // Per phase: iteration i < plan_.leading.size() uses phase i, later ones the last phase.
+  std::vector<std::vector<PlanStep>> iteration_steps_;
   std::vector<PlanStep> periodic_steps_;
-  uint32_t nonblocking_steps_ = 0;
+  std::vector<uint32_t> nonblocking_steps_;  // per phase
+  size_t Phase(uint64_t iteration) const {
+    return iteration < plan_.leading.size() ? static_cast<size_t>(iteration) : plan_.leading.size();
+  }
   int64_t sample_load_ns_ = 0;
   int64_t step_compute_ns_ = 0;
   int64_t jitter_ppm_ = 0;
@@ -311,6 +303,8 @@ class JobSim {
   int64_t timeout_ns_ = 0;
   int64_t poll_ns_ = 0;
   bool nccl_ = true;
+  TorchVersion torch_version_;
+  std::string watchdog_note_;  // NCCL, a release whose watchdog line numbers are not known: says so
   uint32_t pipeline_draws_ = 0;
   uint64_t job_iterations_ = 0;
   std::vector<RankState> ranks_;

@@ -273,7 +273,8 @@ void JobSim::Advance(RankState& rank) {
           NextStep(rank);
           continue;
         }
-        const PlanStep& step = iteration_steps_[at.index];
+        const size_t phase = Phase(at.iteration);
+        const PlanStep& step = iteration_steps_[phase][at.index];
         if (!rank.compute_spent) {
           rank.compute_spent = true;
           // Forward before the first step; the backward's share before each non-blocking (DDP
@@ -289,7 +290,7 @@ void JobSim::Advance(RankState& rank) {
           }
           if (step.nonblocking_ordinal >= 0) {
             const int64_t j = step.nonblocking_ordinal;
-            const int64_t n = nonblocking_steps_;
+            const int64_t n = nonblocking_steps_[phase];
             compute += backward * (j + 1) / n - backward * j / n;
           }
           if (compute > 0) {
@@ -339,7 +340,7 @@ void JobSim::Advance(RankState& rank) {
           rank.compute_spent = true;
           // Without DDP buckets the backward runs after the last collective.
           const int64_t forward = rank.iteration_compute_ns / 3;
-          const int64_t tail = nonblocking_steps_ == 0 ? rank.iteration_compute_ns - forward : 0;
+          const int64_t tail = nonblocking_steps_[Phase(at.iteration)] == 0 ? rank.iteration_compute_ns - forward : 0;
           if (tail > 0) {
             Compute(rank, tail);
             return;

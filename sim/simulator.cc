@@ -44,7 +44,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
   struct Line {
     int64_t fire_ns;
     uint32_t rank;
-    std::string text;
+    std::vector<std::string> text;
   };
   std::vector<Line> lines;
   for (RankState& rank : ranks_) {
@@ -59,7 +59,7 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
       // Only a fired watchdog prints: ranks whose own deadline falls before the launcher has
       // torn the job down print too.
       if (first_watchdog_ns_ >= 0 && fire <= first_watchdog_ns_ + kLauncherTeardownNs) {
-        lines.push_back(Line{fire, rank.rank, WatchdogLine(rank.rank, work, fire)});
+        lines.push_back(Line{fire, rank.rank, WatchdogLines(rank.rank, work, fire)});
       }
       // The slice of the collective that never completed.
       if (tracing_) TraceCollective(rank.rank, work, std::max(end, issue), /*completed=*/false);
@@ -106,12 +106,14 @@ void JobSim::Finish(SimResult& result, StopReason reason) {
         record.kind = TraceKind::kWatchdog;
         record.rank = line.rank;
         record.start_ns = record.end_ns = line.fire_ns;
-        record.text = line.text;
+        record.text = line.text.front();
         Trace(record);
       }
     }
-    result.nccl_log.push_back(std::move(line.text));
+    result.nccl_log.push_back(line.text.front());
+    result.job_log.insert(result.job_log.end(), line.text.begin(), line.text.end());
   }
+  if (!result.job_log.empty()) result.job_log_note = watchdog_note_;
 
   // Totals.
   for (const RankState& rank : ranks_) {

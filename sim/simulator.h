@@ -70,7 +70,12 @@ struct SimResult {
   // A sampler livelock: the spinning getitem of the batch the stuck rank waits for.
   std::optional<StuckGetitem> stuck;
   std::optional<Desync> desync;
-  std::vector<std::string> nccl_log;  // the lines the ranks' backends print, by time then rank
+  // Each firing rank's watchdog line as its PyTorch release prints it, by time then rank.
+  std::vector<std::string> nccl_log;
+  // Everything those ranks print for it, rank by rank in the same order (the watchdog line, the
+  // follow-up lines, terminate's), and a note when the release's line numbers are not known.
+  std::vector<std::string> job_log;
+  std::string job_log_note;
   std::vector<RankStats> ranks;
   uint64_t samples = 0;
   uint64_t resample_attempts = 0;

@@ -481,15 +481,15 @@ TEST(Diagnose, FlightRecorderDumpsOfTheSeedJobWithItsScenario) {
 }
 
 TEST(LocateCollective, StartupThenIterationsThenPeriodic) {
-  IterationPlan plan;
-  auto* custom = plan.mutable_custom();
+  Scenario scenario;
+  auto* custom = scenario.mutable_plan()->mutable_custom();
   custom->add_startup()->set_name("broadcast params");
   custom->add_per_iteration()->set_name("a");
   custom->add_per_iteration()->set_name("b");
   auto* periodic = custom->add_periodic();
   periodic->mutable_collective()->set_name("log");
   periodic->set_every_iterations(2);
-  const ExpandedPlan expanded = ExpandPlan(plan);
+  const ExpandedPlan expanded = ExpandPlan(scenario);
   const auto at = [&](uint64_t seq) {
     const auto position = LocateCollective(expanded, "default_pg", seq, 10);
     if (!position) return std::string("none");

@@ -1,57 +1,139 @@
-// The StreamPETR iteration plan of reference section 7.
+// The iteration plan (reference section 7) with DDP's collectives joined in (model/ddp_plan.h).
 #include "model/iteration_plan.h"
 
 #include <gtest/gtest.h>
 
+#include "model/ddp_plan.h"
+#include "model/streampetr_ddp_model.h"
+
 namespace petrsim {
 namespace {
 
-TEST(IterationPlanTest, StreamPetrDefaultCounts) {
-  const ExpandedPlan plan = ExpandPlan(IterationPlan());
-  EXPECT_EQ(plan.startup.size(), 3u);  // two seed broadcasts + DDP parameter broadcast
-  // 6 + 6 reduce_means, 1 focal head, 1 len(log_vars), 29 loss terms + total, 7 DDP buckets.
-  EXPECT_EQ(plan.per_iteration.size(), 6u + 6u + 1u + 1u + 30u + 7u);
+uint64_t TrainableNumel(const DdpModel& model) {
+  uint64_t total = 0;
+  for (const DdpTensor& t : model.tensors()) {
+    if (t.kind() != DdpTensor::parameter || !t.requires_grad()) continue;
+    uint64_t numel = 1;
+    for (uint64_t s : t.shape()) numel *= s;
+    total += numel * t.repeat();
+  }
+  return total;
+}
+
+uint64_t BucketNumel(const std::vector<Collective>& list) {
+  uint64_t total = 0;
+  for (const auto& c : list) {
+    if (c.name().starts_with("DDP gradient bucket")) total += c.numel();
+  }
+  return total;
+}
+
+TEST(IterationPlanTest, StreamPetrDefaultIsTheReferenceJobOnTorch19) {
+  const ExpandedPlan plan = ExpandPlan(Scenario());
+  // Two seed broadcasts (the infinite group sampler), then DDP 1.9's constructor: the shape
+  // check and the module state broadcasts (float32, then int64 for BatchNorm's counters).
+  ASSERT_GE(plan.startup.size(), 4u);
+  EXPECT_EQ(plan.startup[0].name(), "sync_random_seed broadcast 0");
+  EXPECT_EQ(plan.startup[1].name(), "sync_random_seed broadcast 1");
+  EXPECT_EQ(plan.startup[2].name(), "DDP __init__: parameter shape check");
+  EXPECT_EQ(plan.startup[3].op(), Collective::broadcast);
+  // Iterations 0 and 1 differ from the later ones: iteration 1 rebuilds the buckets first.
+  ASSERT_EQ(plan.leading.size(), 2u);
+  EXPECT_EQ(plan.leading[0][0].name(), "reduce_mean(num_total_pos), decoder layer 0");
+  EXPECT_EQ(plan.leading[1][0].name(), "DDP bucket rebuild: parameter indices");
+  EXPECT_EQ(plan.leading[1][1].name(), "DDP bucket rebuild: bucket sizes");
+  EXPECT_EQ(plan.leading[1][2].name(), "reduce_mean(num_total_pos), decoder layer 0");
   EXPECT_EQ(plan.per_iteration[0].name(), "reduce_mean(num_total_pos), decoder layer 0");
-  EXPECT_EQ(plan.per_iteration[0].op(), Collective::allreduce);
-  EXPECT_EQ(plan.per_iteration[0].numel(), 1u);
+  EXPECT_EQ(plan.per_iteration[0].python_frame().rfind("mmdet/core/utils/dist_utils.py, in reduce_mean", 0), 0u);
+  // 6 + 6 reduce_means, 1 focal head, 1 len(log_vars), 29 loss terms + total, then the buckets,
+  // which hold every trainable parameter in each iteration.
+  const uint64_t trainable = TrainableNumel(StreamPetrReferenceDdpModel(6));
+  for (uint64_t i = 0; i < 3; ++i) {
+    const auto& list = plan.Iteration(i);
+    EXPECT_EQ(list[list.size() - 1].name().rfind("DDP gradient bucket", 0), 0u) << i;
+    EXPECT_EQ(BucketNumel(list), trainable) << "iteration " << i;
+  }
+  EXPECT_EQ(plan.leading[1].size(), plan.per_iteration.size() + 2);
   ASSERT_EQ(plan.periodic.size(), 1u);
   EXPECT_EQ(plan.periodic[0].every_iterations(), 50u);
   EXPECT_EQ(plan.periodic[0].collective().reduce_op(), Collective::max);
   EXPECT_EQ(plan.checkpoint_interval, 1758u);
-  uint64_t gradients = 0;
-  for (const auto& c : plan.per_iteration) {
-    if (c.name().rfind("DDP gradient bucket", 0) == 0) gradients += c.numel();
-  }
-  EXPECT_EQ(gradients, 37000000u);
 }
 
-TEST(IterationPlanTest, SequenceNumberOfAnIterationsFirstCollective) {
-  const ExpandedPlan plan = ExpandPlan(IterationPlan());
-  // Reference section 8: startup + k * per-iteration + periodic so far + 1.
-  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 0) + 1, 4u);
-  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 159) + 1, 3u + 159u * 51u + 3u + 1u);
+TEST(IterationPlanTest, EpochSamplersSyncNoSeed) {
+  Scenario scenario;
+  scenario.mutable_sampler()->set_kind(Sampler::distributed_group);
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  ASSERT_FALSE(plan.startup.empty());
+  EXPECT_EQ(plan.startup[0].name(), "DDP __init__: parameter shape check");
+}
+
+TEST(IterationPlanTest, SequenceNumbersCountTheLeadingIterations) {
+  Scenario scenario;
+  scenario.mutable_comm()->set_torch_version("1.13");
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  const uint64_t startup = plan.startup.size(), first = plan.leading[0].size(), second = plan.leading[1].size(),
+                 later = plan.per_iteration.size();
+  EXPECT_EQ(startup, 2u + 2u + 2u);  // seeds; count and shape checks; float32 and int64 state
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 0), startup);
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 1), startup + first);
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 2), startup + first + second);
+  // Reference section 8: ... + k * per-iteration + periodic so far (3 logger reduces by 159).
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 159), startup + first + second + 157 * later + 3);
   EXPECT_EQ(CollectivesBefore(plan, "other_pg", 159), 0u);
-  EXPECT_EQ(FirstCollectiveOfIteration(plan, "default_pg"), 0);
+  // 44 forward collectives; 1.13 reduces iteration 0's gradients in one bucket, the later
+  // iterations in the rebuilt ones, after the rebuild's two broadcasts.
+  EXPECT_EQ(first, 44u + 1u);
+  EXPECT_GT(later, 44u + 1u);
+  EXPECT_EQ(second, later + 2);
 }
 
 TEST(IterationPlanTest, OldCodeMarksDenoisingCollectivesConditional) {
-  IterationPlan source;
-  source.mutable_streampetr()->set_old_code_skips_dn_without_gt(true);
-  const ExpandedPlan plan = ExpandPlan(source);
+  Scenario scenario;
+  scenario.mutable_plan()->mutable_streampetr()->set_old_code_skips_dn_without_gt(true);
+  const ExpandedPlan plan = ExpandPlan(scenario);
   int conditional = 0;
   for (const auto& c : plan.per_iteration) conditional += c.only_when_local_batch_has_gt();
   EXPECT_EQ(conditional, 6);
 }
 
 TEST(IterationPlanTest, CustomPlanIsTakenAsWritten) {
-  IterationPlan source;
-  auto* step = source.mutable_custom()->add_per_iteration();
+  Scenario scenario;
+  auto* step = scenario.mutable_plan()->mutable_custom()->add_per_iteration();
   step->set_name("x");
   step->set_op(Collective::allgather);
-  const ExpandedPlan plan = ExpandPlan(source);
+  const ExpandedPlan plan = ExpandPlan(scenario);
   ASSERT_EQ(plan.per_iteration.size(), 1u);
   EXPECT_EQ(plan.per_iteration[0].op(), Collective::allgather);
   EXPECT_TRUE(plan.startup.empty());
+  EXPECT_TRUE(plan.leading.empty());
+}
+
+TEST(IterationPlanTest, CustomPlanWithDdpWrapsTheForwardCollectives) {
+  Scenario scenario;
+  scenario.mutable_comm()->set_torch_version("1.13.1");
+  auto* custom = scenario.mutable_plan()->mutable_custom();
+  custom->add_startup()->set_name("seed");
+  custom->add_per_iteration()->set_name("loss");
+  DdpModel* ddp = scenario.mutable_plan()->mutable_ddp();
+  DdpTensor* w = ddp->add_tensors();
+  w->add_shape(8);
+  w->add_shape(8);
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  const auto names = [](const std::vector<Collective>& list) {
+    std::vector<std::string> out;
+    for (const auto& c : list) out.push_back(c.name());
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names(plan.startup),
+            (Names{"seed", "DDP __init__: parameter count check", "DDP __init__: parameter shape check",
+                   "DDP __init__: module state broadcast 0 (float32)"}));
+  ASSERT_EQ(plan.leading.size(), 2u);
+  EXPECT_EQ(names(plan.leading[0]), (Names{"loss", "DDP gradient bucket 0"}));
+  EXPECT_EQ(names(plan.leading[1]), (Names{"DDP bucket rebuild: parameter indices", "DDP bucket rebuild: bucket sizes",
+                                           "loss", "DDP gradient bucket 0"}));
+  EXPECT_EQ(names(plan.per_iteration), (Names{"loss", "DDP gradient bucket 0"}));
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ TEST(RankProgram, RunsNoIterationWhenItHasNone) {
 TEST(RankProgram, ReachesTheSequenceNumbersIterationPlanCounts) {
   // The StreamPETR plan with its defaults, every batch with GT: after each iteration's load, the
   // collectives issued so far on each process group are CollectivesBefore(plan, group, i).
-  const ExpandedPlan plan = ExpandPlan(IterationPlan());
+  const ExpandedPlan plan = ExpandPlan(Scenario());
   std::map<std::string, uint64_t> issued;
   RankProgram program(plan, 0, 7);
   uint64_t loads = 0;
@@ -120,7 +120,7 @@ TEST(RankProgram, ReachesTheSequenceNumbersIterationPlanCounts) {
 TEST(RankProgram, ListsTheCollectivesWhereLocateCollectiveFindsThem) {
   // `petrsim plan`'s listing and `diagnose --scenario`'s arithmetic agree on every collective of
   // the StreamPETR plan (startup, per iteration, periodic) over 25 iterations.
-  const ExpandedPlan plan = ExpandPlan(IterationPlan());
+  const ExpandedPlan plan = ExpandPlan(Scenario());
   const uint64_t iterations = 25;
   const std::vector<PlannedCollective> listed = ListCollectives(plan, 0, iterations);
   ASSERT_FALSE(listed.empty());

@@ -149,23 +149,33 @@ TEST(SimulatorTest, SeedScenarioHangsWhereCheckAndSamplePredict) {
   EXPECT_EQ(result.waiting_ranks.size(), scenario.job().world_size() - 1);
   EXPECT_EQ(result.iterations_completed, stuck.batch);
   ASSERT_TRUE(result.collective.has_value());
-  const ExpandedPlan plan = ExpandPlan(scenario.plan());
+  const ExpandedPlan plan = ExpandPlan(scenario);
   EXPECT_EQ(result.collective->seq, CollectivesBefore(plan, "default_pg", stuck.batch) + 1);
-  EXPECT_EQ(result.collective->seq, 8116u);
+  // 5 startup collectives (2 seed broadcasts, DDP 1.9's shape check and 2 state broadcasts), 51
+  // in iteration 0 (44 + 7 buckets), 53 in iteration 1 (the rebuild's 2 more), 51 in each later
+  // one, and a logger reduce every 50 iterations.
+  EXPECT_EQ(result.collective->seq, 8120u);
   EXPECT_EQ(result.collective->iteration, stuck.batch);
   EXPECT_EQ(result.collective->step, "reduce_mean(num_total_pos), decoder layer 0");
   EXPECT_EQ(OpTypeName(result.collective->op), "ALLREDUCE");
 
-  // Every waiting rank prints the watchdog line; the stuck one prints nothing.
+  // Every waiting rank prints the watchdog line of the seed job's PyTorch, 1.9 (no SeqNum); the
+  // stuck one prints nothing.
   ASSERT_EQ(result.nccl_log.size(), result.waiting_ranks.size());
   for (const std::string& line : result.nccl_log) {
-    EXPECT_NE(line.find("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8116, "
-                        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "),
+    EXPECT_NE(line.find("] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, "
+                        "Timeout(ms)=1800000) ran for "),
               std::string::npos)
         << line;
     EXPECT_EQ(line.find("[Rank 7]"), std::string::npos);
   }
-  EXPECT_EQ(result.nccl_log.front().rfind("[Rank 0] Watchdog caught", 0), 0u);
+  EXPECT_EQ(result.nccl_log.front().rfind("[E ProcessGroupNCCL.cpp:566] [Rank 0] Watchdog caught", 0), 0u);
+  // Then each rank's follow-up and terminate lines: 4 lines a rank in 1.9.
+  ASSERT_EQ(result.job_log.size(), 4 * result.waiting_ranks.size());
+  EXPECT_EQ(result.job_log[1].rfind("[E ProcessGroupNCCL.cpp:325] Some NCCL operations have failed", 0), 0u);
+  EXPECT_EQ(result.job_log[2], "terminate called after throwing an instance of 'std::runtime_error'");
+  EXPECT_TRUE(result.job_log_note.empty());
+  EXPECT_EQ(result.collective->python_frame.rfind("mmdet/core/utils/dist_utils.py, in reduce_mean", 0), 0u);
   // The watchdog polls every 10 s: it fires at the first poll after blocked + 30 min.
   EXPECT_GT(result.first_watchdog_ns, result.blocked_at_ns + 1'800'000'000'000LL);
   EXPECT_LE(result.first_watchdog_ns, result.blocked_at_ns + 1'810'000'000'000LL);
@@ -242,18 +252,54 @@ TEST(SimulatorTest, ASlowRankMakesTheOthersWaitInCollectives) {
   EXPECT_EQ(slow.end_ns, 2 * (200 + 2000 + 4020 + 4000));
 }
 
-TEST(SimulatorTest, WatchdogLineAndTimeFollowTheBackend) {
+TEST(SimulatorTest, WatchdogLinesFollowTheTorchRelease) {
+  // The same hang printed by three releases: 1.9 without SeqNum, 2.1 with NumelIn/NumelOut and
+  // its watchdog thread's exception, 2.4 with the global rank and the time before each line.
   const Scenario tiny = ShippedScenario("tiny.pbtxt");
+  const SimResult v19 = Simulated(WithOverrides(tiny, {"comm.torch_version=1.9.0"}));
+  const SimResult v21 = Simulated(WithOverrides(tiny, {"comm.torch_version=2.1"}));
+  const SimResult v24 = Simulated(WithOverrides(tiny, {"comm.torch_version=2.4.1+cu121"}));
+  ASSERT_EQ(v19.nccl_log.size(), 1u);
+  ASSERT_EQ(v21.nccl_log.size(), 1u);
+  ASSERT_EQ(v24.nccl_log.size(), 1u);
+  // (the releases' DDP issues different collectives before it, so the sequence numbers differ)
+  EXPECT_EQ(v19.nccl_log[0].rfind("[E ProcessGroupNCCL.cpp:566] [Rank 0] Watchdog caught collective operation "
+                                  "timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for ",
+                                  0),
+            0u);
+  EXPECT_EQ(v21.nccl_log[0].rfind("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation "
+                                  "timeout: WorkNCCL(SeqNum=" +
+                                      std::to_string(v21.collective->seq) +
+                                      ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for ",
+                                  0),
+            0u);
+  EXPECT_EQ(v24.nccl_log[0].rfind("[rank0]:[E", 0), 0u);
+  EXPECT_NE(v24.nccl_log[0].find(" ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
+                                 "WorkNCCL(SeqNum=" +
+                                 std::to_string(v24.collective->seq) +
+                                 ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "),
+            std::string::npos);
+  EXPECT_EQ(v19.job_log.size(), 4u);
+  EXPECT_GT(v21.job_log.size(), 4u);
+  // A release whose line numbers are not known says so.
+  const SimResult v111 = Simulated(WithOverrides(tiny, {"comm.torch_version=1.11"}));
+  EXPECT_NE(v111.job_log_note.find("line numbers are not known"), std::string::npos) << v111.job_log_note;
+  EXPECT_TRUE(v19.job_log_note.empty());
+}
+
+TEST(SimulatorTest, WatchdogLineAndTimeFollowTheBackend) {
+  const Scenario tiny = WithOverrides(ShippedScenario("tiny.pbtxt"), {"comm.torch_version=2.0"});
   const SimResult polled = Simulated(tiny);
   ASSERT_EQ(polled.outcome, Outcome::kHang);
   ASSERT_EQ(polled.nccl_log.size(), 1u);
   const RankStats& waiting = polled.ranks[polled.waiting_ranks.at(0)];
   EXPECT_EQ(waiting.watchdog_fires_ns, polled.first_watchdog_ns);
-  EXPECT_EQ(polled.nccl_log[0], "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" +
-                                    std::to_string(polled.collective->seq) +
-                                    ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for " +
-                                    std::to_string((waiting.watchdog_fires_ns - waiting.blocked_since_ns) / 1000000) +
-                                    " milliseconds before timing out.");
+  EXPECT_EQ(polled.nccl_log[0],
+            "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=" +
+                std::to_string(polled.collective->seq) + ", OpType=ALLREDUCE, Timeout(ms)=1800000) ran for " +
+                std::to_string((waiting.watchdog_fires_ns - waiting.blocked_since_ns) / 1000000) +
+                " milliseconds before timing out.");
 
   const SimResult exact = Simulated(WithOverrides(tiny, {"comm.watchdog_poll_ms=0", "comm.timeout_ms=600000"}));
   const RankStats& rank0 = exact.ranks[0];

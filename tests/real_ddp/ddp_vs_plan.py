@@ -1,0 +1,620 @@
+#!/usr/bin/python3
+"""Real PyTorch DDP against `petrsim plan`: collective for collective.
+
+What it proves: for models generated from a seed (a Sequential-like stack of 2-8 Linear layers of
+random sizes, with or without bias, optional BatchNorm1d, optionally one frozen layer, optionally
+a non-persistent buffer, a few scalar all_reduces in the forward) and the DDP flags drawn or forced
+per case (broadcast_buffers, find_unused_parameters, a small bucket_cap_mb so several gradient
+buckets form), the collectives that PyTorch's own DistributedDataParallel issues on rank 0 of a
+2-process Gloo job -- construction, then ITERATIONS iterations of forward + backward + optimizer
+step -- are exactly the ones `petrsim plan SCENARIO --iterations ITERATIONS --json` lists for a
+scenario describing the same job (comm.torch_version "1.13", plan.custom.per_iteration = the
+forward all_reduces, plan.ddp = the model's tensors and the flags): same count, and for each one
+the same c10d sequence number, op, numel and dtype.
+
+How the collectives are recorded: DDP runs on a Python ProcessGroup subclass that wraps a Gloo
+group (docs/research/ddp_collectives.md, section 4, E1); the C++ reducer calls its overrides, which
+log op, numel (summed over the tensor list; allgather: the inputs) and dtype, forward to the Gloo
+group, and read the Gloo group's sequence number after the call. Every case gets a fresh Gloo group
+(dist.new_group), and its sequence numbers are counted from the value right after the group was
+created, so the first collective of a case is 1 -- like petrsim's. Only rank 0's record is
+compared.
+
+It needs Debian's python3-torch (1.13, /usr/bin/python3) with torch.distributed and Gloo; without
+them it exits 77 (CTest: skipped). Standard library + torch only. Two worker processes of this same
+script are started with subprocess on a free local port; no torchrun.
+
+Run by hand (from the repository root):
+  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim            # the 8 CI cases
+  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --seed 1003 \
+      --broadcast-buffers 1 --find-unused 1 --batchnorm 1 --frozen 1 --nonpersistent 1 \
+      --bucket-cap-mb 0.592 --iterations 4      # one case: the rerun line a failure prints
+  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --random 50 --keep
+      # 50 more random cases; --keep leaves the scenarios and records in the temp dir
+A failing case prints its seed and flags, the rerun command, the temp dir holding its scenario
+(scenario.pbtxt), the real record (record.json) and petrsim's plan (plan.json), and a side-by-side
+view around the first differences. Exit status: 0 all equal, 1 a difference or an error, 77 no
+torch.distributed/Gloo.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+WORLD_SIZE = 2
+BATCH = 4  # rows per rank and iteration (BatchNorm1d needs more than one)
+
+# The CI cases: every flag both ways, twice; models with BatchNorm and a non-persistent buffer,
+# with only one of them, with no buffer at all. Each entry is (seed, forced spec fields); what is
+# not forced is drawn from the seed. The seeds were chosen so that, between them, the run has
+# rebuilt layouts with several gradient buckets (find_unused_parameters=False) and iteration-0
+# layouts with several buckets (True); main() checks that this coverage is still there.
+CI_CASES = [
+    (1001, dict(broadcast_buffers=True, find_unused=False, batchnorm=True, nonpersistent=True)),
+    (1002, dict(broadcast_buffers=False, find_unused=False, batchnorm=True, frozen=True)),
+    (1003, dict(broadcast_buffers=True, find_unused=True, batchnorm=True, nonpersistent=True,
+                frozen=True)),
+    (1004, dict(broadcast_buffers=False, find_unused=True, nonpersistent=True)),
+    (1005, dict(broadcast_buffers=True, find_unused=False, batchnorm=False, nonpersistent=False)),
+    (1006, dict(broadcast_buffers=False, find_unused=False, nonpersistent=True)),
+    (1007, dict(broadcast_buffers=True, find_unused=True, batchnorm=False, nonpersistent=True)),
+    (1008, dict(broadcast_buffers=False, find_unused=True, frozen=True)),
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# The model spec: pure Python, drawn from the seed (no torch needed here).
+
+def draw_width(rng):
+    # Sizes such that models range from a few KiB to ~10 MiB: gradient layouts get several buckets
+    # only beyond DDP's 1 MiB first bucket.
+    kind = rng.random()
+    if kind < 0.3:
+        return rng.randint(4, 64)
+    if kind < 0.6:
+        return rng.randint(65, 400)
+    return rng.randint(401, 1024)
+
+
+def make_spec(seed, forced):
+    """The job a case runs: layers, buffers, forward all_reduces, DDP flags."""
+    rng = random.Random(seed)
+    n_linear = rng.randint(2, 8)
+    dims = [draw_width(rng) for _ in range(n_linear + 1)]
+    layers = []  # dicts: type linear (in/out_features, bias), batchnorm (features) or relu
+    for i in range(n_linear):
+        layers.append(dict(type="linear", in_features=dims[i], out_features=dims[i + 1],
+                           bias=rng.random() < 0.7))
+        if rng.random() < 0.3:
+            layers.append(dict(type="batchnorm", features=dims[i + 1]))
+        if i + 1 < n_linear and rng.random() < 0.5:
+            layers.append(dict(type="relu"))
+    want_bn = forced.get("batchnorm", rng.random() < 0.4)
+    has_bn = any(l["type"] == "batchnorm" for l in layers)
+    if want_bn and not has_bn:
+        # after a random linear layer
+        linear_at = [i for i, l in enumerate(layers) if l["type"] == "linear"]
+        at = rng.choice(linear_at)
+        layers.insert(at + 1, dict(type="batchnorm", features=layers[at]["out_features"]))
+    elif not want_bn and has_bn:
+        layers = [l for l in layers if l["type"] != "batchnorm"]
+    # One frozen Linear (its parameters requires_grad False); never the only trainable layer.
+    frozen = forced.get("frozen", rng.random() < 0.35)
+    linear_at = [i for i, l in enumerate(layers) if l["type"] == "linear"]
+    if frozen:
+        layers[rng.choice(linear_at)]["frozen"] = True
+    # A non-persistent buffer on one module with state (not in state_dict, but in named_buffers).
+    nonpersistent = forced.get("nonpersistent", rng.random() < 0.4)
+    if nonpersistent:
+        hosts = [i for i, l in enumerate(layers) if l["type"] != "relu"]
+        host = rng.choice(hosts)
+        layers[host]["scratch"] = dict(numel=rng.randint(1, 300),
+                                       dtype=rng.choice(["float32", "float64"]))
+    # Forward collectives: scalar all_reduces after some layers (before the first is allowed too).
+    n_fwd = rng.randint(1, 3)
+    probes = sorted(rng.randint(0, len(layers)) for _ in range(n_fwd))
+    broadcast_buffers = forced.get("broadcast_buffers", rng.random() < 0.5)
+    find_unused = forced.get("find_unused", rng.random() < 0.5)
+    cap = forced.get("bucket_cap_mb")
+    if cap is None:
+        cap = round(10 ** rng.uniform(math.log10(0.01), math.log10(2.0)), 3)
+    return dict(seed=seed, layers=layers, probes=probes, broadcast_buffers=bool(broadcast_buffers),
+                find_unused=bool(find_unused), bucket_cap_mb=cap)
+
+
+def describe(spec):
+    layers = spec["layers"]
+    linears = [l for l in layers if l["type"] == "linear"]
+    params = sum(l["in_features"] * l["out_features"] + (l["out_features"] if l["bias"] else 0)
+                 for l in linears)
+    return ("broadcast_buffers={} find_unused_parameters={} bucket_cap_mb={} linear={} "
+            "batchnorm={} frozen={} nonpersistent={} forward_all_reduces={} "
+            "linear_params={:.2f} MiB"
+            .format(int(spec["broadcast_buffers"]), int(spec["find_unused"]), spec["bucket_cap_mb"],
+                    len(linears), sum(l["type"] == "batchnorm" for l in layers),
+                    int(any(l.get("frozen") for l in layers)),
+                    int(any("scratch" in l for l in layers)), len(spec["probes"]),
+                    params * 4 / 2**20))
+
+
+def rerun_command(spec, iterations):
+    """The command that runs this case alone (every forced field given, so the same spec)."""
+    layers = spec["layers"]
+    return ("/usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --seed {} "
+            "--broadcast-buffers {} --find-unused {} --batchnorm {} --frozen {} --nonpersistent {} "
+            "--bucket-cap-mb {} --iterations {}".format(
+                spec["seed"], int(spec["broadcast_buffers"]), int(spec["find_unused"]),
+                int(any(l["type"] == "batchnorm" for l in layers)),
+                int(any(l.get("frozen") for l in layers)), int(any("scratch" in l for l in layers)),
+                spec["bucket_cap_mb"], iterations))
+
+
+# ------------------------------------------------------------------------------------------------
+# The worker: one rank of the real job (imports torch).
+
+def worker(args):
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.nn as nn
+    except Exception as e:  # noqa: BLE001 - any import failure means: no torch here
+        print("ddp_vs_plan: SKIP: cannot import torch ({}: {})".format(type(e).__name__, e),
+              file=sys.stderr)
+        return SKIP
+    if not dist.is_available() or not dist.is_gloo_available():
+        print("ddp_vs_plan: SKIP: torch {} has no torch.distributed or no Gloo".format(
+            torch.__version__), file=sys.stderr)
+        return SKIP
+    if not hasattr(dist.ProcessGroup, "_get_sequence_number_for_group"):
+        print("ddp_vs_plan: SKIP: torch {} cannot report c10d sequence numbers".format(
+            torch.__version__), file=sys.stderr)
+        return SKIP
+    import datetime
+
+    torch.set_num_threads(1)
+    rank = args.worker
+    with open(args.cases) as f:
+        payload = json.load(f)
+    specs, iterations = payload["specs"], payload["iterations"]
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{}".format(args.port), rank=rank,
+                            world_size=WORLD_SIZE, timeout=datetime.timedelta(seconds=60))
+
+    dtype_names = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+                   torch.bfloat16: "bfloat16", torch.int32: "int32", torch.int64: "int64",
+                   torch.uint8: "uint8"}
+
+    class Recorder(dist.ProcessGroup):
+        """Logs every collective the wrapped Gloo group gets, with its sequence number."""
+
+        def __init__(self, inner):
+            super().__init__(inner.rank(), inner.size())
+            self.inner = inner
+            self.base = inner._get_sequence_number_for_group()
+            self.log = []
+            self.phase = "?"
+
+        def getBackendName(self):
+            return "recording_gloo"
+
+        def _record(self, op, tensors):
+            dtypes = {dtype_names.get(t.dtype, str(t.dtype)) for t in tensors}
+            self.log.append(dict(
+                seq=self.inner._get_sequence_number_for_group() - self.base, op=op,
+                numel=sum(t.numel() for t in tensors),
+                dtype=dtypes.pop() if len(dtypes) == 1 else "mixed:" + ",".join(sorted(dtypes)),
+                tensors=len(tensors), phase=self.phase))
+
+        def allreduce(self, tensors, opts=None):
+            work = self.inner.allreduce(tensors, opts or dist.AllreduceOptions())
+            self._record("ALLREDUCE", tensors)
+            return work
+
+        def broadcast(self, tensors, opts=None):
+            work = self.inner.broadcast(tensors, opts or dist.BroadcastOptions())
+            self._record("BROADCAST", tensors)
+            return work
+
+        def allgather(self, outputs, inputs, opts=None):
+            work = self.inner.allgather(outputs, inputs, opts or dist.AllgatherOptions())
+            self._record("ALLGATHER", inputs)
+            return work
+
+        def barrier(self, opts=None):
+            work = self.inner.barrier(opts or dist.BarrierOptions())
+            self._record("BARRIER", [])
+            return work
+
+    class ForwardAllReduce(nn.Module):
+        """A model step that all_reduces a scalar (like a loss's reduce_mean), on the recorder."""
+
+        def __init__(self, index):
+            super().__init__()
+            self.index = index
+            self.group = None
+
+        def forward(self, x):
+            self.group.phase = self.group.phase.split(":")[0] + ": forward all_reduce {}".format(
+                self.index)
+            value = x.detach().float().mean().reshape(1)
+            dist.all_reduce(value, group=self.group)
+            return x
+
+    def build(spec):
+        torch.manual_seed(spec["seed"])
+        modules = []
+        probes = []
+        for i in range(len(spec["layers"]) + 1):
+            for _ in range(spec["probes"].count(i)):
+                probes.append(ForwardAllReduce(len(probes)))
+                modules.append(probes[-1])
+            if i == len(spec["layers"]):
+                break
+            layer = spec["layers"][i]
+            if layer["type"] == "linear":
+                m = nn.Linear(layer["in_features"], layer["out_features"], bias=layer["bias"])
+                if layer.get("frozen"):
+                    for p in m.parameters():
+                        p.requires_grad_(False)
+            elif layer["type"] == "batchnorm":
+                m = nn.BatchNorm1d(layer["features"])
+            else:
+                m = nn.ReLU()
+            if "scratch" in layer:
+                m.register_buffer("scratch", torch.zeros(
+                    layer["scratch"]["numel"], dtype=getattr(torch, layer["scratch"]["dtype"])),
+                    persistent=False)
+            modules.append(m)
+        return nn.Sequential(*modules), probes
+
+    def tensor_list(model):
+        """The module's tensors in state_dict() order, non-persistent buffers at their place."""
+        out = []
+        for mname, module in model.named_modules():
+            prefix = mname + "." if mname else ""
+            for pname, p in module.named_parameters(recurse=False):
+                out.append(dict(name=prefix + pname, kind="parameter", shape=list(p.shape),
+                                dtype=dtype_names[p.dtype], requires_grad=p.requires_grad,
+                                persistent=True))
+            for bname, b in module.named_buffers(recurse=False):
+                out.append(dict(name=prefix + bname, kind="buffer", shape=list(b.shape),
+                                dtype=dtype_names[b.dtype], requires_grad=False,
+                                persistent=bname not in module._non_persistent_buffers_set))
+        keys = [t["name"] for t in out if t["persistent"]]
+        if keys != list(model.state_dict().keys()):
+            raise RuntimeError("tensor order differs from state_dict(): {} vs {}".format(
+                keys, list(model.state_dict().keys())))
+        return out
+
+    for index, spec in enumerate(specs):
+        group = dist.new_group(backend="gloo")
+        recorder = Recorder(group)
+        model, probes = build(spec)
+        for probe in probes:
+            probe.group = recorder
+        tensors = tensor_list(model)
+        recorder.phase = "construction"
+        ddp = nn.parallel.DistributedDataParallel(
+            model, process_group=recorder, broadcast_buffers=spec["broadcast_buffers"],
+            find_unused_parameters=spec["find_unused"], bucket_cap_mb=spec["bucket_cap_mb"])
+        optimizer = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=1e-3)
+        data = torch.Generator().manual_seed(spec["seed"] * 16 + rank)
+        in_features = spec["layers"][0]["in_features"]
+        for it in range(iterations):
+            x = torch.randn(BATCH, in_features, generator=data)
+            recorder.phase = "iteration {}: DDP pre-forward".format(it)
+            out = ddp(x)
+            loss = out.float().pow(2).mean()
+            recorder.phase = "iteration {}: backward".format(it)
+            loss.backward()
+            recorder.phase = "iteration {}: optimizer".format(it)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        recorder.phase = "after the last iteration"
+        del ddp
+        if rank == 0:
+            with open(os.path.join(args.out, "case{}.json".format(index)), "w") as f:
+                json.dump(dict(seed=spec["seed"], tensors=tensors, record=recorder.log,
+                               torch_version=torch.__version__), f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# The driver: draws the cases, runs the two ranks, writes the scenarios, compares.
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(specs, iterations, work_dir, timeout_s):
+    """Runs all cases on 2 ranks. Returns (status, message): status 0 ok, 77 skip, 1 failure."""
+    cases_path = os.path.join(work_dir, "cases.json")
+    with open(cases_path, "w") as f:
+        json.dump(dict(specs=specs, iterations=iterations), f)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+    for attempt in range(3):
+        port = free_port()
+        procs = []
+        for rank in range(WORLD_SIZE):
+            log = open(os.path.join(work_dir, "rank{}.log".format(rank)), "w+")
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(rank), "--cases",
+                   cases_path, "--out", work_dir, "--port", str(port)]
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            procs.append((proc, log))
+        deadline = time.monotonic() + timeout_s
+        failed = None
+        while True:
+            codes = [p.poll() for p, _ in procs]
+            if all(c is not None for c in codes):
+                break
+            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if bad or time.monotonic() > deadline:
+                failed = bad or [(None, "timeout after {} s".format(timeout_s))]
+                for p, _ in procs:
+                    if p.poll() is None:
+                        p.kill()
+                for p, _ in procs:
+                    p.wait()
+                break
+            time.sleep(0.05)
+        logs = []
+        for rank, (p, log) in enumerate(procs):
+            log.seek(0)
+            logs.append(log.read())
+            log.close()
+        codes = [p.returncode for p, _ in procs]
+        if failed is None and all(c == 0 for c in codes):
+            return 0, ""
+        if any(c == SKIP for c in codes):
+            lines = [line for text in logs for line in text.splitlines() if "SKIP: " in line]
+            return SKIP, lines[0].split("SKIP: ", 1)[1] if lines else ""
+        if any("Address already in use" in l or "EADDRINUSE" in l for l in logs) and attempt < 2:
+            continue
+        message = "the real job failed ({}; exit codes {})\n".format(failed, codes)
+        for rank, text in enumerate(logs):
+            message += "---- rank {} output (last 3000 characters) ----\n{}\n".format(
+                rank, text[-3000:])
+        return 1, message
+    return 1, "no free port after 3 tries"
+
+
+SCENARIO_HEAD = """\
+# Written by tests/real_ddp/ddp_vs_plan.py: the job that the real DDP run of seed {seed} did.
+# {desc}
+name: "ddp_vs_plan_seed_{seed}"
+dataset {{
+  subdatasets {{
+    name: "d"
+    explicit {{ scenes {{ gt_counts: [1, 1, 1, 1] }} scenes {{ gt_counts: [1, 1, 1, 1] }} }}
+  }}
+}}
+comm {{ backend: gloo torch_version: "{torch}" }}
+job {{ world_size: {world} samples_per_gpu: 1 workers_per_gpu: 0 iterations: {iterations} }}
+plan {{
+  custom {{
+"""
+
+
+def scenario_text(spec, tensors, iterations, torch_version):
+    text = SCENARIO_HEAD.format(seed=spec["seed"], desc=describe(spec), torch=torch_version,
+                                world=WORLD_SIZE, iterations=iterations)
+    for k in range(len(spec["probes"])):
+        text += ('    per_iteration {{ name: "forward all_reduce {}" op: allreduce numel: 1 '
+                 'dtype: float32 }}\n'.format(k))
+    text += "  }\n  ddp {\n"
+    for t in tensors:
+        line = '    tensors {{ name: "{}" kind: {}'.format(t["name"], t["kind"])
+        if t["shape"]:
+            line += " shape: [{}]".format(", ".join(str(s) for s in t["shape"]))
+        line += " dtype: {}".format(t["dtype"])
+        if t["kind"] == "parameter" and not t["requires_grad"]:
+            line += " requires_grad: false"
+        if t["kind"] == "buffer" and not t["persistent"]:
+            line += " persistent: false"
+        text += line + " }\n"
+    text += "    bucket_cap_mb: {}\n".format(spec["bucket_cap_mb"])
+    text += "    broadcast_buffers: {}\n".format("true" if spec["broadcast_buffers"] else "false")
+    text += "    find_unused_parameters: {}\n".format("true" if spec["find_unused"] else "false")
+    text += "  }\n}\n"
+    return text
+
+
+def fmt_real(c):
+    return "{:>4} {:<9} {:>9} {:<8} {}".format(c["seq"], c["op"], c["numel"], c["dtype"],
+                                                c["phase"])
+
+
+def fmt_plan(c):
+    it = "startup" if c.get("section") == "startup" else "it {}".format(c.get("iteration"))
+    return "{:>4} {:<9} {:>9} {:<8} {} | {}".format(c["seq"], c["op"], c["numel"], c["dtype"], it,
+                                                    c.get("step", ""))
+
+
+KEYS = ("seq", "op", "numel", "dtype")
+
+
+def compare(real, plan):
+    """Returns a list of lines describing the differences (empty when equal)."""
+    n = max(len(real), len(plan))
+    differ = [i for i in range(n)
+              if i >= len(real) or i >= len(plan)
+              or any(real[i][k] != plan[i][k] for k in KEYS)]
+    if not differ and len(real) == len(plan):
+        return []
+    lines = ["{} collectives in the real run, {} in petrsim's plan; {} position(s) differ, the "
+             "first at index {}".format(len(real), len(plan), len(differ), differ[0])]
+    width = 70
+    lines.append("      {:<{w}}   {}".format("real DDP (rank 0): seq op numel dtype phase",
+                                           "petrsim plan: seq op numel dtype iteration | step",
+                                           w=width))
+    shown = set()
+    for first in differ[:3]:
+        for i in range(max(0, first - 3), min(n, first + 6)):
+            if i in shown:
+                continue
+            if shown and i - 1 not in shown:
+                lines.append("      ...")
+            shown.add(i)
+            left = fmt_real(real[i]) if i < len(real) else "(none)"
+            right = fmt_plan(plan[i]) if i < len(plan) else "(none)"
+            mark = "!" if i in differ else " "
+            lines.append("{} {:>3}  {:<{w}.{w}}   {}".format(mark, i, left, right, w=width))
+    return lines
+
+
+def gradient_buckets(record, iteration):
+    """Gradient bucket allreduces of one iteration's backward (the int32 used map left out)."""
+    return sum(1 for c in record if c["phase"] == "iteration {}: backward".format(iteration)
+               and c["op"] == "ALLREDUCE" and c["dtype"] != "int32")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--petrsim", help="the petrsim executable (build/petrsim)")
+    parser.add_argument("--seed", type=int, help="run only this seed (flags drawn unless forced)")
+    parser.add_argument("--broadcast-buffers", type=int, choices=[0, 1])
+    parser.add_argument("--find-unused", type=int, choices=[0, 1])
+    parser.add_argument("--batchnorm", type=int, choices=[0, 1],
+                        help="with --seed: BatchNorm1d or not")
+    parser.add_argument("--frozen", type=int, choices=[0, 1],
+                        help="with --seed: a frozen layer or not")
+    parser.add_argument("--nonpersistent", type=int, choices=[0, 1],
+                        help="with --seed: a non-persistent buffer or not")
+    parser.add_argument("--bucket-cap-mb", type=float)
+    parser.add_argument("--random", type=int, default=0, metavar="N",
+                        help="also run N cases with random seeds (everything drawn)")
+    parser.add_argument("--iterations", type=int, default=4, help="iterations (>= 3; default 4)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir even when all pass")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds for the real job")
+    # internal: one rank of the real job
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cases", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        return worker(args)
+    if not args.petrsim:
+        parser.error("--petrsim PATH is required")
+    if args.iterations < 3:
+        parser.error("--iterations must be >= 3")
+    petrsim = os.path.abspath(args.petrsim)
+    if not os.access(petrsim, os.X_OK):
+        parser.error("--petrsim {}: not an executable file".format(args.petrsim))
+
+    forced = {}
+    if args.broadcast_buffers is not None:
+        forced["broadcast_buffers"] = bool(args.broadcast_buffers)
+    if args.find_unused is not None:
+        forced["find_unused"] = bool(args.find_unused)
+    for name in ("batchnorm", "frozen", "nonpersistent"):
+        if getattr(args, name) is not None:
+            forced[name] = bool(getattr(args, name))
+    if args.bucket_cap_mb is not None:
+        forced["bucket_cap_mb"] = args.bucket_cap_mb
+    if args.seed is not None:
+        cases = [(args.seed, forced)]
+    elif forced:
+        parser.error("--broadcast-buffers, --find-unused, --batchnorm, --frozen, --nonpersistent "
+                     "and --bucket-cap-mb need --seed")
+    else:
+        cases = list(CI_CASES)
+    ci_run = args.seed is None
+    rng = random.SystemRandom()
+    cases += [(rng.randrange(1, 2**31), {}) for _ in range(args.random)]
+    specs = [make_spec(seed, f) for seed, f in cases]
+
+    work_dir = tempfile.mkdtemp(prefix="ddp_vs_plan.")
+    start = time.monotonic()
+    status, message = run_ranks(specs, args.iterations, work_dir, args.timeout)
+    if status == SKIP:
+        print("ddp_vs_plan: skipped: {}".format(message or "no torch.distributed with Gloo"))
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return SKIP
+    if status != 0:
+        print("ddp_vs_plan: FAILED: " + message)
+        print("ddp_vs_plan: work dir kept: {}".format(work_dir))
+        return 1
+    real_s = time.monotonic() - start
+
+    failures = 0  # cases that differ
+    coverage = dict(rebuilt_multi=False, first_multi=False)
+    for index, spec in enumerate(specs):
+        with open(os.path.join(work_dir, "case{}.json".format(index))) as f:
+            case = json.load(f)
+        case_dir = os.path.join(work_dir, "seed{}".format(spec["seed"]))
+        os.makedirs(case_dir, exist_ok=True)
+        torch_version = ".".join(case["torch_version"].split(".")[:2])
+        scenario = os.path.join(case_dir, "scenario.pbtxt")
+        with open(scenario, "w") as f:
+            f.write(scenario_text(spec, case["tensors"], args.iterations, torch_version))
+        with open(os.path.join(case_dir, "record.json"), "w") as f:
+            json.dump(case["record"], f, indent=1)
+        record = case["record"]
+        if spec["find_unused"]:
+            coverage["first_multi"] |= gradient_buckets(record, 0) >= 2
+        else:
+            coverage["rebuilt_multi"] |= gradient_buckets(record, 2) >= 2
+        head = "seed {} ({})".format(spec["seed"], describe(spec))
+        proc = subprocess.run([petrsim, "plan", scenario, "--iterations", str(args.iterations),
+                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        problem = None
+        if proc.returncode != 0:
+            problem = ["petrsim plan exited {}: {}".format(proc.returncode, proc.stderr.strip())]
+        else:
+            with open(os.path.join(case_dir, "plan.json"), "w") as f:
+                f.write(proc.stdout)
+            try:
+                plan = json.loads(proc.stdout)["collectives"]
+            except (ValueError, KeyError) as e:
+                problem = ["petrsim plan printed no readable JSON ({})".format(e)]
+            else:
+                problem = compare(record, plan) or None
+        if problem is None:
+            print("ok   {}: {} collectives equal (buckets per backward: {})".format(
+                head, len(record),
+                ",".join(str(gradient_buckets(record, i)) for i in range(args.iterations))))
+            continue
+        failures += 1
+        print("FAIL {}".format(head))
+        print("     rerun: {}".format(rerun_command(spec, args.iterations)))
+        print("     files: {}/{{scenario.pbtxt,record.json,plan.json}}".format(case_dir))
+        for line in problem:
+            print("     " + line)
+    coverage_failed = False
+    if ci_run and not failures:
+        missing = [k for k, v in coverage.items() if not v]
+        if missing:
+            coverage_failed = True
+            print("FAIL coverage: no case had {} (the generator or the CI seeds changed)".format(
+                " and no case had ".join({
+                    "rebuilt_multi": "several gradient buckets after the rebuild",
+                    "first_multi": "several gradient buckets in iteration 0 "
+                                   "(find_unused_parameters)"}[k] for k in missing)))
+    total_s = time.monotonic() - start
+    print("ddp_vs_plan: {} of {} case(s) equal; real job {:.1f} s, total {:.1f} s".format(
+        len(specs) - failures, len(specs), real_s, total_s))
+    if failures or coverage_failed or args.keep:
+        print("ddp_vs_plan: work dir kept: {}".format(work_dir))
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return 1 if failures or coverage_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
