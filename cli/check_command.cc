@@ -11,6 +11,7 @@
 #include "model/iteration_plan.h"
 #include "model/memory_estimate.h"
 #include "model/preflight.h"
+#include "model/sampler.h"
 #include "model/scenario_defaults.h"
 
 namespace petrsim {
@@ -92,8 +93,8 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
   line(fmt::format("  sampler   {}, seed {}, {} ranks x {} samples = global batch {}",
                    SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(), job.samples_per_gpu(),
                    report.global_batch));
-  line(fmt::format("  job       {} iterations ({} per epoch), {} workers per rank", report.job_iterations,
-                   report.iterations_per_epoch, job.workers_per_gpu()));
+  line(fmt::format("  job       {} iterations ({} per epoch: {}), {} workers per rank", report.job_iterations,
+                   report.iterations_per_epoch, IterationsPerEpochSource(scenario), job.workers_per_gpu()));
   line(fmt::format("  resample  {}{}", PolicyName(scenario.resample().policy()),
                    scenario.resample().policy() == Resample::bounded
                        ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())

@@ -88,11 +88,12 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
   auto line = [&](const std::string& text) { out += text + "\n"; };
 
   line(fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
-  line(fmt::format(
-      "  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
-      "resample; {} iterations",
-      job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
-      SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()), result.job_iterations));
+  line(
+      fmt::format("  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
+                  "resample; {} iterations ({} per epoch: {})",
+                  job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
+                  SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()),
+                  result.job_iterations, IterationsPerEpoch(scenario, dataset), IterationsPerEpochSource(scenario)));
   line(
       fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, PyTorch {}, "
                   "timeout {} ms",

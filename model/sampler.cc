@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "model/assert.h"
 #include "model/error.h"
 #include "model/scenario_defaults.h"
@@ -301,11 +303,23 @@ uint64_t IterationsPerEpoch(const Scenario& scenario, const Dataset& dataset) {
   const auto& job = scenario.job();
   if (job.has_iterations_per_epoch()) return job.iterations_per_epoch();
   if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) {
+    // StreamPETR's configs: num_iters_per_epoch = 28130 // (num_gpus * batch_size), nuScenes
+    // train's keyframes, whatever the dataset actually holds (train+val too).
     const uint64_t global_batch = uint64_t{job.world_size()} * job.samples_per_gpu();
-    return std::max<uint64_t>(1, static_cast<uint64_t>(dataset.size()) / global_batch);
+    return std::max<uint64_t>(1, kStreamPetrEpochSamples / global_batch);
   }
   const uint64_t samples = EpochSamplesPerRank(scenario, dataset);
   return std::max<uint64_t>(1, (samples + job.samples_per_gpu() - 1) / job.samples_per_gpu());
+}
+
+std::string IterationsPerEpochSource(const Scenario& scenario) {
+  const auto& job = scenario.job();
+  if (job.has_iterations_per_epoch()) return "job.iterations_per_epoch";
+  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch) {
+    return fmt::format("StreamPETR's configs: {} // ({} GPUs x {} samples)", kStreamPetrEpochSamples, job.world_size(),
+                       job.samples_per_gpu());
+  }
+  return "the sampler's batches per rank";
 }
 
 uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset) {

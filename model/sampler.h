@@ -170,9 +170,15 @@ class SamplerFactory {
 // One rank's sampler on its own (its own stream or lists).
 std::unique_ptr<RankSampler> MakeRankSampler(const Scenario& scenario, const Dataset& dataset, uint32_t rank);
 
-// Iterations per epoch: job.iterations_per_epoch, or len(dataset) // (W * B) for the infinite
-// sampler (at least 1), or ceil(samples per rank / B) batches for the epoch samplers.
+// Iterations per epoch: job.iterations_per_epoch, or 28130 // (W * B) for the infinite sampler
+// (StreamPETR's configs, at least 1), or ceil(samples per rank / B) batches for the epoch samplers.
 uint64_t IterationsPerEpoch(const Scenario& scenario, const Dataset& dataset);
+// nuScenes train's keyframes, which StreamPETR's configs divide by the global batch whatever the
+// dataset (num_iters_per_epoch = 28130 // (num_gpus * batch_size)).
+inline constexpr uint64_t kStreamPetrEpochSamples = 28130;
+// Where IterationsPerEpoch's figure comes from, for reports: "job.iterations_per_epoch",
+// "StreamPETR's configs: 28130 // (8 GPUs x 2 samples)" or "the sampler's batches per rank".
+std::string IterationsPerEpochSource(const Scenario& scenario);
 // The job length: job.iterations, or epochs (default 1) x IterationsPerEpoch.
 uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset);
 

@@ -155,9 +155,15 @@ TEST(SamplerTest, InfiniteSamplerAssertion) {
 TEST(SamplerTest, JobLengthFromEpochs) {
   Scenario scenario = testing::ShippedScenario("streampetr_trainval_hang.pbtxt");
   const Dataset dataset = BuildDataset(scenario, "t");
+  // StreamPETR's configs: 28130 // (8 x 2) = 1758, whatever the dataset holds (here 34149
+  // frames of train + val).
+  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 1758u);
   EXPECT_EQ(JobIterations(scenario, dataset), 24u * 1758u);
-  scenario.mutable_job()->clear_iterations_per_epoch();
-  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 34149u / 16u);
+  scenario.mutable_job()->set_samples_per_gpu(1);
+  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 28130u / 8u);
+  scenario.mutable_job()->set_iterations_per_epoch(7);
+  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 7u);
+  EXPECT_EQ(IterationsPerEpochSource(scenario), "job.iterations_per_epoch");
 }
 
 }  // namespace
