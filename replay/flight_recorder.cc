@@ -16,6 +16,12 @@
 namespace petrsim {
 namespace {
 
+// "an int", "a str", "None": a type name as the messages say it.
+std::string WithArticle(const std::string& type) {
+  if (type == "None") return type;
+  return (type.find_first_of("aeiou") == 0 ? "an " : "a ") + type;
+}
+
 using Type = PickleNode::Type;
 
 // JSON values as pickle nodes, so one converter reads both formats.
@@ -102,14 +108,37 @@ class Converter {
     return *value;
   }
   std::string Str(const PickleNode& node, const std::string& where) const {
-    if (node.type != Type::kString) Fail(where, "expected a str, found a " + node.TypeName());
+    if (node.type != Type::kString) Fail(where, "expected a str, found " + WithArticle(node.TypeName()));
     Charge(node.text.size() + 1, where);
     return node.text;
   }
   int64_t Int(const PickleNode& node, const std::string& where) const {
     if (node.type == Type::kInt) return node.integer;
     if (node.type == Type::kBool) return node.boolean ? 1 : 0;
-    Fail(where, "expected an int, found a " + node.TypeName());
+    Fail(where, "expected an int, found " + WithArticle(node.TypeName()));
+  }
+  // An int, or a str holding one in decimal: PyTorch's dump_json writes the pg_status values with
+  // std::to_string (getPgStatusJson), the pickle writes ints (getPgStatus).
+  int64_t IntOrDecimal(const PickleNode& node, const std::string& where) const {
+    if (node.type != Type::kString) return Int(node, where);
+    const std::string& text = node.text;
+    const size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+    if (text.size() == digits || text.size() - digits > 18 ||
+        text.find_first_not_of("0123456789", digits) != std::string::npos) {
+      Fail(where, fmt::format("expected an int (or a str of one), found the str '{}'", text.substr(0, 40)));
+    }
+    return std::stoll(text);
+  }
+  int64_t OptIntOrDecimal(const PickleNode& dict, const char* key, const std::string& where, int64_t fallback) const {
+    const PickleNode* value = Get(dict, key, where);
+    if (value == nullptr || value->type == Type::kNone) return fallback;
+    return IntOrDecimal(*value, where + "." + key);
+  }
+  int64_t NeedInt(const PickleNode& dict, const char* key, const std::string& where) const {
+    return Int(Need(dict, key, where), where + "." + key);
+  }
+  std::string NeedStr(const PickleNode& dict, const char* key, const std::string& where) const {
+    return Str(Need(dict, key, where), where + "." + key);
   }
   int64_t OptInt(const PickleNode& dict, const char* key, const std::string& where, int64_t fallback) const {
     const PickleNode* value = Get(dict, key, where);
@@ -124,9 +153,10 @@ class Converter {
   std::vector<std::vector<int64_t>> Sizes(const PickleNode* node, const std::string& where) const {
     std::vector<std::vector<int64_t>> sizes;
     if (node == nullptr || node->type == Type::kNone) return sizes;
-    if (!node->is_sequence()) Fail(where, "expected a list of shapes, found a " + node->TypeName());
+    if (!node->is_sequence()) Fail(where, "expected a list of shapes, found " + WithArticle(node->TypeName()));
     for (const PickleNode* shape : node->items) {
-      if (!shape->is_sequence()) Fail(where, "expected a shape (list of ints), found a " + shape->TypeName());
+      if (!shape->is_sequence())
+        Fail(where, "expected a shape (list of ints), found " + WithArticle(shape->TypeName()));
       Charge(shape->items.size() + 1, where);
       auto& out = sizes.emplace_back();
       for (const PickleNode* dim : shape->items) out.push_back(Int(*dim, where));
@@ -136,7 +166,7 @@ class Converter {
   std::vector<std::string> Strings(const PickleNode* node, const std::string& where) const {
     std::vector<std::string> out;
     if (node == nullptr || node->type == Type::kNone) return out;
-    if (!node->is_sequence()) Fail(where, "expected a list of str, found a " + node->TypeName());
+    if (!node->is_sequence()) Fail(where, "expected a list of str, found " + WithArticle(node->TypeName()));
     for (const PickleNode* item : node->items) out.push_back(Str(*item, where));
     return out;
   }
@@ -170,10 +200,95 @@ class Converter {
     return ranks;
   }
 
+  // The entries list. Required in each entry: what places a call in its group's sequence and
+  // says what it is (process_group, collective_seq_id, profiling_name, state, is_p2p), written
+  // by every 2.x writer; in a bare list (2.2) the group is its pg_id and the sequence seq_id.
+  // The last entry of a cut dump is kept only if it kept them all. Other keys are optional and
+  // keys petrsim does not know (frames, thread_name, duration_ms, ...) are ignored.
+  void ConvertEntries(const PickleNode& entries, FrDump& dump) const {
+    if (!entries.is_sequence()) Fail("entries", "expected a list, found " + WithArticle(entries.TypeName()));
+    dump.entries.reserve(entries.items.size());
+    const std::vector<const char*> required =
+        dump.bare_list
+            ? std::vector<const char*>{"pg_id", "profiling_name"}
+            : std::vector<const char*>{"process_group", "collective_seq_id", "profiling_name", "state", "is_p2p"};
+    for (size_t i = 0; i < entries.items.size(); ++i) {
+      const PickleNode& e = *entries.items[i];
+      const std::string where = fmt::format("entries[{}]", i);
+      const bool cut_last = dump.partial && i + 1 == entries.items.size();
+      if (e.type != Type::kDict) {
+        if (cut_last) break;
+        Fail(where, "expected a dict, found " + WithArticle(e.TypeName()));
+      }
+      bool complete = true;
+      for (const char* key : required) complete = complete && Get(e, key, where) != nullptr;
+      if (dump.bare_list) {
+        complete = complete && (Get(e, "collective_seq_id", where) != nullptr || Get(e, "seq_id", where) != nullptr);
+      }
+      if (cut_last && !complete) break;
+      FrEntry entry;
+      entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
+      if (dump.bare_list) {
+        entry.pg_id = NeedInt(e, "pg_id", where);
+        entry.pg_name = std::to_string(entry.pg_id);
+        const PickleNode* seq = Get(e, "collective_seq_id", where);
+        if (seq == nullptr) seq = Get(e, "seq_id", where);
+        if (seq == nullptr) Fail(where, "missing key 'seq_id'");
+        entry.collective_seq_id = Int(*seq, where + ".seq_id");
+        // PR #110960 wrote one flat `sizes` list; later entries input_sizes/output_sizes.
+        if (const PickleNode* sizes = Get(e, "sizes", where); sizes != nullptr && sizes->is_sequence()) {
+          auto& shape = entry.input_sizes.emplace_back();
+          Charge(sizes->items.size() + 1, where);
+          for (const PickleNode* dim : sizes->items) shape.push_back(Int(*dim, where + ".sizes"));
+          entry.output_sizes = entry.input_sizes;
+        }
+      } else {
+        entry.pg_id = OptInt(e, "pg_id", where, -1);
+        const PickleNode& group = Need(e, "process_group", where);
+        if (!group.is_sequence() || group.items.size() != 2) {
+          Fail(where + ".process_group", "expected (name, desc), found " + WithArticle(group.TypeName()));
+        }
+        entry.pg_name = Str(*group.items[0], where + ".process_group[0]");
+        entry.pg_desc = Str(*group.items[1], where + ".process_group[1]");
+        entry.collective_seq_id = NeedInt(e, "collective_seq_id", where);
+      }
+      entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
+      entry.op_id = OptInt(e, "op_id", where, 0);
+      entry.profiling_name = NeedStr(e, "profiling_name", where);
+      entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
+      if (const PickleNode* sizes = Get(e, "input_sizes", where); sizes != nullptr) {
+        entry.input_sizes = Sizes(sizes, where + ".input_sizes");
+      }
+      if (const PickleNode* sizes = Get(e, "output_sizes", where); sizes != nullptr) {
+        entry.output_sizes = Sizes(sizes, where + ".output_sizes");
+      }
+      entry.input_dtypes = Strings(Get(e, "input_dtypes", where), where + ".input_dtypes");
+      entry.output_dtypes = Strings(Get(e, "output_dtypes", where), where + ".output_dtypes");
+      entry.state = dump.bare_list ? OptStr(e, "state", where) : NeedStr(e, "state", where);
+      entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
+      if (!dump.bare_list) {
+        entry.is_p2p = NeedInt(e, "is_p2p", where) != 0;
+      } else if (Get(e, "is_p2p", where) != nullptr) {
+        entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
+      } else {  // before is_p2p: a send or recv by its name (ProcessGroupNCCL's "nccl:send 0->1")
+        entry.is_p2p =
+            entry.profiling_name.rfind("nccl:send", 0) == 0 || entry.profiling_name.rfind("nccl:recv", 0) == 0;
+      }
+      dump.entries.push_back(std::move(entry));
+    }
+  }
+
   // Returns whether the dump named its rank.
   bool Convert(const PickleNode& root, FrDump& dump) const {
     bool has_rank = false;
-    if (root.type != Type::kDict) Fail("top level", "expected a dict, found a " + root.TypeName());
+    // The earliest dumps (PyTorch 2.2, before the dict of pytorch/pytorch#118044) are the bare
+    // list of entries, with no version, pg_config nor pg_status.
+    if (root.is_sequence()) {
+      dump.bare_list = true;
+      ConvertEntries(root, dump);
+      return false;
+    }
+    if (root.type != Type::kDict) Fail("top level", "expected a dict or a list, found " + WithArticle(root.TypeName()));
     const PickleNode* version = Get(root, "version", "top level");
     if (version == nullptr) {
       if (dump.partial) Fail("top level", "missing key 'version' (the file is cut short: " + *dump.partial + ")");
@@ -193,11 +308,11 @@ class Converter {
       has_rank = true;
     }
     if (const PickleNode* config = Get(root, "pg_config", "top level"); config != nullptr) {
-      if (config->type != Type::kDict) Fail("pg_config", "expected a dict, found a " + config->TypeName());
+      if (config->type != Type::kDict) Fail("pg_config", "expected a dict, found " + WithArticle(config->TypeName()));
       for (const auto& [key, value] : config->entries) {
         const std::string name = Str(*key, "pg_config key");
         const std::string where = "pg_config['" + name + "']";
-        if (value->type != Type::kDict) Fail(where, "expected a dict, found a " + value->TypeName());
+        if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
         FrGroupConfig group;
         group.name = name;
         group.desc = OptStr(*value, "desc", where);
@@ -206,7 +321,7 @@ class Converter {
       }
     }
     if (const PickleNode* status = Get(root, "pg_status", "top level"); status != nullptr) {
-      if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found a " + status->TypeName());
+      if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found " + WithArticle(status->TypeName()));
       dump.has_pg_status = true;
       for (const auto& [key, value] : status->entries) {
         const std::string where = "pg_status[" + (key->type == Type::kString ? key->text : std::string("?")) + "]";
@@ -220,56 +335,17 @@ class Converter {
         } else {
           pg_id = Int(*key, "pg_status key");
         }
-        if (value->type != Type::kDict) Fail(where, "expected a dict, found a " + value->TypeName());
+        if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
         FrGroupStatus group;
-        group.last_enqueued = OptInt(*value, "last_enqueued_collective", where, -1);
-        group.last_started = OptInt(*value, "last_started_collective", where, -1);
-        group.last_completed = OptInt(*value, "last_completed_collective", where, -1);
+        group.last_enqueued = OptIntOrDecimal(*value, "last_enqueued_collective", where, -1);
+        group.last_started = OptIntOrDecimal(*value, "last_started_collective", where, -1);
+        group.last_completed = OptIntOrDecimal(*value, "last_completed_collective", where, -1);
         dump.pg_status[pg_id] = group;
       }
     }
-    const PickleNode* entries = Get(root, "entries", "top level");
-    if (entries == nullptr) {
-      if (!dump.partial) Fail("top level", "missing key 'entries'");
-      return has_rank;
-    }
-    if (!entries->is_sequence()) Fail("entries", "expected a list, found a " + entries->TypeName());
-    dump.entries.reserve(entries->items.size());
-    for (size_t i = 0; i < entries->items.size(); ++i) {
-      const PickleNode& e = *entries->items[i];
-      const std::string where = fmt::format("entries[{}]", i);
-      if (e.type != Type::kDict) {
-        if (dump.partial && i + 1 == entries->items.size()) break;  // the cut one
-        Fail(where, "expected a dict, found a " + e.TypeName());
-      }
-      // The last entry of a cut dump may have lost its tail: keep it only if it kept its state.
-      if (dump.partial && i + 1 == entries->items.size() && Get(e, "state", where) == nullptr) break;
-      FrEntry entry;
-      entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
-      entry.pg_id = OptInt(e, "pg_id", where, -1);
-      const PickleNode* group = Get(e, "process_group", where);
-      if (group == nullptr) {
-        if (dump.partial && i + 1 == entries->items.size()) break;
-        Fail(where, "missing key 'process_group'");
-      }
-      if (!group->is_sequence() || group->items.size() != 2) {
-        Fail(where + ".process_group", "expected (name, desc), found a " + group->TypeName());
-      }
-      entry.pg_name = Str(*group->items[0], where + ".process_group[0]");
-      entry.pg_desc = Str(*group->items[1], where + ".process_group[1]");
-      entry.collective_seq_id = OptInt(e, "collective_seq_id", where, 0);
-      entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
-      entry.op_id = OptInt(e, "op_id", where, 0);
-      entry.profiling_name = OptStr(e, "profiling_name", where);
-      entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
-      entry.input_sizes = Sizes(Get(e, "input_sizes", where), where + ".input_sizes");
-      entry.output_sizes = Sizes(Get(e, "output_sizes", where), where + ".output_sizes");
-      entry.input_dtypes = Strings(Get(e, "input_dtypes", where), where + ".input_dtypes");
-      entry.output_dtypes = Strings(Get(e, "output_dtypes", where), where + ".output_dtypes");
-      entry.state = OptStr(e, "state", where);
-      entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
-      entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
-      dump.entries.push_back(std::move(entry));
+    // dump_json leaves `entries` out when there are none (and both formats without collectives).
+    if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr) {
+      ConvertEntries(*entries, dump);
     }
     return has_rank;
   }

@@ -1,12 +1,14 @@
 // PyTorch Flight Recorder dumps (ProcessGroupNCCL's TORCH_NCCL_TRACE_BUFFER_SIZE /
-// TORCH_FR_BUFFER_SIZE debug info): the pickle (protocol 2) and the JSON dump formats, read
-// into one model. Top-level keys: version ("2.x"), pg_config ({name: {name, desc, ranks}}),
-// pg_status ({pg_id: {last_enqueued_collective, last_started_collective,
-// last_completed_collective}}), entries (list of {record_id, pg_id, process_group: (name,
+// TORCH_FR_BUFFER_SIZE debug info): the pickle (protocol 2) and the JSON dump formats, every
+// version docs/research/flight_recorder_formats.md lists, read into one model. Top-level keys:
+// version ("2.x"), pg_config ({name: {name, desc, ranks}}), pg_status ({pg_id:
+// {last_enqueued_collective, last_started_collective, last_completed_collective}}: ints in the
+// pickle, decimal strings in JSON), entries (list of {record_id, pg_id, process_group: (name,
 // desc), collective_seq_id, p2p_seq_id, op_id, profiling_name, time_created_ns, input_sizes,
-// input_dtypes, output_sizes, output_dtypes, state, timeout_ms, is_p2p, ...}), and
-// nccl_version or comm_lib_version. Versions other than 2.x are refused; keys a 2.x version
-// may lack are optional, keys present with the wrong type are errors naming the key.
+// input_dtypes, output_sizes, output_dtypes, state, timeout_ms, is_p2p, ...}; left out of JSON
+// when empty), and nccl_version or comm_lib_version. The earliest dumps are a bare list of
+// entries. Versions other than 2.x are refused; keys petrsim does not know are ignored; a
+// missing required key, or a key of the wrong type, is an error naming the file and key.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +51,8 @@ struct FrGroupStatus {
 struct FrDump {
   std::string path;
   uint32_t rank = 0;
-  std::string version;
+  std::string version;     // "2.x"; empty for a bare list
+  bool bare_list = false;  // the earliest form (PyTorch 2.2): the entries list alone
   std::string comm_lib_version;
   std::map<std::string, FrGroupConfig> pg_config;  // by group name
   std::map<int64_t, FrGroupStatus> pg_status;      // by local pg_id

@@ -618,6 +618,8 @@ TEST(Pickle, AMemoBombIsRefusedNotExpanded) {
   p += Bytes({'}', 'q', 1, '('});
   p += str("process_group") + str("0") + str("g") + Bytes({0x86});
   p += str("collective_seq_id") + Bytes({'K', 1});
+  p += str("profiling_name") + str("nccl:all_reduce") + str("state") + str("scheduled") + str("is_p2p") +
+       Bytes({'K', 0});
   p += str("input_sizes") + Bytes({']', '(', ']', 'q', 2, '('});
   for (int i = 0; i < 1000; ++i) p += Bytes({'K', 1});
   p += Bytes({'e'});

@@ -1,0 +1,209 @@
+// Flight Recorder dumps of every version PyTorch has written (replay/flight_recorder.h), pickle
+// and JSON, as tests/data/flight_recorder_json/make_versioned.py writes them from the real 2.9
+// pickles of tests/data/flight_recorder/nvrx/lock_gil_2nd in each writer's shape
+// (docs/research/flight_recorder_formats.md): each diagnoses as the real pickles do; unknown
+// keys are ignored; a missing required key, or a wrong type, is an error naming it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/error.h"
+#include "replay/diagnose.h"
+#include "replay/flight_recorder.h"
+
+namespace petrsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = PETRSIM_SOURCE_DIR "/tests/data";
+const std::string kReal = kData + "/flight_recorder/nvrx/lock_gil_2nd";
+const std::string kVersioned = kData + "/flight_recorder_json";
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string DiagnosisOf(const std::string& dir) { return DiagnosisJson(Diagnose(LoadRecordings({dir}))).dump(); }
+
+struct Versioned {
+  std::string version;
+  std::string format;         // "pickle" or "json"
+  std::string lib_key_value;  // the library version the dump names ("" where none is written)
+};
+
+class VersionedDump : public ::testing::TestWithParam<Versioned> {};
+
+TEST_P(VersionedDump, DiagnosesAsTheRealPickles) {
+  const Versioned& v = GetParam();
+  const std::string dir = kVersioned + "/" + v.version + "/" + v.format;
+  EXPECT_EQ(DiagnosisOf(dir), DiagnosisOf(kReal)) << dir;
+}
+
+TEST_P(VersionedDump, ReadsTheVersionStatusAndEntries) {
+  const Versioned& v = GetParam();
+  const std::string name = v.format == "json" ? "_dump_3.json" : "_dump_3";
+  const FrDump dump = ReadFlightRecorderDump(kVersioned + "/" + v.version + "/" + v.format + "/" + name);
+  const FrDump real = ReadFlightRecorderDump(kReal + "/_dump_3");
+  EXPECT_EQ(dump.version, v.version);
+  EXPECT_EQ(dump.comm_lib_version, v.lib_key_value);
+  EXPECT_EQ(dump.rank, 3u);
+  ASSERT_EQ(dump.entries.size(), real.entries.size());
+  for (size_t i = 0; i < dump.entries.size(); ++i) {
+    EXPECT_EQ(dump.entries[i].pg_name, real.entries[i].pg_name);
+    EXPECT_EQ(dump.entries[i].collective_seq_id, real.entries[i].collective_seq_id);
+    EXPECT_EQ(dump.entries[i].state, real.entries[i].state);
+    EXPECT_EQ(dump.entries[i].is_p2p, real.entries[i].is_p2p);
+  }
+  if (v.version == "2.2") {  // before pg_status
+    EXPECT_FALSE(dump.has_pg_status);
+    return;
+  }
+  // JSON writes these with std::to_string; they read as the pickle's ints.
+  ASSERT_EQ(dump.pg_status.size(), real.pg_status.size());
+  for (const auto& [pg_id, status] : real.pg_status) {
+    ASSERT_TRUE(dump.pg_status.count(pg_id)) << pg_id;
+    EXPECT_EQ(dump.pg_status.at(pg_id).last_enqueued, status.last_enqueued);
+    EXPECT_EQ(dump.pg_status.at(pg_id).last_started, status.last_started);
+    EXPECT_EQ(dump.pg_status.at(pg_id).last_completed, status.last_completed);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VersionedDump,
+                         ::testing::Values(Versioned{"2.2", "pickle", ""}, Versioned{"2.3", "pickle", ""},
+                                           Versioned{"2.3", "json", ""}, Versioned{"2.7", "pickle", "2.27.3"},
+                                           Versioned{"2.7", "json", "2.27.3"}, Versioned{"2.10", "pickle", "2.27.3"},
+                                           Versioned{"2.10", "json", "2.27.3"}),
+                         [](const auto& info) {
+                           std::string name = "v" + info.param.version + "_" + info.param.format;
+                           for (char& c : name) c = c == '.' ? '_' : c;
+                           return name;
+                         });
+
+// The earliest dumps are the list of entries alone: no version, no group names (the group is
+// its local pg_id), seq_id for the sequence number.
+TEST(FlightRecorderFormats, ABareListIsReadWithItsLocalGroupIds) {
+  const FrDump dump = ReadFlightRecorderDump(kVersioned + "/bare_list/pickle/_dump_3");
+  const FrDump real = ReadFlightRecorderDump(kReal + "/_dump_3");
+  EXPECT_TRUE(dump.bare_list);
+  EXPECT_EQ(dump.version, "");
+  EXPECT_TRUE(dump.pg_config.empty());
+  EXPECT_FALSE(dump.has_pg_status);
+  ASSERT_EQ(dump.entries.size(), real.entries.size());
+  for (size_t i = 0; i < dump.entries.size(); ++i) {
+    EXPECT_EQ(dump.entries[i].pg_name, std::to_string(real.entries[i].pg_id));
+    EXPECT_EQ(dump.entries[i].collective_seq_id, real.entries[i].collective_seq_id);
+    EXPECT_EQ(dump.entries[i].profiling_name, real.entries[i].profiling_name);
+    EXPECT_EQ(dump.entries[i].is_p2p, real.entries[i].is_p2p);  // from the name: nccl:send / nccl:recv
+    EXPECT_EQ(dump.entries[i].input_sizes, std::vector<std::vector<int64_t>>{real.entries[i].input_sizes.at(0)});
+  }
+  EXPECT_NO_THROW(Diagnose(LoadRecordings({kVersioned + "/bare_list/pickle"})));
+}
+
+// One 2.10 JSON dump, changed by `edit`, parsed; the error message, or "" if it parsed.
+template <typename Edit>
+std::string ParseEdited(Edit edit, FrDump* out = nullptr) {
+  nlohmann::json json = nlohmann::json::parse(ReadText(kVersioned + "/2.10/json/_dump_0.json"));
+  edit(json);
+  try {
+    FrDump dump = ParseFlightRecorderDump(json.dump(), "_dump_0.json", 0u);
+    if (out != nullptr) *out = std::move(dump);
+    return "";
+  } catch (const ScenarioError& error) {
+    return error.what();
+  }
+}
+
+TEST(FlightRecorderFormats, AMissingRequiredKeyIsNamed) {
+  const auto expect = [](const std::string& message, const std::string& want) {
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+  };
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][2].erase("collective_seq_id"); }),
+         "_dump_0.json: entries[2]: missing key 'collective_seq_id'");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][0].erase("process_group"); }),
+         "_dump_0.json: entries[0]: missing key 'process_group'");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][1].erase("state"); }),
+         "_dump_0.json: entries[1]: missing key 'state'");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][1].erase("is_p2p"); }),
+         "_dump_0.json: entries[1]: missing key 'is_p2p'");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][1].erase("profiling_name"); }),
+         "_dump_0.json: entries[1]: missing key 'profiling_name'");
+  expect(ParseEdited([](nlohmann::json& j) { j.erase("version"); }), "_dump_0.json: top level: missing key 'version'");
+  expect(ParseEdited([](nlohmann::json& j) { j["pg_config"]["0"].erase("ranks"); }),
+         "_dump_0.json: pg_config['0']: missing key 'ranks'");
+}
+
+TEST(FlightRecorderFormats, UnknownKeysAreIgnored) {
+  FrDump plain, extended;
+  ASSERT_EQ(ParseEdited([](nlohmann::json&) {}, &plain), "");
+  ASSERT_EQ(ParseEdited(
+                [](nlohmann::json& j) {
+                  j["a_future_key"] = {{"nested", {1, 2, 3}}};
+                  j["nccl_comm_state"] = {{"comm0", {{"k", "v"}}}};
+                  j["pg_status"]["0"]["last_enqueued_numel_in"] = "7";
+                  j["pg_config"]["0"]["backend"] = "nccl";
+                  for (auto& e : j["entries"]) {
+                    e["frames"] = nlohmann::json::array();
+                    e["duration_ms"] = 1.5;
+                    e["another_future_key"] = nullptr;
+                  }
+                },
+                &extended),
+            "");
+  ASSERT_EQ(extended.entries.size(), plain.entries.size());
+  for (size_t i = 0; i < plain.entries.size(); ++i) {
+    EXPECT_EQ(extended.entries[i].collective_seq_id, plain.entries[i].collective_seq_id);
+    EXPECT_EQ(extended.entries[i].pg_name, plain.entries[i].pg_name);
+  }
+  EXPECT_EQ(extended.pg_status.at(0).last_enqueued, plain.pg_status.at(0).last_enqueued);
+}
+
+TEST(FlightRecorderFormats, AWrongTypeNamesTheFieldExpectedAndFound) {
+  const auto expect = [](const std::string& message, const std::string& want) {
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+  };
+  expect(ParseEdited([](nlohmann::json& j) { j["pg_status"]["0"]["last_enqueued_collective"] = "abc"; }),
+         "_dump_0.json: pg_status[0].last_enqueued_collective: expected an int (or a str of one), found the str "
+         "'abc'");
+  expect(ParseEdited([](nlohmann::json& j) { j["pg_status"]["0"]["last_completed_collective"] = {1}; }),
+         "_dump_0.json: pg_status[0].last_completed_collective: expected an int, found a list");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][0]["collective_seq_id"] = "27"; }),
+         "_dump_0.json: entries[0].collective_seq_id: expected an int, found a str");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"][0]["profiling_name"] = 5; }),
+         "_dump_0.json: entries[0].profiling_name: expected a str, found an int");
+  expect(ParseEdited([](nlohmann::json& j) { j["version"] = 2.1; }), "_dump_0.json: version: expected a str");
+}
+
+// dump_json leaves `entries` out when there are none (if (!entries.empty()) ...).
+TEST(FlightRecorderFormats, AJsonDumpWithoutEntriesIsARankThatRecordedNothing) {
+  FrDump dump;
+  ASSERT_EQ(ParseEdited([](nlohmann::json& j) { j.erase("entries"); }, &dump), "");
+  EXPECT_TRUE(dump.entries.empty());
+  EXPECT_FALSE(dump.pg_status.empty());
+  EXPECT_FALSE(dump.pg_config.empty());
+}
+
+// pg_status values as dump_json writes them: std::to_string of the sequence numbers, -1 included.
+TEST(FlightRecorderFormats, PgStatusStringsHoldingIntsAreRead) {
+  const std::string text =
+      R"({"version":"2.10","comm_lib_version":"2.21.5","pg_config":{"0":{"name":"0","desc":"default_pg",)"
+      R"("ranks":"[0, 1]"}},"pg_status":{"0":{"last_completed_collective":"-1","last_enqueued_collective":"12",)"
+      R"("last_started_collective":"-1"}}})";
+  const FrDump dump = ParseFlightRecorderDump(text, "rank_1.json", 1u);
+  EXPECT_EQ(dump.pg_status.at(0).last_enqueued, 12);
+  EXPECT_EQ(dump.pg_status.at(0).last_started, -1);
+  EXPECT_EQ(dump.pg_status.at(0).last_completed, -1);
+  EXPECT_EQ(dump.pg_config.at("0").ranks, (std::vector<uint32_t>{0, 1}));
+  EXPECT_TRUE(dump.entries.empty());
+}
+
+}  // namespace
+}  // namespace petrsim
