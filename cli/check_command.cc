@@ -10,6 +10,7 @@
 #include "cli/scenario_args.h"
 #include "model/iteration_plan.h"
 #include "model/memory_estimate.h"
+#include "model/outcome.h"
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "model/scenario_defaults.h"
@@ -50,6 +51,19 @@ std::string SplitDescription(const Grouping& grouping) {
 uint64_t FirstSeqOfIteration(const Scenario& scenario, uint64_t iteration) {
   const ExpandedPlan plan = ExpandPlan(scenario);
   return CollectivesBefore(plan, "default_pg", iteration) + 1;
+}
+
+// That collective as the report names it: `ALLREDUCE "step"`, and the frame the ranks blocked in
+// it show.
+std::string FirstCollectiveOfIteration(const Scenario& scenario, uint64_t iteration) {
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  const auto at = LocateCollective(plan, "default_pg", FirstSeqOfIteration(scenario, iteration), iteration + 1);
+  if (!at || at->collective == nullptr) return "";
+  std::string out = fmt::format(": {} \"{}\"", OpTypeName(at->collective->op()), at->step);
+  if (!at->collective->python_frame().empty()) {
+    out += fmt::format(", its Python traceback ending in {}", at->collective->python_frame());
+  }
+  return out;
 }
 
 // Who loads a batch: a DataLoader worker, or the main process when there are none.
@@ -166,8 +180,9 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
     } else {
       consequence = fmt::format(
           "Every other rank blocks in its first collective of iteration {} (c10d sequence "
-          "number {} on default_pg) and its watchdog aborts after Timeout(ms)={}.",
-          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms());
+          "number {} on default_pg{}) and its watchdog aborts after Timeout(ms)={}.",
+          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration),
+          FirstCollectiveOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms());
     }
     line(fmt::format(
         "Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "

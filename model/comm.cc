@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,11 @@ double ToDtype(Collective::Dtype dtype, double value) {
     }
   }
   return value;
+}
+
+std::vector<double> Work::ResultHead(uint64_t count) const {
+  const std::vector<double>& all = Result();
+  return std::vector<double>(all.begin(), all.begin() + static_cast<ptrdiff_t>(std::min<uint64_t>(count, all.size())));
 }
 
 std::vector<double> ContributedValues(const Collective& collective, std::span<const double> input) {

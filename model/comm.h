@@ -51,6 +51,10 @@ class Work {
   virtual void Wait() = 0;
   // This rank's output once Wait() returned, as CollectiveOutput defines it.
   virtual const std::vector<double>& Result() const = 0;
+  // The first `count` values of Result() (all of them when it has fewer), once Wait() returned:
+  // for a caller that reads only the head of a large output (a gradient bucket whose tail is
+  // padding), which an implementation may then convert alone. This one copies them from Result().
+  virtual std::vector<double> ResultHead(uint64_t count) const;
 };
 
 class Comm {
@@ -60,8 +64,9 @@ class Comm {
   virtual uint32_t rank() const = 0;
   virtual uint32_t world_size() const = 0;
   // Issues `collective` on its process_group ("default_pg": the world) with this rank's
-  // `input`: numel values (converted to the collective's dtype; missing values are zeros). The
-  // input is copied: the caller may reuse it at once.
+  // `input`: numel values (converted to the collective's dtype; missing values are zeros, so a
+  // large collective whose tail is padding needs only its head given). The input is copied: the
+  // caller may reuse it at once.
   virtual std::unique_ptr<Work> Issue(const Collective& collective, std::span<const double> input) = 0;
 };
 

@@ -1,6 +1,7 @@
 // Iteration plans; see iteration_plan.h.
 #include "model/iteration_plan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "model/ddp_plan.h"
@@ -133,6 +134,19 @@ ExpandedPlan ExpandPlan(const Scenario& scenario) {
   phases.pop_back();
   plan.leading = std::move(phases);
   return plan;
+}
+
+std::vector<std::string> ProcessGroupNames(const ExpandedPlan& plan) {
+  std::vector<std::string> names{"default_pg"};
+  const auto add = [&](const Collective& c) {
+    if (std::find(names.begin(), names.end(), c.process_group()) == names.end()) names.push_back(c.process_group());
+  };
+  for (const Collective& c : plan.startup) add(c);
+  for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
+    for (const Collective& c : plan.Iteration(i)) add(c);
+  }
+  for (const PeriodicCollective& p : plan.periodic) add(p.collective());
+  return names;
 }
 
 uint64_t CollectivesBefore(const ExpandedPlan& plan, const std::string& process_group, uint64_t iteration) {

@@ -35,6 +35,11 @@ struct ExpandedPlan {
 // with its defaults when neither form is given. The scenario must be valid.
 ExpandedPlan ExpandPlan(const Scenario& scenario);
 
+// The job's process groups in the order it creates them: the world group "default_pg" first, then each other group
+// in the order the plan first names it (startup, the distinct iterations, the periodic collectives). A group's index
+// here is the name PyTorch's logs give it (`PG 0` is the world group), in both backends.
+std::vector<std::string> ProcessGroupNames(const ExpandedPlan& plan);
+
 // Collectives issued on `process_group` before iteration `iteration` (0-based) starts: startup
 // ones, whole iterations, and periodic ones so far. The first collective of that iteration on
 // that group has c10d sequence number CollectivesBefore(...) + 1 (when it is unconditional).

@@ -150,12 +150,12 @@ std::string OutcomeName(GetItemOutcome outcome) {
 }
 
 GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
-                      uint32_t pipeline_draws, uint64_t attempts_limit, GetItemObserver* observer) {
+                      const PipelineDraws& pipeline, uint64_t attempts_limit, GetItemObserver* observer) {
   GetItemResult result;
   result.index = index;
   while (true) {
     ++result.attempts;
-    rng.Discard(pipeline_draws);
+    pipeline.Load(rng);
     if (dataset.frame(result.index).accepted) {
       result.outcome = GetItemOutcome::kAccepted;
       if (observer != nullptr) observer->Attempt(result.index, true, -1);

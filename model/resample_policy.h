@@ -10,6 +10,7 @@
 
 #include "model/dataset.h"
 #include "model/numpy_random.h"
+#include "model/pipeline_draws.h"
 #include "model/scenario.pb.h"
 
 namespace petrsim {
@@ -64,10 +65,10 @@ class GetItemObserver {
   virtual void Attempt(int64_t index, bool accepted, int64_t next_index) = 0;
 };
 
-// Runs __getitem__(index): load (the pipeline takes `pipeline_draws` 32-bit draws), accept or
-// resample, until accepted, provably livelocked, or out of attempts.
+// Runs __getitem__(index): load (the pipeline's draws), accept or resample, until accepted,
+// provably livelocked, or out of attempts.
 GetItemResult GetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
-                      uint32_t pipeline_draws, uint64_t attempts_limit = kGetItemAttemptsLimit,
+                      const PipelineDraws& pipeline, uint64_t attempts_limit = kGetItemAttemptsLimit,
                       GetItemObserver* observer = nullptr);
 
 }  // namespace petrsim

@@ -57,7 +57,7 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, cons
   const auto policy = MakeResamplePolicy(scenario, dataset);
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
   const uint32_t batch = job.samples_per_gpu();
-  const uint32_t pipeline_draws = scenario.resample().pipeline_draws_per_attempt();
+  const PipelineDraws pipeline(scenario);
 
   std::vector<SlotDraw> draws(batch);
   std::vector<NumpyRandomState> rngs;
@@ -72,7 +72,8 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, cons
         // Nothing past the prefetch window is dispatched, and a new epoch's iterator is never
         // created, while the main process waits for batch *blocked_at.
         if (k >= *blocked_at + loader.in_flight || loader.RestartsAt(k)) break;
-      } else if (loader.RestartsAt(k)) {
+      } else if (loader.RestartsAt(k) && job.workers_per_gpu() > 0) {
+        // New workers, seeded again by worker_init_fn; the main process's RNG goes on.
         SeedWorkers(scenario, rank, rngs);
         worker_stuck.assign(rngs.size(), false);
       }
@@ -92,7 +93,7 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, cons
         } else if (worker_stuck[worker] || batch_raised) {
           row.status = SampleStatus::kBlocked;
         } else {
-          const GetItemResult result = GetItem(dataset, *policy, row.index, rngs[worker], pipeline_draws);
+          const GetItemResult result = GetItem(dataset, *policy, row.index, rngs[worker], pipeline);
           row.final_index = result.index;
           row.attempts = result.attempts;
           switch (result.outcome) {
@@ -124,6 +125,9 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, cons
         row.consumed = !blocked_at || k < *blocked_at;
         on_row(row);
       }
+      // Without workers the main process loaded the batch; its forward (GridMask) draws from the
+      // same RNG before the next batch is loaded.
+      if (job.workers_per_gpu() == 0 && !blocked_at) pipeline.Forward(rngs[0]);
     }
   }
 }

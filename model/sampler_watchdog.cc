@@ -20,11 +20,12 @@ uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& pol
 }
 
 WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
-                           uint32_t pipeline_draws, uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot) {
+                           const PipelineDraws& pipeline, uint32_t rank, int32_t worker, uint64_t batch,
+                           uint32_t slot) {
   WatchedItem out;
   // One load more than the bound, so that a getitem ending exactly at the bound is not flagged.
   const uint64_t bound = ResampleAttemptsBound(dataset, policy, index) + 1;
-  out.result = GetItem(dataset, policy, index, rng, pipeline_draws, bound);
+  out.result = GetItem(dataset, policy, index, rng, pipeline, bound);
   const GetItemOutcome outcome = out.result.outcome;
   if (outcome != GetItemOutcome::kLivelock && outcome != GetItemOutcome::kAttemptsLimit) return out;
   StuckGetitem report;

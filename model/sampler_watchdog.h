@@ -30,6 +30,6 @@ uint64_t ResampleAttemptsBound(const Dataset& dataset, const ResamplePolicy& pol
 
 // GetItem under the watchdog. `rank`, `worker`, `batch`, `slot` only label the report.
 WatchedItem WatchedGetItem(const Dataset& dataset, const ResamplePolicy& policy, int64_t index, NumpyRandomState& rng,
-                           uint32_t pipeline_draws, uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot);
+                           const PipelineDraws& pipeline, uint32_t rank, int32_t worker, uint64_t batch, uint32_t slot);
 
 }  // namespace petrsim

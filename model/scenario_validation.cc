@@ -7,6 +7,7 @@
 
 #include "model/ddp_plan.h"
 #include "model/error.h"
+#include "model/pipeline_draws.h"
 #include "model/resample_policy.h"
 #include "model/scenario_defaults.h"
 #include "model/torch_version.h"
@@ -382,6 +383,9 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   }
 
   CheckPlan(v, scenario.plan());
+  if (scenario.has_pipeline()) {
+    for (std::string& line : ValidatePipeline(scenario.pipeline())) v.AddLine(std::move(line));
+  }
 
   // Cost and comm.
   const auto& cost = scenario.cost();

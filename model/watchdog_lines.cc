@@ -6,6 +6,7 @@
 #include <array>
 
 #include "model/assert.h"
+#include "model/outcome.h"
 
 namespace petrsim {
 namespace {
@@ -181,6 +182,67 @@ WatchdogLines NcclWatchdogLines(const WatchdogTimeout& t) {
   if (facts.check_timeout_error != 0) lines.push_back(ExceptionRaisedFrom("checkTimeout", facts.check_timeout_error));
   if (facts.watchdog_error != 0) lines.push_back(ExceptionRaisedFrom("ncclCommWatchdog", facts.watchdog_error));
   return out;
+}
+
+WorkNumel NumelOfWork(const Collective& collective, uint32_t world_size) {
+  const uint64_t n = world_size;
+  WorkNumel numel;
+  numel.in = collective.op() == Collective::barrier ? 1 : collective.numel();
+  numel.out = numel.in;
+  if (collective.op() == Collective::allgather) numel.out = numel.in * n;
+  if (collective.op() == Collective::reduce_scatter) numel.out = (numel.in + n - 1) / n;
+  return numel;
+}
+
+std::vector<std::string> CollectiveTimeoutLines(const CollectiveTimeout& t) {
+  if (t.backend != Comm::nccl) {
+    return {
+        fmt::format("[Rank {}] RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+                    "Timed out waiting {}ms for recv operation to complete",
+                    t.rank, t.timeout_ms)};
+  }
+  WatchdogTimeout timeout;
+  timeout.version = t.version;
+  timeout.group_rank = t.rank;
+  timeout.global_rank = t.rank;
+  timeout.pg_name = std::to_string(t.process_group_index);  // groups are numbered as created, the world group first
+  timeout.pg_local_id = t.process_group_index;
+  timeout.pg_desc = t.process_group;
+  timeout.seq = t.seq;
+  timeout.op = OpTypeName(t.op);
+  timeout.numel_in = t.numel.in;
+  timeout.numel_out = t.numel.out;
+  timeout.timeout_ms = t.timeout_ms;
+  timeout.ran_for_ms = t.ran_for_ms;
+  timeout.last_enqueued_seq = t.last_enqueued_seq;
+  timeout.last_completed_seq = t.last_completed_seq;
+  timeout.timestamp = t.timestamp;
+  return NcclWatchdogLines(timeout).lines;
+}
+
+std::string CollectiveTimeoutNote(Comm::Backend backend, TorchVersion version) {
+  if (backend != Comm::nccl) return "";
+  const ReleaseFacts& facts = FactsOf(version);
+  if (facts.line_numbers_known) return "";
+  return fmt::format("PyTorch {}'s ProcessGroupNCCL.cpp line numbers are not known: {}", version.ToString(),
+                     facts.evidence);
+}
+
+LogTimestamp LogTimestampOfVirtualTime(int64_t ns) {
+  static constexpr std::array<int, 12> kDays{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  PETRSIM_ASSERT(ns >= 0);
+  const int64_t seconds = ns / 1'000'000'000;
+  int64_t day = (seconds / 86400) % 365;
+  int month = 0;
+  while (day >= kDays[month]) day -= kDays[month++];
+  LogTimestamp time;
+  time.month = month + 1;
+  time.day = static_cast<int>(day) + 1;
+  time.hour = static_cast<int>(seconds / 3600 % 24);
+  time.minute = static_cast<int>(seconds / 60 % 60);
+  time.second = static_cast<int>(seconds % 60);
+  time.nanoseconds = static_cast<uint32_t>(ns % 1'000'000'000);
+  return time;
 }
 
 }  // namespace petrsim

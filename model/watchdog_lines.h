@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/scenario.pb.h"
 #include "model/torch_version.h"
 
 namespace petrsim {
@@ -61,5 +62,47 @@ struct WatchdogLines {
 
 // The lines for `timeout.version`, which must be a supported release (ParseTorchVersion's; asserted).
 WatchdogLines NcclWatchdogLines(const WatchdogTimeout& timeout);
+
+// ---------------------------------------------------------------------------------------------
+// The one place both backends turn a timed-out collective into the lines the job prints (the simulator's
+// JobSim::WatchdogLines and the real trainer's collective watchdog), so that they cannot drift.
+
+// The elements WorkNCCL counts for a collective of the plan on a group of `world_size` ranks: NumelIn= is its numel
+// (a barrier's one-element tensor), NumelOut= the same, except allgather (world_size x) and reduce_scatter (one chunk,
+// rounded up).
+struct WorkNumel {
+  uint64_t in = 0;
+  uint64_t out = 0;
+};
+WorkNumel NumelOfWork(const Collective& collective, uint32_t world_size);
+
+// One collective past its timeout on one rank, in the terms both backends observe. Every process group of a petrsim job
+// spans the world, so the rank within the group is the global rank.
+struct CollectiveTimeout {
+  Comm::Backend backend = Comm::nccl;  // whose lines: NCCL's watchdog, or Gloo's timed-out wait
+  TorchVersion version;
+  uint32_t rank = 0;
+  uint32_t process_group_index = 0;  // the group's place in creation order, the world group 0 (ProcessGroupNames)
+  std::string process_group;         // its plan name ("default_pg"): the description PyTorch prints from 2.4
+  uint64_t seq = 0;                  // its c10d sequence number on the group
+  Collective::Op op = Collective::allreduce;
+  WorkNumel numel;
+  uint64_t timeout_ms = 0;
+  uint64_t ran_for_ms = 0;          // how long it had run when the watchdog (or the waiting call) gave up
+  uint64_t last_enqueued_seq = 0;   // the rank's last issued sequence number on the group
+  uint64_t last_completed_seq = 0;  // and its last completed one
+  LogTimestamp timestamp;           // the rank's clock when it fired
+};
+
+// Everything the rank prints for `timeout`, one entry a line: NcclWatchdogLines with the fields filled from it for
+// NCCL; for Gloo the one line of the RuntimeError its waiting call raises.
+std::vector<std::string> CollectiveTimeoutLines(const CollectiveTimeout& timeout);
+
+// What to say beside those lines, or "": for NCCL and a release whose ProcessGroupNCCL.cpp line numbers are not
+// known, that they are not, and what they rest on.
+std::string CollectiveTimeoutNote(Comm::Backend backend, TorchVersion version);
+
+// The simulator's log clock: virtual time 0 read as 1 January, 00:00:00 (no leap years).
+LogTimestamp LogTimestampOfVirtualTime(int64_t ns);
 
 }  // namespace petrsim

@@ -45,7 +45,7 @@ RC_GTEST_PROP(CheckProps, PoolsEqualDynamicLivelocks, ()) {
   std::set<int64_t> dynamic_livelocks;
   for (int64_t i = 0; i < dataset->size(); ++i) {
     NumpyRandomState rng(static_cast<uint32_t>(i));
-    const auto result = GetItem(*dataset, *policy, i, rng, 0);
+    const auto result = GetItem(*dataset, *policy, i, rng, PipelineDraws());
     RC_ASSERT(result.outcome != GetItemOutcome::kAttemptsLimit);
     if (result.outcome == GetItemOutcome::kLivelock) dynamic_livelocks.insert(i);
     if (result.outcome == GetItemOutcome::kAccepted) RC_ASSERT(dataset->frame(result.index).accepted);

@@ -41,14 +41,16 @@ BatchLoader::BatchLoader(const Scenario& scenario, const Dataset& dataset, const
                  r.group = drawn[slot].group;
                  recorder_.Record(r);
                }
-             }) {}
+             }),
+      pipeline_(scenario) {}
 
 void BatchLoader::StartEpoch(uint64_t first_batch) {
   epoch_start_ = first_batch;
-  rngs_.clear();
   if (shape_.workers == 0) {
-    rngs_.emplace_back(scenario_.job().seed());
+    // The main process loads: its numpy RNG was seeded once, by set_random_seed.
+    if (rngs_.empty()) rngs_.emplace_back(scenario_.job().seed());
   } else {
+    rngs_.clear();
     for (uint32_t w = 0; w < shape_.workers; ++w) {
       rngs_.emplace_back(WorkerNumpySeed(shape_.workers, options_.rank, w, scenario_.job().seed()));
     }
@@ -75,8 +77,7 @@ LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
       item.result.attempts = recorded->attempts;
       item.result.outcome = GetItemOutcome::kAccepted;
     } else {
-      item = WatchedGetItem(dataset_, *policy_, out.draw.index, rng, scenario_.resample().pipeline_draws_per_attempt(),
-                            options_.rank, worker, batch, slot);
+      item = WatchedGetItem(dataset_, *policy_, out.draw.index, rng, pipeline_, options_.rank, worker, batch, slot);
     }
     if (item.livelock) {
       // Recorded now; reported in user terms, stopping the whole job, when the main process
@@ -117,6 +118,9 @@ LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
     r.end_ns = recorder_.Now();
     recorder_.Record(r);
   }
+  // Without workers the main process loaded the batch; its forward (GridMask) draws from the
+  // same RNG before it loads the next one.
+  if (worker < 0) pipeline_.Forward(rng);
   TraceRecord ready;
   ready.kind = TraceKind::kBatchReady;
   ready.worker = worker;

@@ -98,6 +98,7 @@ class BatchLoader {
   DrawSource draws_;
   // Per worker (or the main process) the numpy RNG PyTorch's worker_init_fn seeds.
   std::vector<NumpyRandomState> rngs_;
+  const PipelineDraws pipeline_;
   uint64_t epoch_start_ = 0;
 };
 

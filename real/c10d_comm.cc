@@ -7,8 +7,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string_view>
 
@@ -68,11 +72,59 @@ std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
 #endif
 }
 
+// The tensors of completed collectives, kept for the next collective of the same dtype, size and
+// device: a scenario-sized job all-reduces the same tens of millions of elements every iteration,
+// and fresh allocations of that size cost more in page faults than zeroing a kept one. Only large
+// tensors are kept, the most recently returned first, up to kBytesMax in all.
+class TensorPool {
+ public:
+  static constexpr int64_t kBytesMin = int64_t{1} << 20;
+  static constexpr int64_t kBytesMax = int64_t{256} << 20;
+
+  at::Tensor Zeros(int64_t numel, at::ScalarType dtype, at::Device device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->numel() == numel && it->scalar_type() == dtype && it->device() == device) {
+          at::Tensor t = std::move(*it);
+          free_.erase(it);
+          bytes_ -= Bytes(t);
+          return t.zero_();
+        }
+      }
+    }
+    return torch::zeros({numel}, at::TensorOptions().dtype(dtype).device(device));
+  }
+
+  // Takes `t` back when nothing else holds its storage.
+  void Give(at::Tensor t) {
+    if (!t.defined() || Bytes(t) < kBytesMin || t.storage().use_count() != 1 || !t.is_contiguous() ||
+        t.storage_offset() != 0) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytes_ += Bytes(t);
+    free_.push_front(std::move(t));
+    while (bytes_ > kBytesMax) {
+      bytes_ -= Bytes(free_.back());
+      free_.pop_back();
+    }
+  }
+
+ private:
+  static int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+  std::mutex mutex_;
+  std::list<at::Tensor> free_;
+  int64_t bytes_ = 0;
+};
+
 C10dComm::C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
                    std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
                    const std::string& master_addr, const std::vector<std::string>& process_group_names)
     : rank_(rank), world_size_(world_size) {
   if (const auto why = BackendUnavailable(backend)) throw ScenarioError(*why);
+  pool_ = std::make_shared<TensorPool>();
   const bool nccl = backend == petrsim::Comm::nccl;
   const auto make = [&](const c10::intrusive_ptr<c10d::Store>& group_store) -> c10::intrusive_ptr<c10d::ProcessGroup> {
 #ifdef PETRSIM_WITH_NCCL
@@ -130,6 +182,14 @@ namespace {
 // A c10d work and the tensors it reduces into; Wait() turns them into this rank's values.
 class C10dWork : public comm::Work {
  public:
+  ~C10dWork() override {
+    // A completed collective's tensor goes back to the pool (c10d's work let go of it first).
+    if (!done_ || !pool_) return;
+    work_.reset();
+    out_ = at::Tensor();
+    for (auto& t : tensors_) pool_->Give(std::move(t));
+  }
+
   bool IsCompleted() override { return done_ || work_->isCompleted(); }
 
   void Wait() override {
@@ -142,30 +202,38 @@ class C10dWork : public comm::Work {
     if (divide_) {
       for (auto& t : tensors_) t.div_(static_cast<double>(world_size_));
     }
-    at::Tensor out;
     switch (collective_.op()) {
       case Collective::allgather:
-        out = torch::cat(gathered_[0]);
+        out_ = torch::cat(gathered_[0]);
         break;
       case Collective::reduce_scatter:
-        out = tensors_[0].chunk(world_size_)[rank_];
+        out_ = tensors_[0].chunk(world_size_)[rank_];
         break;
       case Collective::alltoall:
-        out = output_;
+        out_ = output_;
         break;
       case Collective::barrier:
         break;
       default:
-        out = tensors_[0];
-    }
-    if (out.defined()) {
-      const at::Tensor values = out.to(at::kCPU, at::kDouble).contiguous();
-      result_.assign(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+        out_ = tensors_[0];
     }
     done_ = true;
   }
 
-  const std::vector<double>& Result() const override { return result_; }
+  // The output stays a tensor of the collective's dtype until it is asked for as doubles: whole
+  // (once), or only its head.
+  const std::vector<double>& Result() const override {
+    if (!converted_) {
+      result_ = Doubles(out_, out_.defined() ? out_.numel() : 0);
+      converted_ = true;
+    }
+    return result_;
+  }
+
+  std::vector<double> ResultHead(uint64_t count) const override {
+    if (converted_ || !out_.defined()) return comm::Work::ResultHead(count);
+    return Doubles(out_, static_cast<int64_t>(std::min<uint64_t>(count, static_cast<uint64_t>(out_.numel()))));
+  }
 
  private:
   friend class petrsim::real::C10dComm;
@@ -177,7 +245,17 @@ class C10dWork : public comm::Work {
   uint32_t rank_ = 0, world_size_ = 1;
   bool divide_ = false;  // avg on a backend without AVG
   bool done_ = false;
-  std::vector<double> result_;
+  std::shared_ptr<TensorPool> pool_;  // where the tensor goes back; null: not pooled
+  at::Tensor out_;
+  mutable bool converted_ = false;
+  mutable std::vector<double> result_;
+
+  // The first `count` values of `t` as doubles.
+  static std::vector<double> Doubles(const at::Tensor& t, int64_t count) {
+    if (count == 0) return {};
+    const at::Tensor values = t.narrow(0, 0, count).to(at::kCPU, at::kDouble).contiguous();
+    return std::vector<double>(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+  }
 };
 
 }  // namespace
@@ -189,16 +267,23 @@ std::unique_ptr<comm::Work> C10dComm::Issue(const Collective& collective, std::s
   pending->world_size_ = world_size_;
   c10d::ProcessGroup& group = Group(collective.process_group());
   // The collective's tensor: the rank's contributed values (numel of them, zeros past the input,
-  // already in its dtype), copied onto the comm device as that dtype.
-  std::vector<double> values = comm::ContributedValues(collective, input);
-  at::Tensor tensor = torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::kDouble)
-                          .to(device_, TorchDtype(collective.dtype()), /*non_blocking=*/false, /*copy=*/true)
-                          .contiguous();
+  // already in its dtype) on the comm device as that dtype. Only the input's values are converted
+  // and copied: the padding past them is made in the dtype at once (a scenario-sized gradient
+  // bucket is tens of millions of elements, most of them padding).
+  const int64_t numel = static_cast<int64_t>(collective.numel());
+  at::Tensor tensor = pool_->Zeros(numel, TorchDtype(collective.dtype()), device_);
+  const int64_t given = std::min<int64_t>(numel, static_cast<int64_t>(input.size()));
+  if (given > 0) {
+    std::vector<double> head(static_cast<size_t>(given));
+    for (int64_t i = 0; i < given; ++i) head[i] = comm::ToDtype(collective.dtype(), input[i]);
+    tensor.narrow(0, 0, given).copy_(torch::from_blob(head.data(), {given}, at::kDouble));
+  }
   const auto op = TorchReduceOp(collective.reduce_op());
   pending->divide_ = collective.reduce_op() == Collective::avg;
   try {
     switch (collective.op()) {
       case Collective::allreduce: {
+        pending->pool_ = pool_;
         pending->tensors_ = {tensor};
         c10d::AllreduceOptions options;
         options.reduceOp = op;
@@ -206,12 +291,14 @@ std::unique_ptr<comm::Work> C10dComm::Issue(const Collective& collective, std::s
         break;
       }
       case Collective::broadcast: {
+        pending->pool_ = pool_;
         pending->tensors_ = {tensor};
         pending->divide_ = false;
         pending->work_ = group.broadcast(pending->tensors_);
         break;
       }
       case Collective::reduce: {
+        pending->pool_ = pool_;
         pending->tensors_ = {tensor};
         c10d::ReduceOptions options;
         options.reduceOp = op;

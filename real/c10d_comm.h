@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -31,6 +32,8 @@ at::ScalarType TorchDtype(Collective::Dtype dtype);
 // without a GPU), as an error for the user; nullopt when it can. Asking for a backend that cannot
 // run is an error, never a silent fallback (the user says --backend gloo).
 std::optional<std::string> BackendUnavailable(Comm::Backend backend);
+
+class TensorPool;
 
 // One rank's c10d process groups behind the Comm seam.
 class C10dComm : public comm::Comm {
@@ -60,6 +63,8 @@ class C10dComm : public comm::Comm {
   std::string backend_name_ = "gloo";
   at::Device device_ = at::kCPU;
   std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+  // Large tensors of completed collectives, reused (zeroed) by the next of the same size.
+  std::shared_ptr<TensorPool> pool_;
 };
 
 // The CommError a c10d exception's message stands for.

@@ -1,16 +1,31 @@
 // The real trainer's collective issue; see collective_issuer.h.
 #include "real/collective_issuer.h"
 
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
 #include <fmt/format.h>
 
 #include "model/outcome.h"
+#include "model/torch_version.h"
+#include "model/watchdog_lines.h"
 #include "trace/rank_writer.h"
 
 namespace petrsim::real {
 
 CollectiveIssuer::CollectiveIssuer(comm::Comm& comm, JobControl& control, RankRecorder& recorder,
-                                   const TrainOptions& options, std::chrono::milliseconds timeout)
-    : comm_(comm), control_(control), recorder_(recorder), options_(options), timeout_ms_(timeout.count()) {}
+                                   const TrainOptions& options, std::chrono::milliseconds timeout,
+                                   const Scenario& scenario, std::vector<std::string> process_groups)
+    : comm_(comm),
+      control_(control),
+      recorder_(recorder),
+      options_(options),
+      timeout_ms_(timeout.count()),
+      scenario_(scenario),
+      process_groups_(std::move(process_groups)) {}
 
 CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64_t iteration,
                                                   const std::vector<double>& input, Done done) {
@@ -29,8 +44,10 @@ CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64
   recorder_.OpenCollective(step, issued.seq, iteration, issued.start_ns);
   try {
     issued.work = comm_.Issue(step, input);
+  } catch (const comm::CommError& error) {
+    Fail(issued, error.what(), error.kind() == comm::CommError::Kind::kTimeout);
   } catch (const std::exception& error) {
-    Fail(issued, error.what());
+    Fail(issued, error.what(), false);
   }
   return issued;
 }
@@ -40,14 +57,68 @@ void CollectiveIssuer::Complete(Issued& issued) {
     control_.Waiting(true);
     issued.work->Wait();
     control_.Waiting(false);
+  } catch (const comm::CommError& error) {
+    Fail(issued, error.what(), error.kind() == comm::CommError::Kind::kTimeout);
   } catch (const std::exception& error) {
-    Fail(issued, error.what());
+    Fail(issued, error.what(), false);
   }
   recorder_.CloseCollective(*issued.step, issued.seq);
-  if (issued.done) issued.done(issued.work->Result());
+  uint64_t& completed = completed_[issued.step->process_group()];
+  completed = std::max(completed, issued.seq);
+  if (!issued.done.take) return;
+  if (issued.done.elements == std::numeric_limits<uint64_t>::max()) {
+    issued.done.take(issued.work->Result());
+  } else {
+    issued.done.take(issued.work->ResultHead(issued.done.elements));
+  }
 }
 
-void CollectiveIssuer::Fail(const Issued& issued, const std::string& error) {
+void CollectiveIssuer::FillJobLog(const Issued& issued, CollectiveError& error) const {
+  const Collective& step = *issued.step;
+  const Comm::Backend backend = options_.watchdog_lines_backend.value_or(scenario_.comm().backend());
+  const TorchVersion version = ParseTorchVersion(scenario_.comm().torch_version()).value_or(TorchVersion{});
+  CollectiveTimeout timeout;
+  timeout.backend = backend;
+  timeout.version = version;
+  timeout.rank = options_.rank;
+  const auto group = std::find(process_groups_.begin(), process_groups_.end(), step.process_group());
+  timeout.process_group_index = static_cast<uint32_t>(group - process_groups_.begin());
+  timeout.process_group = step.process_group();
+  timeout.seq = issued.seq;
+  timeout.op = step.op();
+  timeout.numel = NumelOfWork(step, options_.world_size);
+  timeout.timeout_ms = static_cast<uint64_t>(timeout_ms_);
+  timeout.ran_for_ms = static_cast<uint64_t>(std::max<int64_t>(0, recorder_.Now() - issued.start_ns) / 1'000'000);
+  const auto at = [](const std::map<std::string, uint64_t>& seqs, const std::string& group_name) {
+    const auto it = seqs.find(group_name);
+    return it == seqs.end() ? uint64_t{0} : it->second;
+  };
+  timeout.last_enqueued_seq = at(seqs_, step.process_group());
+  timeout.last_completed_seq = at(completed_, step.process_group());
+  // The rank's wall clock, in its time zone, as c10's logger prints it.
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  timeout.timestamp.month = local.tm_mon + 1;
+  timeout.timestamp.day = local.tm_mday;
+  timeout.timestamp.hour = local.tm_hour;
+  timeout.timestamp.minute = local.tm_min;
+  timeout.timestamp.second = local.tm_sec;
+  timeout.timestamp.nanoseconds = static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() % 1'000'000'000);
+  error.job_log = CollectiveTimeoutLines(timeout);
+  const char* name = backend == Comm::nccl ? "NCCL" : "Gloo";
+  const bool ran_nccl = comm_.backend_name() == "nccl";
+  const std::string ran_on = ran_nccl == (backend == Comm::nccl)
+                                 ? std::string()
+                                 : fmt::format("; this run's process groups are {}", ran_nccl ? "NCCL" : "Gloo");
+  error.job_log_heading =
+      fmt::format("{} log (what PyTorch {} would print for this timeout{}):", name, version.ToString(), ran_on);
+  error.job_log_note = CollectiveTimeoutNote(backend, version);
+}
+
+void CollectiveIssuer::Fail(const Issued& issued, const std::string& error, bool timed_out) {
   if (const auto reason = control_.StoppedByAnother()) {
     control_.Acknowledge();
     const std::string why = "stopped by another rank: " + *reason;
@@ -80,9 +151,11 @@ void CollectiveIssuer::Fail(const Issued& issued, const std::string& error) {
       "collective watchdog: rank {}: {} '{}' ({} seq {}, iteration {}) failed after {:.1f} s (timeout {} ms): {}{}",
       options_.rank, OpTypeName(step.op()), step.name(), step.process_group(), issued.seq, issued.iteration, waited_s,
       timeout_ms_, first_line, missing);
+  CollectiveError failure(report);
+  if (timed_out) FillJobLog(issued, failure);
   control_.Stop(report);
   recorder_.Finish(TraceKind::kWatchdog, issued.iteration, report, "stopped by the collective watchdog (exit 1)");
-  throw CollectiveError(report);
+  throw failure;
 }
 
 }  // namespace petrsim::real

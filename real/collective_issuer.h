@@ -3,14 +3,17 @@
 // reached per process group, what it is doing) and the call recorded in the rank's trace from
 // issue to completion. A failure (a peer gone, the timeout) is the collective watchdog's: the
 // rank says which ranks never arrived at that sequence number and what they were doing, stops
-// the job and throws CollectiveError; or, when another rank stopped the job first, says so and
-// throws JobStoppedError.
+// the job and throws CollectiveError (on a timeout carrying the lines the scenario's PyTorch
+// release would print for it, filled as the simulator fills them); or, when another rank stopped
+// the job first, says so and throws JobStoppedError.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +25,17 @@
 
 namespace petrsim::real {
 
+// What to do with a rank's output once its collective completed: `take` gets its first
+// `elements` values (all of them by default; a scenario-sized gradient bucket or broadcast asks
+// for the head the real model fills, and only that is converted).
+struct CollectiveDone {
+  std::function<void(const std::vector<double>&)> take;
+  uint64_t elements = std::numeric_limits<uint64_t>::max();
+};
+
 class CollectiveIssuer {
  public:
-  // Called with this rank's output once the collective completed.
-  using Done = std::function<void(const std::vector<double>&)>;
+  using Done = CollectiveDone;
 
   struct Issued {
     const Collective* step = nullptr;
@@ -36,25 +46,34 @@ class CollectiveIssuer {
     Done done;
   };
 
+  // `scenario` is the job's (its PyTorch release and backend name the timeout's lines);
+  // `process_groups` its groups in creation order (ProcessGroupNames).
   CollectiveIssuer(comm::Comm& comm, JobControl& control, RankRecorder& recorder, const TrainOptions& options,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, const Scenario& scenario,
+                   std::vector<std::string> process_groups);
 
-  // Issues `step` of `iteration` with `input`; does not wait.
-  Issued Launch(const Collective& step, uint64_t iteration, const std::vector<double>& input, Done done = nullptr);
+  // Issues `step` of `iteration` with `input` (the head of its values: zeros follow); does not
+  // wait.
+  Issued Launch(const Collective& step, uint64_t iteration, const std::vector<double>& input, Done done = {});
   // Waits for it, records its completion and calls its Done.
   void Complete(Issued& issued);
 
   uint64_t issued() const { return issued_; }
 
  private:
-  [[noreturn]] void Fail(const Issued& issued, const std::string& error);
+  [[noreturn]] void Fail(const Issued& issued, const std::string& error, bool timed_out);
+  // What the scenario's release would print for `issued` timing out now.
+  void FillJobLog(const Issued& issued, CollectiveError& error) const;
 
   comm::Comm& comm_;
   JobControl& control_;
   RankRecorder& recorder_;
   const TrainOptions& options_;
   int64_t timeout_ms_;
-  std::map<std::string, uint64_t> seqs_;  // per process group: the last sequence number issued
+  const Scenario& scenario_;
+  std::vector<std::string> process_groups_;
+  std::map<std::string, uint64_t> seqs_;       // per process group: the last sequence number issued
+  std::map<std::string, uint64_t> completed_;  // and the last one completed
   uint64_t issued_ = 0;
 };
 

@@ -5,7 +5,10 @@
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
 //                 [--trace DIR [--trace-ring N]]   (rank_<r>.pbtrace files for `petrsim diagnose`)
-//                 [--replay TRACE_DIR [--replay-samples-only]]
+//                 [--replay TRACE_DIR [--replay-samples-only]] [--plan-sizes scenario|model]
+// --plan-sizes: the collectives' sizes. scenario (the default): the scenario's plan as the
+// simulator runs it (same collectives, sizes, sequence numbers; the real gradients packed into the
+// plan's DDP buckets, padded). model: the StreamPETR plan rewritten for the real, small model.
 // --replay re-runs a recorded job (petrsim's traces of a simulated or real run): its sample order
 // and getitem results drive the ranks (`petrsim replay TRACE_DIR --against real` runs this);
 // the scenario is the recording's unless SCENARIO is given, and --nproc defaults to its ranks.
@@ -102,6 +105,11 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
     return 1;
   } catch (const petrsim::real::CollectiveError& error) {
     std::cerr << "petrsim_train: " << error.what() << "\n";
+    if (!error.job_log.empty()) {
+      std::cerr << "petrsim_train: rank " << options.rank << ": " << error.job_log_heading << "\n";
+      for (const std::string& line : error.job_log) std::cerr << "  " << line << "\n";
+      if (!error.job_log_note.empty()) std::cerr << "  (" << error.job_log_note << ")\n";
+    }
     return 1;
   } catch (const petrsim::real::JobStoppedError& error) {
     std::cerr << "petrsim_train: rank " << options.rank << " " << error.what() << "\n";
@@ -148,6 +156,14 @@ int main(int argc, char** argv) {
                  "PETRSIM_WITH_NCCL and a GPU). A backend this build or machine cannot run is an error, never a "
                  "fallback")
       ->check(CLI::IsMember({"gloo", "nccl"}));
+  std::string plan_sizes = "scenario";
+  app.add_option("--plan-sizes", plan_sizes,
+                 "the sizes of the job's collectives: scenario (default): the scenario's plan as the simulator runs "
+                 "it, the same collectives, sizes and sequence numbers (the real model's gradients packed into the "
+                 "plan's DDP buckets, padded with zeros; a plan too small for the model is an error); model: the "
+                 "StreamPETR plan rewritten for the real, small model (DDP's collectives those of its tensors: a "
+                 "faster step, but sequence numbers that differ from the simulator's on this scenario)")
+      ->check(CLI::IsMember({"scenario", "model"}));
   auto* replay_option = app.add_option("--replay", replay_dir,
                                        "re-run a recorded job's sample order and getitem results (a trace directory)");
   app.add_flag("--replay-samples-only", replay_samples_only, "with --replay: replay the sample order only")
@@ -179,8 +195,12 @@ int main(int argc, char** argv) {
       petrsim::ApplyOverrides(scenario, sets);
       petrsim::ValidateScenario(scenario, path + " (after --set)");
     }
-    if (!backend.empty())
+    options.plan_sizes = *petrsim::real::ParsePlanSizes(plan_sizes);
+    if (!backend.empty()) {
+      // A collective timeout still prints what the scenario's backend would (the simulator's lines).
+      options.watchdog_lines_backend = scenario.comm().backend();
       scenario.mutable_comm()->set_backend(backend == "nccl" ? petrsim::Comm::nccl : petrsim::Comm::gloo);
+    }
     if (const auto why = petrsim::real::BackendUnavailable(scenario.comm().backend())) {
       throw petrsim::ScenarioError(path + ": " + *why);
     }
@@ -327,7 +347,10 @@ int main(int argc, char** argv) {
         }
       }
       if (forwarded == 0 && term_at == kNever && kill_at == kNever) term_at = now + grace;
-      exit_code = 1;
+      // Bad input a rank finds (e.g. a plan too small for the real model) is the job's bad input,
+      // unless another rank failed otherwise.
+      const bool bad_input = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+      exit_code = bad_input && exit_code != 1 ? 2 : 1;
     }
     if (forwarded != 0) petrsim::real::DieOfSignal(forwarded);
     return exit_code;

@@ -128,25 +128,72 @@ DdpModel DescribeForDdp(torch::nn::Module& module) {
 
 }  // namespace
 
-RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model) {
+std::optional<PlanSizes> ParsePlanSizes(std::string_view text) {
+  if (text == "scenario") return PlanSizes::kScenario;
+  if (text == "model") return PlanSizes::kModel;
+  return std::nullopt;
+}
+
+namespace {
+
+// With the scenario's sizes the real model must fit the plan: every distinct iteration's gradient
+// buckets, and DDP's float32 module state broadcast, hold at least its parameters.
+void CheckModelFitsPlan(const Scenario& scenario, uint64_t parameters) {
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  const auto refuse = [&](const std::string& what, uint64_t holds) {
+    throw ScenarioError(fmt::format(
+        "--plan-sizes scenario: the plan's {} hold {} elements, fewer than the {} parameters of the real model "
+        "(the scaled-down StreamPETR), so its gradients or parameters would not all be synchronised; describe a "
+        "model at least that large in plan.ddp, or run with --plan-sizes model (the plan rewritten for the real "
+        "model)",
+        what, holds, parameters));
+  };
+  for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
+    uint64_t elements = 0, buckets = 0;
+    for (const Collective& step : plan.Iteration(i)) {
+      if (!step.name().starts_with("DDP gradient bucket")) continue;
+      elements += step.numel();
+      ++buckets;
+    }
+    if (buckets > 0 && elements < parameters) {
+      refuse(fmt::format("DDP gradient buckets of {}", i < plan.leading.size() ? fmt::format("iteration {}", i)
+                                                                               : std::string("every later iteration")),
+             elements);
+    }
+  }
+  for (const Collective& step : plan.startup) {
+    if (step.name().starts_with("DDP __init__: module state broadcast 0") && step.dtype() == Collective::float32 &&
+        step.numel() < parameters) {
+      refuse("'" + step.name() + "'", step.numel());
+    }
+  }
+}
+
+}  // namespace
+
+RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model, PlanSizes sizes) {
   RealJob job;
   job.scenario = scenario;
   job.model = model;
+  job.plan_sizes = sizes;
   if (!scenario.plan().has_custom()) {
     job.model.decoder_layers = scenario.plan().streampetr().decoder_layers();
   }
-  std::lock_guard<std::mutex> lock(ModelInitMutex());
-  StreamPetr counted(job.model);
-  for (const auto& p : counted->parameters()) job.parameters += static_cast<uint64_t>(p.numel());
-  if (!scenario.plan().has_custom()) {
-    // The StreamPETR plan's DDP collectives for the model this backend trains.
-    *job.scenario.mutable_plan()->mutable_ddp() = DescribeForDdp(*counted);
+  {
+    std::lock_guard<std::mutex> lock(ModelInitMutex());
+    StreamPetr counted(job.model);
+    for (const auto& p : counted->parameters()) job.parameters += static_cast<uint64_t>(p.numel());
+    if (sizes == PlanSizes::kModel && !scenario.plan().has_custom()) {
+      // The StreamPETR plan's DDP collectives for the model this backend trains.
+      *job.scenario.mutable_plan()->mutable_ddp() = DescribeForDdp(*counted);
+    }
   }
+  if (sizes == PlanSizes::kScenario) CheckModelFitsPlan(job.scenario, job.parameters);
   return job;
 }
 
 TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, const TrainOptions& options) {
-  const RealJob job = MakeRealJob(input_scenario, options.model);
+  const RealJob job = MakeRealJob(input_scenario, options.model, options.plan_sizes);
   const Scenario& scenario = job.scenario;
   const ExpandedPlan plan = ExpandPlan(scenario);
   const int64_t timeout_ms =
@@ -243,15 +290,11 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
       source.control = nullptr;
     }
   } clear_progress_source{progress_source};
-  std::vector<std::string> process_group_names;
-  for (const Collective& c : plan.startup) process_group_names.push_back(c.process_group());
-  for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
-    for (const Collective& c : plan.Iteration(i)) process_group_names.push_back(c.process_group());
-  }
-  for (const auto& p : plan.periodic) process_group_names.push_back(p.collective().process_group());
+  // The groups in the order the job creates them (their names in PyTorch's logs).
+  const std::vector<std::string> process_group_names = ProcessGroupNames(plan);
   C10dComm comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
                 options.master_addr, process_group_names);
-  CollectiveIssuer issuer(comm, control, recorder, options, timeout);
+  CollectiveIssuer issuer(comm, control, recorder, options, timeout, scenario, process_group_names);
   TrainingStep step(job, plan, options);
 
   TrainResult result;

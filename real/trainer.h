@@ -14,25 +14,31 @@
 //   - _parse_losses steps carry len(log_vars), each layer's classification and regression loss
 //     (terms of heads the model lacks carry 0) and the total;
 //   - DDP gradient buckets carry the gradients flattened in reverse parameter order, cut where
-//     the plan cuts them, launched without waiting and waited for before the optimizer step,
-//     then averaged;
+//     the plan cuts them (zeros past the model's parameters), launched without waiting and
+//     waited for before the optimizer step, then averaged;
 //   - conditional steps (only_when_local_batch_has_gt) are skipped when the local batch has no
 //     GT, as the old StreamPETR code did; any other step carries zeros of its size and dtype.
-// The plan the real job runs is the scenario's with two facts of the real model written in
-// (MakeRealJob): its tensors as DDP sees them (plan.ddp), and the decoder layers the model is
-// built with.
+// The plan the real job runs (MakeRealJob) is by default the scenario's, as the simulator runs
+// it (PlanSizes::kScenario: the same collectives, sizes and sequence numbers; the real model's
+// gradients packed into the plan's DDP buckets and padded with zeros, its parameters into DDP's
+// module state broadcast); with PlanSizes::kModel, the StreamPETR plan is rewritten for the real
+// model's tensors as DDP sees them (plan.ddp). Either way the model is built with the plan's
+// decoder layers.
 //
 // Hang diagnosis: each rank publishes its progress (last sequence number per process group, its
 // iteration, what it is doing) to the TCPStore every 100 ms. A sampler watchdog livelock is
 // reported at once in user terms and stops the whole job through the store; a collective that
 // fails or times out makes the rank print which ranks never arrived at that sequence number and
-// what they were doing, stop the job the same way, and fail. Every rank's trace is written
-// before it ends (streamed, or its ring dumped).
+// what they were doing, stop the job the same way, and fail; on a timeout it also gives the lines
+// the scenario's PyTorch release would print for it (model/watchdog_lines.h, as the simulator
+// prints them). Every rank's trace is written before it ends (streamed, or its ring dumped).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/dataset.h"
@@ -42,6 +48,23 @@
 #include "real/streampetr_model.h"
 
 namespace petrsim::real {
+
+// The sizes of the real job's collectives (`--plan-sizes`).
+enum class PlanSizes : uint8_t {
+  // The scenario's plan as ExpandPlan gives it, as the simulator runs it: the same collectives,
+  // sizes and sequence numbers (the StreamPETR plan's DDP collectives are those of its reference
+  // model unless plan.ddp says otherwise). The real model's gradients are packed into the plan's
+  // gradient buckets and its parameters into DDP's module state broadcast, padded with zeros; a
+  // plan whose buckets hold fewer elements than the model has parameters is refused.
+  kScenario,
+  // The StreamPETR plan rewritten for the real model (plan.ddp: its tensors as DDP sees them):
+  // small collectives, a fast CPU step; its DDP collectives and the sequence numbers after them
+  // differ from the simulator's on the scenario as given (the same as the simulator's on
+  // RealJob::scenario). A custom plan is taken as written either way.
+  kModel,
+};
+// "scenario" and "model" (--plan-sizes); nothing for anything else.
+std::optional<PlanSizes> ParsePlanSizes(std::string_view text);
 
 struct TrainOptions {
   uint32_t rank = 0;
@@ -62,7 +85,13 @@ struct TrainOptions {
   double warmup_ratio = 1.0 / 3;
   double min_lr_ratio = 1e-3;
   double grad_clip_norm = 35;
-  ModelConfig model;       // decoder_layers is taken from a StreamPETR plan
+  ModelConfig model;  // decoder_layers is taken from a StreamPETR plan
+  PlanSizes plan_sizes = PlanSizes::kScenario;
+  // Whose lines a collective timeout prints (what PyTorch would print for it): this backend's
+  // (NCCL's watchdog, or Gloo's timed-out wait) when set, else the scenario's comm.backend.
+  // petrsim_train sets it to the scenario's backend as written when --backend replaces it, so a
+  // Gloo run of an NCCL scenario prints the NCCL lines the simulator prints for that scenario.
+  std::optional<Comm::Backend> watchdog_lines_backend;
   uint32_t boxes_max = 8;  // boxes rendered per frame (GT count capped)
   // Records the rank's trace (model/trace.proto) to this file when set: streamed, or the last
   // trace_ring events when trace_ring > 0 (dumped on exit, SIGTERM and SIGABRT).
@@ -92,15 +121,20 @@ struct TrainResult {
   double step_ms = 0;                  // mean wall time of an iteration after the first (0: fewer than 2)
 };
 
-// The job the real backend runs for `scenario`: the scenario with the real model's parameter
-// count and decoder layers written into its StreamPETR plan (a custom plan is taken as written),
-// and the model configuration. The simulator run on `scenario` predicts the real run.
+// The job the real backend runs for `scenario`: the scenario (with kModel, its StreamPETR plan's
+// DDP model replaced by the real model's tensors; a custom plan is taken as written) and the
+// model configuration with the plan's decoder layers. The simulator run on `scenario` predicts
+// the real run: with kScenario that is the scenario as given. Throws ScenarioError when, with
+// kScenario, the plan's DDP gradient buckets of some iteration, or its float32 module state
+// broadcast, hold fewer elements than the real model has parameters (saying so, and naming
+// --plan-sizes model).
 struct RealJob {
   Scenario scenario;
   ModelConfig model;
   uint64_t parameters = 0;
+  PlanSizes plan_sizes = PlanSizes::kScenario;
 };
-RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model);
+RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model, PlanSizes sizes = PlanSizes::kScenario);
 
 // The learning rate of `iteration` (0-based) of `iterations` under `options`' schedule: mmcv's
 // CosineAnnealingLrUpdaterHook with a linear warmup, evaluated per iteration.
@@ -117,6 +151,13 @@ struct SampleLivelockError : JobError {
 };
 struct CollectiveError : JobError {
   using JobError::JobError;
+  // On a timeout: the lines the scenario's PyTorch release would print for it (NCCL's watchdog or
+  // Gloo's timed-out wait; model/watchdog_lines.h's CollectiveTimeoutLines, as the simulator
+  // prints them), a heading naming the release and backend, and a note when the release's line
+  // numbers are not known. Empty otherwise.
+  std::string job_log_heading;
+  std::vector<std::string> job_log;
+  std::string job_log_note;
 };
 struct JobStoppedError : JobError {
   using JobError::JobError;

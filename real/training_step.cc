@@ -37,7 +37,8 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
   params_ = model_->parameters();
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
-  // Each distinct iteration of the plan cuts the same flattened gradients its own way.
+  // Each distinct iteration of the plan cuts the same flattened gradients its own way; past the
+  // model's parameters its buckets carry zeros.
   for (uint64_t i = 0; i <= plan.leading.size(); ++i) {
     int64_t elements = 0;
     for (const Collective& step : plan.Iteration(i)) {
@@ -46,7 +47,6 @@ TrainingStep::TrainingStep(const RealJob& job, const ExpandedPlan& plan, const T
         elements += static_cast<int64_t>(step.numel());
       }
     }
-    bucket_elements_ = std::max(bucket_elements_, elements);
   }
   for (const Collective& step : plan.per_iteration) {
     gradient_buckets_ += step.name().starts_with("DDP gradient bucket");
@@ -71,7 +71,9 @@ std::vector<double> TrainingStep::StartupInput(const Collective& step, Collectiv
   }
   std::vector<torch::Tensor> flat;
   for (const auto& p : params_) flat.push_back(p.detach().flatten());
-  *done = [this](const std::vector<double>& values) {
+  // Only the parameters' values travel back (the plan's broadcast may be larger: zeros follow).
+  done->elements = static_cast<uint64_t>(parameter_elements_);
+  done->take = [this](const std::vector<double>& values) {
     // Every rank takes rank 0's parameters (as far as the plan's size carries them).
     const auto all = AsTensor(values);
     torch::NoGradGuard no_grad;
@@ -150,7 +152,6 @@ void TrainingStep::Backward() {
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
     grads.push_back(it->grad().defined() ? it->grad().flatten() : torch::zeros({it->numel()}));
   }
-  if (bucket_elements_ > parameter_elements_) grads.push_back(torch::zeros({bucket_elements_ - parameter_elements_}));
   flat_grads_ = torch::cat(grads);
 }
 
@@ -158,7 +159,7 @@ std::vector<double> TrainingStep::Input(const Collective& step, CollectiveIssuer
   const std::string& name = step.name();
   if (name.starts_with("reduce_mean(num_total_pos)")) {
     if (!avg_factor_) {
-      *done = [this](const std::vector<double>& sum) { avg_factor_ = std::max(1.0, sum.at(0)); };
+      done->take = [this](const std::vector<double>& sum) { avg_factor_ = std::max(1.0, sum.at(0)); };
     }
     return {static_cast<double>(positives_) / options_.world_size};
   }
@@ -170,17 +171,20 @@ std::vector<double> TrainingStep::Input(const Collective& step, CollectiveIssuer
   }
   if (name == "_parse_losses: total loss") {
     Losses();
-    *done = [this](const std::vector<double>& sum) { logged_ = sum.at(0) / options_.world_size; };
+    done->take = [this](const std::vector<double>& sum) { logged_ = sum.at(0) / options_.world_size; };
     return Values(total_);
   }
   if (const auto it = bucket_offset_.find(&step); it != bucket_offset_.end()) {
     Backward();
+    // The model's gradients in this bucket (the rest of it is padding: zeros the comm makes).
     const int64_t offset = it->second;
-    const int64_t numel = static_cast<int64_t>(step.numel());
-    *done = [this, offset, numel](const std::vector<double>& reduced) {
-      flat_grads_.narrow(0, offset, numel).copy_(AsTensor(reduced));
+    const int64_t real = std::clamp<int64_t>(parameter_elements_ - offset, 0, static_cast<int64_t>(step.numel()));
+    if (real == 0) return {};
+    done->elements = static_cast<uint64_t>(real);
+    done->take = [this, offset, real](const std::vector<double>& reduced) {
+      flat_grads_.narrow(0, offset, real).copy_(AsTensor(reduced));
     };
-    return Values(flat_grads_.narrow(0, offset, numel));
+    return Values(flat_grads_.narrow(0, offset, real));
   }
   return {};
 }

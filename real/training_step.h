@@ -37,8 +37,8 @@ class TrainingStep {
   // so each starts as a process of its own would) and its optimiser.
   TrainingStep(const RealJob& job, const ExpandedPlan& plan, const TrainOptions& options);
 
-  // What a startup collective carries: the seed, the parameters (DDP's broadcast: its Done
-  // takes rank 0's), or zeros.
+  // What a startup collective carries (the head of its values; zeros follow): the seed, the
+  // parameters (DDP's broadcast: its Done takes rank 0's), or nothing.
   std::vector<double> StartupInput(const Collective& step, CollectiveIssuer::Done* done);
 
   // The forward pass on a loaded batch: the memory carried by the ego motion (or cleared where
@@ -46,7 +46,8 @@ class TrainingStep {
   void Forward(const LoadedBatch& batch, const Dataset& dataset);
   int64_t positives() const { return positives_; }  // GT boxes in the rank's batch
 
-  // What a per-iteration collective carries, and what its result does (Done may stay empty).
+  // What a per-iteration collective carries (the head of its values; zeros follow), and what its
+  // result does (Done may stay empty).
   std::vector<double> Input(const Collective& step, CollectiveIssuer::Done* done);
 
   // The backward pass, once per iteration (a no-op when a gradient bucket already ran it).
@@ -74,9 +75,8 @@ class TrainingStep {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   // The plan's gradient buckets: where each starts in the flattened gradients (reverse parameter
-  // order), and the loss terms _parse_losses reduces.
+  // order; past the parameters a bucket is padding), and the loss terms _parse_losses reduces.
   std::map<const Collective*, int64_t> bucket_offset_;
-  int64_t bucket_elements_ = 0;  // the most any iteration's buckets cover
   uint64_t gradient_buckets_ = 0;
   int64_t parameter_elements_ = 0;
   int64_t loss_terms_ = 0;

@@ -86,6 +86,78 @@ def gen_numpy_choice_with_uniform():
 
 
 # ---------------------------------------------------------------------------
+# 3b. StreamPETR's train pipeline draws (the reference config's values), load by load
+# ---------------------------------------------------------------------------
+def streampetr_load():
+    """The numpy calls of one __getitem__ attempt, as StreamPETR's transform_3d.py makes them:
+    ResizeCropFlipRotImage._sample_augmentation (training), then GlobalRotScaleTransImage."""
+    resize = np.random.uniform(0.38, 0.55)
+    new_w, new_h = int(1600 * resize), int(900 * resize)
+    int((1 - np.random.uniform(0.0, 0.0)) * new_h) - 256
+    int(np.random.uniform(0, max(0, new_w - 704)))
+    if True and np.random.choice([0, 1]):
+        pass
+    np.random.uniform(0.0, 0.0)
+    np.random.uniform(-0.3925, 0.3925)
+    np.random.uniform(0.95, 1.05)
+    np.random.normal(scale=np.array([0, 0, 0], dtype=np.float32), size=3).T
+    return resize
+
+
+def grid_mask_forward(h=256, prob=0.7, rotate=1):
+    """GridMask.forward's numpy calls (models/utils/grid_mask.py), in training."""
+    if np.random.rand() > prob:
+        return
+    d = np.random.randint(2, h)
+    np.random.randint(d)
+    np.random.randint(d)
+    np.random.randint(rotate)
+
+
+def words_used(previous, state):
+    """32-bit outputs consumed between two get_state()s (at most 624 apart)."""
+    prev_key, prev_pos = previous[1], previous[2]
+    key, pos = state[1], state[2]
+    if np.array_equal(prev_key, key):
+        return int(pos - prev_pos)
+    return int(624 - prev_pos + pos)  # the key was regenerated once
+
+
+def gen_numpy_pipeline_loads():
+    """Per load: outputs consumed, the legacy Gaussian cache after it, and the first uniform."""
+    cases = []
+    for seed in (0, 1, 2, 7, 123, 4294967295):
+        np.random.seed(seed)
+        loads = []
+        state = np.random.get_state()
+        for _ in range(24):
+            resize = streampetr_load()
+            after = np.random.get_state()
+            loads.append({"words": words_used(state, after), "has_gauss": int(after[3]),
+                          "cached_gauss": float(after[4]), "resize": float(resize)})
+            state = after
+        cases.append({"seed": seed, "loads": loads})
+    return cases
+
+
+def gen_numpy_grid_mask():
+    """Outputs consumed by each GridMask forward after one load (workers_per_gpu: 0)."""
+    cases = []
+    for seed in (0, 5, 11):
+        np.random.seed(seed)
+        words = []
+        state = np.random.get_state()
+        for _ in range(30):
+            streampetr_load()
+            grid_mask_forward()
+            after = np.random.get_state()
+            words.append(words_used(state, after))
+            state = after
+        cases.append({"seed": seed, "words_per_load_and_forward": words})
+    return cases
+
+
+# ---------------------------------------------------------------------------
 # 4. Raw MT19937 outputs
 # ---------------------------------------------------------------------------
 # Pure-Python reference MT19937 (Matsumoto & Nishimura, mt19937ar.c:
@@ -208,6 +280,8 @@ def main():
         "torch_randperm": gen_torch_randperm(),
         "numpy_choice": gen_numpy_choice(),
         "numpy_choice_with_uniform": gen_numpy_choice_with_uniform(),
+        "numpy_pipeline_loads": gen_numpy_pipeline_loads(),
+        "numpy_grid_mask": gen_numpy_grid_mask(),
         "mt19937_first": gen_mt19937_first(),
         "torch_distributed_sampler": gen_distributed_sampler(),
         "infinite_group_stream": gen_infinite_group_stream(),

@@ -28,6 +28,8 @@ import os
 import numpy as np
 import torch
 
+from gen_rng_golden import grid_mask_forward, streampetr_load
+
 
 def sequence_flags(scene_lengths, split):
     """_set_sequence_group_flag for one sub-dataset: chunk ids, consecutive from 0."""
@@ -88,6 +90,7 @@ def run(case):
     world_size, batch_size = case["world_size"], case["samples_per_gpu"]
     workers, seed, policy = case["workers_per_gpu"], case["seed"], case["policy"]
     uniforms = case["uniforms_per_attempt"]
+    reference = case.get("pipeline") == "reference"  # StreamPETR's train pipeline draws
     rows = []
     for rank in range(world_size):
         states = []
@@ -114,6 +117,8 @@ def run(case):
                     idx, attempts = index, 0
                     while True:  # Custom3DDataset.__getitem__ in train mode
                         attempts += 1
+                        if reference:
+                            streampetr_load()
                         for _ in range(uniforms):  # augmentations drawing from np.random
                             np.random.uniform(0.0, 1.0)
                         if gt[idx] > 0:
@@ -142,6 +147,8 @@ def run(case):
                         row["status"] = "ok" if attempts == 1 else "resampled"
                 row["consumed"] = blocked_at is None or k < blocked_at
                 rows.append(row)
+            if reference and workers == 0 and blocked_at is None:
+                grid_mask_forward()  # the main process's forward, before its next load
             states[w] = np.random.get_state()
     return rows
 
@@ -184,6 +191,25 @@ CASES = [
         "seq_split_num": 2, "policy": "in_group", "world_size": 1, "samples_per_gpu": 3,
         "workers_per_gpu": 0, "prefetch_factor": 2, "seed": 5, "iterations": 25,
         "uniforms_per_attempt": 0,
+    },
+    {
+        "name": "reference_pipeline_workers",
+        "subdatasets": [
+            [[1, 0, 0, 2, 1, 1], [0, 3, 0, 0, 1, 1, 1], [1, 1, 1, 1], [2, 0, 2, 2, 0]],
+            [[1, 1, 0, 0, 0, 0], [0, 1, 0, 1]],
+        ],
+        "seq_split_num": 2, "policy": "in_group", "world_size": 2, "samples_per_gpu": 2,
+        "workers_per_gpu": 2, "prefetch_factor": 2, "seed": 1, "iterations": 40,
+        "uniforms_per_attempt": 0, "pipeline": "reference",
+    },
+    {
+        "name": "reference_pipeline_main_process",
+        "subdatasets": [
+            [[1, 0, 0, 0, 1, 1], [0, 1, 1], [1, 0, 1, 1, 1], [0, 2, 0, 2]],
+        ],
+        "seq_split_num": 2, "policy": "in_group", "world_size": 1, "samples_per_gpu": 3,
+        "workers_per_gpu": 0, "prefetch_factor": 2, "seed": 5, "iterations": 25,
+        "uniforms_per_attempt": 0, "pipeline": "reference",
     },
 ]
 

@@ -3,7 +3,7 @@
 # Read the diff (git diff tests/golden) before committing: these files are the reviewed reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-petrsim=build/petrsim
+petrsim=${PETRSIM:-build/petrsim}  # PETRSIM=build-x/petrsim for another build
 write() {  # name, subcommand + args..., scenario
   local name="$1"; shift
   local scenario="${@: -1}"

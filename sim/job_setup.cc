@@ -29,11 +29,10 @@ PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordin
   step.pg = ProcessGroupId(collective.process_group());
   step.nonblocking_ordinal = nonblocking_ordinal;
   const uint64_t n = world_;
-  const uint64_t numel = collective.op() == Collective::barrier ? 1 : collective.numel();
-  step.numel_in = numel;
-  step.numel_out = numel;
-  if (collective.op() == Collective::allgather) step.numel_out = numel * n;
-  if (collective.op() == Collective::reduce_scatter) step.numel_out = (numel + n - 1) / n;
+  const WorkNumel work_numel = NumelOfWork(collective, world_);
+  const uint64_t numel = work_numel.in;
+  step.numel_in = work_numel.in;
+  step.numel_out = work_numel.out;
   // Ring model: latency per step plus bytes over the link bandwidth.
   const auto& cost = scenario_.cost();
   const uint64_t bytes = numel * DtypeBytes(collective.dtype());
@@ -78,18 +77,11 @@ void JobSim::Setup() {
   poll_ns_ = static_cast<int64_t>(scenario_.comm().watchdog_poll_ms()) * 1'000'000;
   nccl_ = scenario_.comm().backend() == Comm::nccl;
   torch_version_ = ParseTorchVersion(scenario_.comm().torch_version()).value_or(TorchVersion{});
-  if (nccl_) {
-    WatchdogTimeout probe;
-    probe.version = torch_version_;
-    const petrsim::WatchdogLines release = NcclWatchdogLines(probe);
-    if (!release.line_numbers_known) {
-      watchdog_note_ = fmt::format("PyTorch {}'s ProcessGroupNCCL.cpp line numbers are not known: {}",
-                                   torch_version_.ToString(), release.evidence);
-    }
-  }
-  pipeline_draws_ = scenario_.resample().pipeline_draws_per_attempt();
+  watchdog_note_ = CollectiveTimeoutNote(scenario_.comm().backend(), torch_version_);
+  pipeline_ = PipelineDraws(scenario_);
 
-  ProcessGroupId("default_pg");
+  // The groups numbered as the job creates them (the names PyTorch's logs give them).
+  for (const std::string& name : ProcessGroupNames(plan_)) ProcessGroupId(name);
   for (const auto& c : plan_.startup) startup_steps_.push_back(Resolve(c, -1));
   // One list per distinct iteration of the plan: the leading ones (DDP's first iterations),
   // then the steady one.

@@ -18,6 +18,7 @@
 #include "model/error.h"
 #include "model/iteration_plan.h"
 #include "model/numpy_random.h"
+#include "model/pipeline_draws.h"
 #include "model/random_streams.h"
 #include "model/rank_program.h"
 #include "model/resample_policy.h"
@@ -305,7 +306,7 @@ class JobSim {
   bool nccl_ = true;
   TorchVersion torch_version_;
   std::string watchdog_note_;  // NCCL, a release whose watchdog line numbers are not known: says so
-  uint32_t pipeline_draws_ = 0;
+  PipelineDraws pipeline_;
   uint64_t job_iterations_ = 0;
   std::vector<RankState> ranks_;
   std::vector<uint32_t> wake_scratch_;

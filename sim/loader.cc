@@ -111,7 +111,7 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
                        : recorded->error  ? GetItemOutcome::kAttemptsExhausted
                                           : GetItemOutcome::kAccepted;
     } else {
-      result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_draws_, kGetItemAttemptsLimit,
+      result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_, kGetItemAttemptsLimit,
                        tracing_ ? &attempt_log_ : nullptr);
     }
     const int64_t load_ns = ScalePpm(sample_load_ns_, load_ppm);
@@ -198,6 +198,9 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     rank.batch_final[base + b] = result.index;
     rank.batch_extra_loads[batch % rank.batches.size()] += result.attempts - 1;
   }
+  // Without workers the main process loaded the batch; its forward (GridMask) draws from the
+  // same RNG before it loads the next one.
+  if (loader_.workers == 0 && entry.state != BatchState::kError) pipeline_.Forward(rng);
   engine_.Schedule(t, kBatchLoaded, rank.rank, batch);
 }
 

@@ -2,8 +2,6 @@
 // job_sim.h.
 #include "sim/job_sim.h"
 
-#include <array>
-
 #include "model/watchdog_lines.h"
 
 namespace petrsim::sim::internal {
@@ -142,41 +140,21 @@ CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint6
 }
 
 std::vector<std::string> JobSim::WatchdogLines(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const {
-  const uint64_t timeout_ms = scenario_.comm().timeout_ms();
-  if (!nccl_) {
-    return {
-        fmt::format("[Rank {}] RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
-                    "Timed out waiting {}ms for recv operation to complete",
-                    rank, timeout_ms)};
-  }
-  WatchdogTimeout timeout;
+  CollectiveTimeout timeout;
+  timeout.backend = scenario_.comm().backend();
   timeout.version = torch_version_;
-  timeout.group_rank = rank;  // every simulated group spans the world
-  timeout.global_rank = rank;
-  timeout.pg_name = std::to_string(work.pg);  // groups are numbered as created, the world group first
-  timeout.pg_local_id = work.pg;
-  timeout.pg_desc = process_group_names_[work.pg];
+  timeout.rank = rank;
+  timeout.process_group_index = work.pg;  // numbered as created (ProcessGroupNames)
+  timeout.process_group = process_group_names_[work.pg];
   timeout.seq = work.seq;
-  timeout.op = OpTypeName(work.step->collective->op());
-  timeout.numel_in = work.step->numel_in;
-  timeout.numel_out = work.step->numel_out;
-  timeout.timeout_ms = timeout_ms;
+  timeout.op = work.step->collective->op();
+  timeout.numel = WorkNumel{work.step->numel_in, work.step->numel_out};
+  timeout.timeout_ms = scenario_.comm().timeout_ms();
   timeout.ran_for_ms = static_cast<uint64_t>((fire_ns - work.issue_ns) / 1'000'000);
   timeout.last_enqueued_seq = ranks_[rank].next_seq[work.pg] - 1;
   timeout.last_completed_seq = work.seq - 1;
-  // The log's wall clock (2.4 on): virtual time 0 read as 1 January, 00:00:00.
-  static constexpr std::array<int, 12> kDays{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  const int64_t seconds = fire_ns / 1'000'000'000;
-  int64_t day = (seconds / 86400) % 365;
-  int month = 0;
-  while (day >= kDays[month]) day -= kDays[month++];
-  timeout.timestamp.month = month + 1;
-  timeout.timestamp.day = static_cast<int>(day) + 1;
-  timeout.timestamp.hour = static_cast<int>(seconds / 3600 % 24);
-  timeout.timestamp.minute = static_cast<int>(seconds / 60 % 60);
-  timeout.timestamp.second = static_cast<int>(seconds % 60);
-  timeout.timestamp.nanoseconds = static_cast<uint32_t>(fire_ns % 1'000'000'000);
-  return NcclWatchdogLines(timeout).lines;
+  timeout.timestamp = LogTimestampOfVirtualTime(fire_ns);
+  return CollectiveTimeoutLines(timeout);
 }
 
 }  // namespace petrsim::sim::internal

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <exception>
 #include <functional>
 #include <latch>
@@ -195,6 +197,34 @@ TYPED_TEST(CommContract, NamedGroupsKeepTheirOwnSequence) {
         comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{10.0});
     EXPECT_EQ(Done(*on_world), (std::vector<double>{30})) << "rank " << rank;
     EXPECT_EQ(Done(*on_other), (std::vector<double>{3})) << "rank " << rank;
+  });
+}
+
+// A large collective given only its head (a scenario-sized gradient bucket: the real gradients, then padding): the
+// rest is zeros, and ResultHead is Result's head, however many values are asked for.
+TYPED_TEST(CommContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
+  this->Run([](uint32_t rank, Comm& comm) {
+    const uint64_t numel = 300'000;  // 1.2 MB as float32: large enough for C10dComm to reuse its memory
+    const Collective call = Call(Collective::allreduce, Collective::sum, numel, Collective::float32);
+    auto work = comm.Issue(call, std::vector<double>{1.0 + rank, 0.5});
+    work->Wait();
+    EXPECT_EQ(work->ResultHead(3), (std::vector<double>{6, 1.5, 0})) << "rank " << rank;
+    EXPECT_EQ(work->ResultHead(0), (std::vector<double>{}));
+    const std::vector<double>& all = work->Result();
+    ASSERT_EQ(all.size(), numel);
+    EXPECT_EQ(std::count(all.begin(), all.end(), 0.0), static_cast<std::ptrdiff_t>(numel - 2));
+    EXPECT_EQ(work->ResultHead(2), (std::vector<double>{6, 1.5}));
+    EXPECT_EQ(work->ResultHead(numel + 5).size(), numel);
+    // The same size again, once the first is released (a real comm may reuse its memory): zeros
+    // past the input again, not the first one's sums.
+    work.reset();
+    auto again = comm.Issue(call, std::vector<double>{2.0});
+    again->Wait();
+    EXPECT_EQ(again->ResultHead(3), (std::vector<double>{6, 0, 0})) << "rank " << rank;
+    again.reset();
+    auto empty = comm.Issue(call, {});
+    empty->Wait();
+    EXPECT_EQ(empty->ResultHead(4), (std::vector<double>(4, 0.0))) << "rank " << rank;
   });
 }
 

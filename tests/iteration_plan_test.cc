@@ -136,5 +136,20 @@ TEST(IterationPlanTest, CustomPlanWithDdpWrapsTheForwardCollectives) {
   EXPECT_EQ(names(plan.per_iteration), (Names{"loss", "DDP gradient bucket 0"}));
 }
 
+// The groups in creation order: the world group first, then each other one where the plan first names it (startup,
+// the leading iterations, the steady one, the periodic collectives), each once.
+TEST(IterationPlanTest, ProcessGroupNamesInCreationOrder) {
+  Scenario scenario;
+  auto* custom = scenario.mutable_plan()->mutable_custom();
+  const auto add = [](Collective* c, const std::string& group) { c->set_process_group(group); };
+  add(custom->add_startup(), "b");
+  add(custom->add_startup(), "default_pg");
+  add(custom->add_per_iteration(), "a");
+  add(custom->add_per_iteration(), "b");
+  add(custom->add_periodic()->mutable_collective(), "c");
+  EXPECT_EQ(ProcessGroupNames(ExpandPlan(scenario)), (std::vector<std::string>{"default_pg", "b", "a", "c"}));
+  EXPECT_EQ(ProcessGroupNames(ExpandPlan(Scenario())), (std::vector<std::string>{"default_pg"}));
+}
+
 }  // namespace
 }  // namespace petrsim

@@ -52,7 +52,7 @@ GetItemResult ReplayUniformLoop(const Dataset& dataset, int64_t index, int64_t b
 TEST(InGroupPolicyTest, DrawsFromTheChunkWithNumpyChoice) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(5), reference(5);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, PipelineDraws());
   ASSERT_EQ(result.outcome, GetItemOutcome::kAccepted);
   EXPECT_EQ(result.index, 1);  // the only frame of [0,3) with GT
   const GetItemResult expected = ReplayUniformLoop(f.dataset, 0, 0, 3, reference, 0);
@@ -63,7 +63,7 @@ TEST(InGroupPolicyTest, DrawsFromTheChunkWithNumpyChoice) {
 TEST(InGroupPolicyTest, AllEmptyChunkIsALivelock) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(1);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws());
   EXPECT_EQ(result.outcome, GetItemOutcome::kLivelock);
   EXPECT_EQ(result.attempts, 1u);
 }
@@ -71,7 +71,7 @@ TEST(InGroupPolicyTest, AllEmptyChunkIsALivelock) {
 TEST(InGroupPolicyTest, PipelineDrawsComeBeforeEachResampleDraw) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(9), reference(9);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, 4);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, PipelineDraws::RawOutputs(4));
   const GetItemResult expected = ReplayUniformLoop(f.dataset, 0, 0, 3, reference, 4);
   EXPECT_EQ(result.attempts, expected.attempts);
   EXPECT_EQ(rng.Next32(), reference.Next32());
@@ -82,7 +82,7 @@ TEST(GlobalPolicyTest, LeavesTheEmptyChunk) {
   EXPECT_EQ(f.policy_->Candidates(3).begin, 0);
   EXPECT_EQ(f.policy_->Candidates(3).end, f.dataset.size());
   NumpyRandomState rng(2);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws());
   EXPECT_EQ(result.outcome, GetItemOutcome::kAccepted);
   EXPECT_TRUE(f.dataset.frame(result.index).accepted);
 }
@@ -92,7 +92,7 @@ TEST(InSubDatasetPolicyTest, DrawsWithinTheFramesOwnSubDataset) {
   EXPECT_EQ(f.policy_->Candidates(3).begin, 0);
   EXPECT_EQ(f.policy_->Candidates(3).end, f.dataset.size());  // one sub-dataset here
   NumpyRandomState rng(4), reference(4);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws());
   const GetItemResult expected =
       ReplayUniformLoop(f.dataset, 3, 0, static_cast<uint32_t>(f.dataset.size()), reference, 0);
   EXPECT_EQ(result.index, expected.index);
@@ -102,16 +102,16 @@ TEST(InSubDatasetPolicyTest, DrawsWithinTheFramesOwnSubDataset) {
 TEST(NextValidInGroupPolicyTest, WrapsInTheChunkThenFallsBackToTheDataset) {
   Fixture f(Resample::next_valid_in_group);
   NumpyRandomState rng(0), untouched(0);
-  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 2, rng, 0).index, 1);  // wraps within [0,3)
-  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 0, rng, 0).index, 1);
-  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 3, rng, 0).index, 5);  // [3,5) empty: next in dataset
-  EXPECT_EQ(rng.Next32(), untouched.Next32());                    // deterministic: no draws
+  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 2, rng, PipelineDraws()).index, 1);  // wraps within [0,3)
+  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 0, rng, PipelineDraws()).index, 1);
+  EXPECT_EQ(GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws()).index, 5);  // [3,5) empty: next in dataset
+  EXPECT_EQ(rng.Next32(), untouched.Next32());                                  // deterministic: no draws
 }
 
 TEST(BoundedPolicyTest, GivesUpAfterAttemptsMax) {
   Fixture f(Resample::bounded);
   NumpyRandomState rng(0);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws());
   EXPECT_EQ(result.outcome, GetItemOutcome::kAttemptsExhausted);
   EXPECT_EQ(result.attempts, 5u);
 }
@@ -119,7 +119,7 @@ TEST(BoundedPolicyTest, GivesUpAfterAttemptsMax) {
 TEST(KeepEmptyPolicyTest, AcceptsEmptyFramesAsIs) {
   Fixture f(Resample::keep_empty);
   NumpyRandomState rng(0);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, 0);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 3, rng, PipelineDraws());
   EXPECT_EQ(result.outcome, GetItemOutcome::kAccepted);
   EXPECT_EQ(result.index, 3);
 }
@@ -133,7 +133,7 @@ TEST(DropEmptyGroupsPolicyTest, NoEmptyChunkRemains) {
 TEST(GetItemTest, OwnAttemptsLimitBoundsAPathologicalPool) {
   Fixture f(Resample::in_group);
   NumpyRandomState rng(3);
-  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, 0, /*attempts_limit=*/1);
+  const GetItemResult result = GetItem(f.dataset, *f.policy_, 0, rng, PipelineDraws(), /*attempts_limit=*/1);
   EXPECT_EQ(result.outcome, GetItemOutcome::kAttemptsLimit);
 }
 

@@ -28,6 +28,8 @@ Scenario ScenarioOf(const nlohmann::json& c) {
   scenario.mutable_resample()->set_policy(policy);
   scenario.mutable_resample()->set_pipeline_draws_per_attempt(
       2 * c.at("uniforms_per_attempt").get<uint32_t>());  // np.random.uniform: two draws
+  // "reference": StreamPETR's train pipeline (petrsim's default); otherwise none, no GridMask.
+  if (c.value("pipeline", "") != "reference") scenario.mutable_pipeline()->mutable_grid_mask()->set_use(false);
   auto* job = scenario.mutable_job();
   job->set_world_size(c.at("world_size"));
   job->set_samples_per_gpu(c.at("samples_per_gpu"));
@@ -99,7 +101,7 @@ TEST(SampleStreamTest, EpochSamplersRestartAndReseedWorkersEachEpoch) {
   NumpyRandomState fresh(WorkerNumpySeed(2, 0, 0, 0));
   const auto policy = MakeResamplePolicy(scenario, dataset);
   for (size_t i = 6; i < 8; ++i) {
-    const GetItemResult expected = GetItem(dataset, *policy, rows[i].index, fresh, 0);
+    const GetItemResult expected = GetItem(dataset, *policy, rows[i].index, fresh, PipelineDraws(scenario));
     EXPECT_EQ(rows[i].final_index, expected.index);
     EXPECT_EQ(rows[i].attempts, expected.attempts);
   }

@@ -29,7 +29,7 @@ TEST(SamplerWatchdog, FiresWhereCheckPredictsTheFirstHit) {
       std::vector<SlotDraw> draws(batch_size);
       sampler->NextBatches(draws);
       for (uint32_t slot = 0; slot < batch_size; ++slot) {
-        const WatchedItem item = WatchedGetItem(dataset, *policy, draws[slot].index, rng, 0, rank,
+        const WatchedItem item = WatchedGetItem(dataset, *policy, draws[slot].index, rng, PipelineDraws(), rank,
                                                 static_cast<int32_t>(loader.WorkerOf(batch)), batch, slot);
         if (!item.livelock) continue;
         EXPECT_TRUE(item.livelock->proven);
@@ -65,7 +65,7 @@ TEST(SamplerWatchdog, TheBoundNeverFiresOnAPoolWithGt) {
   EXPECT_EQ(bound, 27u);
   for (uint32_t seed = 0; seed < 20000; ++seed) {
     NumpyRandomState rng(seed);
-    const WatchedItem item = WatchedGetItem(dataset, *policy, empty_frame, rng, 0, 0, 0, 0, 0);
+    const WatchedItem item = WatchedGetItem(dataset, *policy, empty_frame, rng, PipelineDraws(), 0, 0, 0, 0);
     ASSERT_FALSE(item.livelock.has_value()) << seed;
     EXPECT_TRUE(dataset.frame(item.result.index).accepted);
   }
@@ -90,7 +90,7 @@ TEST(SamplerWatchdog, APoolWithOneGoodFrameInThousandsIsNotFlagged) {
   int fired = 0;
   for (uint32_t seed = 0; seed < 200; ++seed) {
     NumpyRandomState rng(seed);
-    fired += WatchedGetItem(dataset, *policy, 10, rng, 0, 0, 0, 0, 0).livelock.has_value();
+    fired += WatchedGetItem(dataset, *policy, 10, rng, PipelineDraws(), 0, 0, 0, 0).livelock.has_value();
   }
   EXPECT_EQ(fired, 0);  // a false report has probability 1e-12 per getitem
 }

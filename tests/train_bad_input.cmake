@@ -10,6 +10,7 @@ set(cases
   "--trace-ring 5|--trace-ring requires --trace"
   "--trace-ring -1 --trace ${WORK_DIR}/train_bad_input_trace|--trace-ring: Value -1 not in range"
   "--replay-samples-only|--replay-samples-only requires --replay"
+  "--plan-sizes big|--plan-sizes: big not in {scenario,model}"
   "--bogus|The following argument was not expected: --bogus")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")
@@ -57,4 +58,15 @@ execute_process(COMMAND ${TRAIN} ${SCENARIO} --backend mpi OUTPUT_VARIABLE out E
 string(FIND "${err}" "--backend: mpi not in {gloo,nccl}" at)
 if(NOT code EQUAL 2 OR at EQUAL -1)
   message(FATAL_ERROR "petrsim_train --backend mpi: exit ${code}, expected 2\nstderr: ${err}")
+endif()
+
+# With the scenario's plan sizes (the default) the real model must fit the plan's DDP buckets: a
+# plan.ddp of one 1000-element tensor is refused by every rank (exit 2), saying so and naming
+# --plan-sizes model.
+execute_process(COMMAND ${TRAIN} ${SCENARIO} --nproc 2 --backend gloo --set "plan.ddp.tensors[0].shape=1000"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code TIMEOUT 60)
+string(FIND "${err}" "the plan's DDP gradient buckets of iteration 0 hold 1000 elements, fewer than the" at)
+string(FIND "${err}" "or run with --plan-sizes model" hint)
+if(NOT code EQUAL 2 OR NOT out STREQUAL "" OR at EQUAL -1 OR hint EQUAL -1)
+  message(FATAL_ERROR "petrsim_train with a plan smaller than the model: exit ${code}, expected 2\nstdout: ${out}\nstderr: ${err}")
 endif()

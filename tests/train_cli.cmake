@@ -1,8 +1,9 @@
-# petrsim_train --nproc 2 on the tiny scenario: with `global` both ranks finish with equal
-# parameter hashes (exit 0); with the default in_group and its all-empty chunk, the sampler
-# watchdog stops rank 1 (worker 1, batch 5: what `petrsim check` predicts) when its main process
-# needs that batch, the job stops through the store with rank 0 left in iteration 5's first
-# all_reduce, and the exit status is 1, the whole run within 10 s; its traces go to `petrsim
+# petrsim_train --nproc 2 on the tiny scenario, with the scenario's plan sizes (the default): with
+# `global` both ranks finish with equal parameter hashes (exit 0); with the default in_group and
+# its all-empty chunk, the sampler watchdog stops rank 1 (worker 1, batch 5: what `petrsim check`
+# predicts) when its main process needs that batch, the job stops through the store with rank 0
+# left in iteration 5's first all_reduce, at the sequence number the simulator names for the same
+# scenario, and the exit status is 1, the whole run within 10 s; its traces go to `petrsim
 # diagnose`.
 # (`petrsim train` runs petrsim_train with the same arguments.)
 execute_process(COMMAND ${PETRSIM} train ${SCENARIO} --backend gloo --nproc 2 --iterations 6 --set resample.policy=global
@@ -49,9 +50,16 @@ foreach(expected "reduce_mean(num_total_pos)" "DataLoader worker 1 of rank 1 nev
     message(FATAL_ERROR "diagnose of the real run does not say '${expected}':\n${report}")
   endif()
 endforeach()
-string(REGEX MATCH "default_pg +default_pg +233 +ALLREDUCE +1 +float32 +1 +0 +\\(iteration 5, reduce_mean\\(num_total_pos\\), decoder layer 0\\)" row "${report}")
+# The sequence number is the simulator's for the same scenario (`petrsim SCENARIO`).
+execute_process(COMMAND ${PETRSIM} ${SCENARIO} OUTPUT_VARIABLE simulated ERROR_VARIABLE err RESULT_VARIABLE code)
+string(REGEX MATCH "rank 1 never reached ALLREDUCE seq ([0-9]+) on default_pg" said "${simulated}")
+set(sim_seq "${CMAKE_MATCH_1}")
+if(NOT code EQUAL 1 OR sim_seq STREQUAL "")
+  message(FATAL_ERROR "the simulator on ${SCENARIO}: exit ${code}, no stuck sequence number\n${simulated}\n${err}")
+endif()
+string(REGEX MATCH "default_pg +default_pg +${sim_seq} +ALLREDUCE +1 +float32 +1 +0 +\\(iteration 5, reduce_mean\\(num_total_pos\\), decoder layer 0\\)" row "${report}")
 if(row STREQUAL "")
-  message(FATAL_ERROR "diagnose of the real run: expected rank 1 missing and rank 0 waiting:\n${report}")
+  message(FATAL_ERROR "diagnose of the real run: expected rank 1 missing and rank 0 waiting at the simulator's seq ${sim_seq}:\n${report}")
 endif()
 
 # The real run replayed on real ranks (`petrsim replay --against real`): its recorded sample
@@ -63,13 +71,14 @@ if(NOT code EQUAL 0 OR at EQUAL -1)
   message(FATAL_ERROR "replay --against real: exit ${code}\n${report}\n${err}")
 endif()
 
-# Runs petrsim_train on ${DATA}/NAME.pbtxt (2 ranks, traces in ${WORK_DIR}/train_cli_NAME) and
-# fails unless it exits 1 within MAX_SECONDS; leaves out, err and trace for the checks after it.
+# Runs petrsim_train on ${DATA}/NAME.pbtxt (2 ranks, traces in ${WORK_DIR}/train_cli_NAME, any
+# further arguments passed on) and fails unless it exits 1 within MAX_SECONDS; leaves out, err and
+# trace for the checks after it.
 function(train_fails name max_seconds)
   set(trace ${WORK_DIR}/train_cli_${name})
   file(REMOVE_RECURSE ${trace})
   string(TIMESTAMP start "%s")
-  execute_process(COMMAND ${TRAIN} ${DATA}/${name}.pbtxt --nproc 2 --trace ${trace}
+  execute_process(COMMAND ${TRAIN} ${DATA}/${name}.pbtxt --nproc 2 --trace ${trace} ${ARGN}
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
   string(TIMESTAMP end "%s")
   math(EXPR seconds "${end} - ${start}")
@@ -93,8 +102,9 @@ endfunction()
 
 # A rank killed with SIGKILL mid-run (the scenario's dead_rank fault, applied by petrsim_train as
 # a real SIGKILL 1.5 s in): rank 0's collective fails at once, it says rank 1 never arrived at
-# that sequence number, exits 1 well within the 20 s timeout, and both traces read whole.
-train_fails(kill_rank1 15)
+# that sequence number, exits 1 well within the 20 s timeout, and both traces read whole. (The
+# model-sized plan: 1.5 s in falls well inside the training loop, whatever the machine's speed.)
+train_fails(kill_rank1 15 --plan-sizes model)
 expect_all(kill_rank1 "${err}" "rank 1 was killed by SIGKILL" "collective watchdog: rank 0: "
            "rank 1 never arrived: last heard")
 execute_process(COMMAND ${PETRSIM} diagnose ${trace} --json OUTPUT_VARIABLE report ERROR_VARIABLE err RESULT_VARIABLE code)
@@ -106,10 +116,47 @@ if(NOT code EQUAL 1 OR NOT partial STREQUAL "[]" OR NOT missing MATCHES "^\\[ *1
 endif()
 
 # The collective watchdog: rank 1 straggles 60 s before iteration 2 (a straggler fault); rank 0
-# times out after the scenario's 3 s in iteration 2's first collective, says rank 1 never arrived
-# and that it was straggling, and the job ends (exit 1) long before the 60 s.
+# times out after the scenario's 3 s in iteration 2's first collective (at the simulator's
+# sequence number for the scenario), says rank 1 never arrived and that it was straggling, prints
+# the line Gloo's timed-out wait prints in PyTorch 1.9 (the simulator's line), and the job ends
+# (exit 1) long before the 60 s.
+execute_process(COMMAND ${PETRSIM} ${DATA}/straggler_rank1.pbtxt OUTPUT_VARIABLE simulated RESULT_VARIABLE code)
+string(REGEX MATCH "rank 1 never reached ALLREDUCE seq ([0-9]+) on default_pg" said "${simulated}")
+set(sim_seq "${CMAKE_MATCH_1}")
+math(EXPR before "${sim_seq} - 1")
 train_fails(straggler_rank1 30)
 expect_all(straggler_rank1 "${err}"
-           "collective watchdog: rank 0: ALLREDUCE 'reduce_mean(num_total_pos), decoder layer 0' (default_pg seq 98, iteration 2) failed after"
-           "rank 1 never arrived: last heard" "at seq 97 (iteration 2), straggling (a fault) in iteration 2"
-           "petrsim_train: rank 1 stops: collective watchdog: rank 0")
+           "collective watchdog: rank 0: ALLREDUCE 'reduce_mean(num_total_pos), decoder layer 0' (default_pg seq ${sim_seq}, iteration 2) failed after"
+           "rank 1 never arrived: last heard" "at seq ${before} (iteration 2), straggling (a fault) in iteration 2"
+           "petrsim_train: rank 1 stops: collective watchdog: rank 0"
+           "petrsim_train: rank 0: Gloo log (what PyTorch 1.9 would print for this timeout):\n  [Rank 0] RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 3000ms for recv operation to complete\n")
+expect_all(straggler_rank1_simulated "${simulated}"
+           "Gloo log (what the job prints, PyTorch 1.9; times aside):\n  [Rank 0] RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 3000ms for recv operation to complete\n")
+
+# The same straggler in an NCCL scenario of PyTorch 2.4, run on Gloo (--backend gloo): rank 0 prints
+# the lines PyTorch 2.4's NCCL watchdog would print, which are the simulator's for that scenario
+# line for line (sequence numbers, op, NumelIn/Out, timeout, last enqueued/completed), but for the
+# clock and how long the collective ran.
+set(nccl_sets --set comm.backend=nccl --set comm.torch_version=2.4)
+execute_process(COMMAND ${PETRSIM} ${DATA}/straggler_rank1.pbtxt ${nccl_sets} OUTPUT_VARIABLE simulated RESULT_VARIABLE code)
+train_fails(straggler_rank1 30 ${nccl_sets} --backend gloo)
+# The lines under each heading, with the clock and the run time blanked.
+function(log_lines text heading out_var)
+  string(FIND "${text}" "${heading}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "no '${heading}' in:\n${text}")
+  endif()
+  string(LENGTH "${heading}" length)
+  math(EXPR at "${at} + ${length} + 1")
+  string(SUBSTRING "${text}" ${at} -1 rest)
+  string(REGEX MATCH "^(  [^\n]*\n)+" block "${rest}")
+  string(REGEX REPLACE "\\[E[0-9]+ [0-9:.]+ " "[E<time> " block "${block}")
+  string(REGEX REPLACE "ran for [0-9]+ milliseconds" "ran for <t> milliseconds" block "${block}")
+  set(${out_var} "${block}" PARENT_SCOPE)
+endfunction()
+log_lines("${err}" "petrsim_train: rank 0: NCCL log (what PyTorch 2.4 would print for this timeout; this run's process groups are Gloo):" real_lines)
+log_lines("${simulated}" "NCCL log (what the job prints, PyTorch 2.4; times aside):" sim_lines)
+string(FIND "${real_lines}" "WorkNCCL(SeqNum=" has_seq)
+if(NOT real_lines STREQUAL sim_lines OR has_seq EQUAL -1)
+  message(FATAL_ERROR "the real run's NCCL lines differ from the simulator's:\nreal:\n${real_lines}\nsimulated:\n${sim_lines}")
+endif()

@@ -3,7 +3,7 @@
 // 300 iterations; with an all-empty group and in_group, the sampler watchdog stops the rank
 // `check` names with the livelock in user terms, long before the collective timeout; and the
 // real run issues the same collectives and trains on the same samples as the simulator's run of
-// the same scenario (sim/real parity).
+// the same scenario (sim/real parity), with the scenario's sizes (the default) and the model's.
 #include "real/trainer.h"
 
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ struct TrainRun {
   double seconds = 0;
 };
 
-TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t timeout_ms,
+TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t timeout_ms, PlanSizes sizes,
                        const std::string& trace_dir = "", ModelConfig model = {}) {
   const Dataset dataset = BuildDataset(scenario, "scenario");
   c10d::TCPStoreOptions server;
@@ -64,6 +64,7 @@ TrainRun TrainTwoRanks(const Scenario& scenario, uint64_t iterations, int64_t ti
         options.iterations = iterations;
         options.timeout_ms = timeout_ms;
         options.model = model;
+        options.plan_sizes = sizes;
         if (!trace_dir.empty()) options.trace_path = RankTracePath(trace_dir, rank);
         run.results[rank] = TrainRank(scenario, dataset, options);
       } catch (...) {
@@ -92,7 +93,9 @@ TEST(Trainer, TwoRanksStayInSyncAndTheLossHalvesIn300Iterations) {
   ModelConfig model;
   model.channels = 64;
   model.ffn_channels = 128;
-  const TrainRun run = TrainTwoRanks(scenario, 300, 60000, "", model);
+  // The plan rewritten for the small model: 300 iterations of the scenario-sized plan would
+  // all-reduce 37 M padded elements each, which this check does not need.
+  const TrainRun run = TrainTwoRanks(scenario, 300, 60000, PlanSizes::kModel, "", model);
   for (const auto& error : run.errors) {
     if (error) std::rethrow_exception(error);
   }
@@ -110,7 +113,8 @@ TEST(Trainer, TwoRanksStayInSyncAndTheLossHalvesIn300Iterations) {
   const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
   std::cout << "loss: mean of the first 20 iterations " << first << ", of the last 20 " << last << " (ratio "
             << last / first << "; ATEN_CPU_CAPABILITY=" << (capability ? capability : "unset") << "; " << run.seconds
-            << " s for 300 iterations on 2 ranks; " << MakeRealJob(scenario, model).parameters << " parameters)\n";
+            << " s for 300 iterations on 2 ranks; " << MakeRealJob(scenario, model, PlanSizes::kModel).parameters
+            << " parameters)\n";
   EXPECT_LT(last, 0.5 * first) << "first 20: " << first << ", last 20: " << last;
 }
 
@@ -160,11 +164,12 @@ RankStory ReadStory(const std::string& path, uint64_t iterations) {
   return story;
 }
 
-// Sim/real parity: `global` on the tiny scenario (2 DataLoader workers, resampling as the
-// frames with no GT require): every rank's collectives (process group, sequence number, op,
-// size, dtype, plan step, iteration) and its samples (the sampler's index per batch and slot,
-// the index each getitem finally returned, the worker that loaded it) are the simulator's for
-// the scenario the real job runs. The model is wide enough for its gradients to span two DDP
+// Sim/real parity with the model-sized plan (--plan-sizes model): `global` on the tiny scenario
+// (2 DataLoader workers, resampling as the frames with no GT require): every rank's collectives
+// (process group, sequence number, op, size, dtype, plan step, iteration) and its samples (the
+// sampler's index per batch and slot, the index each getitem finally returned, the worker that
+// loaded it) are the simulator's for the scenario the real job runs (RealJob::scenario, the plan
+// rewritten for the real model). The model is wide enough for its gradients to span two DDP
 // buckets (the plan's first bucket holds 1 MiB).
 TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
   torch::set_num_threads(1);
@@ -178,13 +183,13 @@ TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
   std::filesystem::create_directories(dir + "/real");
   ModelConfig model;
   model.channels = 80;
-  const TrainRun run = TrainTwoRanks(scenario, iterations, 60000, dir + "/real", model);
+  const TrainRun run = TrainTwoRanks(scenario, iterations, 60000, PlanSizes::kModel, dir + "/real", model);
   for (const auto& error : run.errors) {
     if (error) std::rethrow_exception(error);
   }
   EXPECT_EQ(run.results[0].gradient_buckets, 2u);
   EXPECT_EQ(run.results[0].parameters_hash, run.results[1].parameters_hash);
-  const RealJob job = MakeRealJob(scenario, model);
+  const RealJob job = MakeRealJob(scenario, model, PlanSizes::kModel);
   const Dataset dataset = BuildDataset(job.scenario, "tiny");
   {
     TraceDirectoryWriter writer(dir + "/sim", job.scenario, "", 2, "sim", "test");
@@ -210,6 +215,97 @@ TEST(Trainer, TheRealRunIssuesTheSimulatorsCollectivesOnTheSimulatorsSamples) {
   EXPECT_GT(resampled, 0u) << "the comparison should cover getitems that resampled";
 }
 
+// The default, --plan-sizes scenario: the real run issues the scenario's plan as the simulator
+// runs it, unchanged (the StreamPETR plan with its reference DDP model: a 38.7 M-float module
+// state broadcast at construction, 37.2 M gradient elements in 7 buckets per iteration), so its
+// collectives (sequence number, op, numel, dtype, plan step, iteration) are those of the
+// simulator's run of the scenario as given, over iterations 0 (the construction-order buckets),
+// 1 (the rebuild), 2 and 3 (the steady layout). The real gradients are packed into the buckets
+// and padded with zeros, which changes nothing: both ranks end with the parameters a
+// model-sized run of the same iterations ends with.
+TEST(Trainer, TheScenarioSizedRunIssuesTheCollectivesTheSimulatorIssuesOnTheScenarioAsGiven) {
+  torch::set_num_threads(1);
+  Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");
+  scenario.mutable_comm()->set_backend(Comm::gloo);
+  scenario.mutable_resample()->set_policy(Resample::global);
+  const uint64_t iterations = 4;
+  scenario.mutable_job()->set_iterations(iterations);
+  const RealJob job = MakeRealJob(scenario, ModelConfig{}, PlanSizes::kScenario);
+  EXPECT_EQ(job.scenario.SerializeAsString(), scenario.SerializeAsString()) << "the plan is the scenario's, unchanged";
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  uint64_t bucket_elements = 0, broadcast = 0;
+  for (const Collective& c : plan.per_iteration) {
+    if (c.name().starts_with("DDP gradient bucket")) bucket_elements += c.numel();
+  }
+  for (const Collective& c : plan.startup) {
+    if (c.name() == "DDP __init__: module state broadcast 0 (float32)") broadcast = c.numel();
+  }
+  EXPECT_GT(bucket_elements, 37'000'000u);
+  EXPECT_EQ(broadcast, 38'659'125u);
+  EXPECT_LT(job.parameters, bucket_elements / 10) << "the real model is the small one, padded";
+
+  const std::string dir = testing::TempDir() + "/petrsim_parity_scenario";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/real");
+  const TrainRun run = TrainTwoRanks(scenario, iterations, 60000, PlanSizes::kScenario, dir + "/real");
+  for (const auto& error : run.errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  EXPECT_EQ(run.results[0].parameters_hash, run.results[1].parameters_hash);
+  const TrainRun model_sized = TrainTwoRanks(scenario, iterations, 60000, PlanSizes::kModel);
+  for (const auto& error : model_sized.errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  EXPECT_EQ(run.results[0].parameters_hash, model_sized.results[0].parameters_hash)
+      << "the padding must not change what the ranks learn";
+  EXPECT_EQ(run.results[0].logged_losses, model_sized.results[0].logged_losses);
+
+  const Dataset dataset = BuildDataset(scenario, "tiny");
+  {
+    TraceDirectoryWriter writer(dir + "/sim", scenario, "", 2, "sim", "test");
+    sim::SimOptions options;
+    options.trace = &writer;
+    const sim::SimResult result = sim::Simulate(scenario, dataset, options);
+    ASSERT_EQ(result.outcome, Outcome::kCompleted);
+    writer.Finish();
+  }
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    const RankStory real = ReadStory(RankTracePath(dir + "/real", rank), iterations);
+    const RankStory simulated = ReadStory(RankTracePath(dir + "/sim", rank), iterations);
+    EXPECT_EQ(real.collectives.size(), ListCollectives(plan, rank, iterations).size()) << "rank " << rank;
+    EXPECT_EQ(real.collectives, simulated.collectives) << "rank " << rank;
+    uint64_t padded = 0;  // the scenario's sizes, as issued: the buckets of every iteration and the broadcast
+    for (const auto& [key, collective] : real.collectives) {
+      if (std::get<3>(collective).starts_with("DDP gradient bucket")) padded += std::get<1>(collective);
+    }
+    EXPECT_GE(padded, iterations * 37'000'000u) << "rank " << rank;
+    EXPECT_EQ(real.draws, simulated.draws) << "rank " << rank;
+    EXPECT_EQ(real.loads, simulated.loads) << "rank " << rank;
+  }
+}
+
+// With the scenario's sizes a plan too small for the real model is refused, saying so and
+// naming the option that runs the model-sized plan instead.
+TEST(Trainer, AScenarioPlanSmallerThanTheRealModelIsRefused) {
+  Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");
+  DdpTensor* tensor = scenario.mutable_plan()->mutable_ddp()->add_tensors();
+  tensor->set_name("weight");
+  tensor->add_shape(1000);
+  try {
+    MakeRealJob(scenario, ModelConfig{}, PlanSizes::kScenario);
+    FAIL() << "a plan whose buckets hold 1000 elements was accepted";
+  } catch (const ScenarioError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("DDP gradient buckets of iteration 0 hold 1000 elements, fewer than the"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("--plan-sizes model"), std::string::npos) << message;
+  }
+  EXPECT_EQ(MakeRealJob(scenario, ModelConfig{}, PlanSizes::kModel).plan_sizes, PlanSizes::kModel);
+  EXPECT_EQ(ParsePlanSizes("scenario"), PlanSizes::kScenario);
+  EXPECT_EQ(ParsePlanSizes("model"), PlanSizes::kModel);
+  EXPECT_FALSE(ParsePlanSizes("models").has_value());
+}
+
 TEST(Trainer, TheSamplerWatchdogStopsTheRankCheckNames) {
   torch::set_num_threads(1);
   Scenario scenario = LoadScenarioFile(PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt");  // in_group, scene c
@@ -217,7 +313,8 @@ TEST(Trainer, TheSamplerWatchdogStopsTheRankCheckNames) {
   const Dataset dataset = BuildDataset(scenario, "tiny");
   const CheckReport check = RunPreflight(scenario, dataset);
   ASSERT_TRUE(check.first_hit.has_value());
-  const TrainRun run = TrainTwoRanks(scenario, scenario.job().iterations(), 5000);
+  // The sizes do not matter here (train_cli checks the hang's sequence number at the scenario's).
+  const TrainRun run = TrainTwoRanks(scenario, scenario.job().iterations(), 5000, PlanSizes::kModel);
   const uint32_t stuck = check.first_hit->rank;
   ASSERT_TRUE(run.errors[stuck]);
   try {

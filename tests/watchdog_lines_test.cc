@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace petrsim {
@@ -486,6 +487,72 @@ TEST(WatchdogLines, TimestampPadding) {
   t.timestamp = {3, 9, 7, 5, 3, 42};
   EXPECT_TRUE(NcclWatchdogLines(t).lines[0].starts_with("[rank5]:[E309 07:05:03.000000042 ProcessGroupNCCL.cpp:607] "))
       << NcclWatchdogLines(t).lines[0];
+}
+
+// The shared field filling both backends print through (CollectiveTimeoutLines): for NCCL every field lands where
+// NcclWatchdogLines puts it (the group's creation index is its name and 2.5's local id, its plan name the
+// description, the rank both the group and the global rank); for Gloo the one line of its timed-out wait.
+TEST(CollectiveTimeoutLines, FillTheNcclFieldsAndGloosLine) {
+  CollectiveTimeout c;
+  c.version = {2, 5};
+  c.rank = 3;
+  c.process_group_index = 1;
+  c.process_group = "dp";
+  c.seq = 110;
+  c.op = Collective::broadcast;
+  c.numel = {38659125, 38659125};
+  c.timeout_ms = 3000;
+  c.ran_for_ms = 3011;
+  c.last_enqueued_seq = 111;
+  c.last_completed_seq = 109;
+  c.timestamp = {1, 2, 3, 4, 5, 6};
+  WatchdogTimeout t;
+  t.version = {2, 5};
+  t.group_rank = 3;
+  t.global_rank = 3;
+  t.pg_name = "1";
+  t.pg_local_id = 1;
+  t.pg_desc = "dp";
+  t.seq = 110;
+  t.op = "BROADCAST";
+  t.numel_in = 38659125;
+  t.numel_out = 38659125;
+  t.timeout_ms = 3000;
+  t.ran_for_ms = 3011;
+  t.last_enqueued_seq = 111;
+  t.last_completed_seq = 109;
+  t.timestamp = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(CollectiveTimeoutLines(c), NcclWatchdogLines(t).lines);
+  EXPECT_NE(CollectiveTimeoutLines(c)[1].find("[PG ID 1 PG GUID 1(dp) Rank 3] Exception"), std::string::npos);
+  c.backend = Comm::gloo;
+  EXPECT_EQ(CollectiveTimeoutLines(c),
+            (Lines{"[Rank 3] RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+                   "waiting 3000ms for recv operation to complete"}));
+  EXPECT_EQ(CollectiveTimeoutNote(Comm::gloo, {1, 10}), "");
+  EXPECT_EQ(CollectiveTimeoutNote(Comm::nccl, {1, 9}), "");
+  EXPECT_EQ(CollectiveTimeoutNote(Comm::nccl, {1, 10}),
+            "PyTorch 1.10's ProcessGroupNCCL.cpp line numbers are not known: inferred: line numbers unknown (596 from "
+            "a 1.10.0a0 snapshot)");
+}
+
+TEST(CollectiveTimeoutLines, WorkNumelAndTheVirtualClock) {
+  Collective c;
+  c.set_op(Collective::allgather);
+  c.set_numel(10);
+  EXPECT_EQ(NumelOfWork(c, 4).in, 10u);
+  EXPECT_EQ(NumelOfWork(c, 4).out, 40u);
+  c.set_op(Collective::reduce_scatter);
+  EXPECT_EQ(NumelOfWork(c, 4).out, 3u);
+  c.set_op(Collective::barrier);
+  c.set_numel(0);
+  EXPECT_EQ(NumelOfWork(c, 4).in, 1u);
+  EXPECT_EQ(NumelOfWork(c, 4).out, 1u);
+  // 1810 s after virtual time 0: 1 January, 00:30:10; day 59 is 1 March (no leap years).
+  const LogTimestamp at = LogTimestampOfVirtualTime(1'810'000'000'007);
+  EXPECT_EQ(std::tie(at.month, at.day, at.hour, at.minute, at.second, at.nanoseconds),
+            std::make_tuple(1, 1, 0, 30, 10, 7u));
+  const LogTimestamp march = LogTimestampOfVirtualTime(int64_t{59} * 86400 * 1'000'000'000);
+  EXPECT_EQ(std::tie(march.month, march.day), std::make_tuple(3, 1));
 }
 
 TEST(WatchdogLinesDeathTest, UnsupportedReleaseIsAProgrammerError) {
