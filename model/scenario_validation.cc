@@ -236,6 +236,9 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
       case Fault::kStraggler:
         check_rank(path + ".straggler", fault.straggler().rank());
         check_time(path + ".straggler.delay_ns", fault.straggler().delay_ns());
+        if (fault.straggler().delay_ns() == 0) {
+          v.AddPlain(path + ".straggler.delay_ns", "must be set and > 0 (a straggler without a delay has no effect)");
+        }
         break;
       case Fault::kUnevenBatches:
         check_rank(path + ".uneven_batches", fault.uneven_batches().rank());

@@ -339,6 +339,9 @@ std::vector<BadCase> BadCases() {
        WithJob("job { world_size: 2 samples_per_gpu: 1 seed: 2147483648 }"),
        {"bad.pbtxt: ", "job.seed", "must be < 2^31", "got 2147483648"}},
 
+      {"straggler without a delay",
+       ValidWith("faults { straggler { rank: 0 iteration: 3 } }"),
+       {"bad.pbtxt: ", "faults[0].straggler.delay_ns", "must be set and > 0", "has no effect"}},
       // Plan, cost, comm.
       {"unknown PyTorch release",
        ValidWith("comm { torch_version: \"1.8.2\" }"),
