@@ -15,6 +15,7 @@
 #include "cli/train_command.h"
 #include "importers/import_command.h"
 #include "model/error.h"
+#include "model/torch_version.h"
 
 namespace {
 constexpr int kExitBadInput = 2;
@@ -23,6 +24,11 @@ constexpr int kExitBadInput = 2;
 int main(int argc, char** argv) {
   CLI::App app{"petrsim: predict, reproduce and explain hangs of distributed training jobs"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", std::string("petrsim ") + PETRSIM_VERSION + " (models PyTorch " +
+                                        petrsim::SupportedTorchVersions() + "; comm.torch_version picks one)");
+  std::string help_topic;
+  auto* help = app.add_subcommand("help", "The help of petrsim, or of one command: petrsim help COMMAND");
+  help->add_option("command", help_topic, "a command, e.g. plan");
 
   petrsim::CheckFlags check_flags;
   auto* check = petrsim::AddCheckCommand(app, check_flags);
@@ -54,6 +60,22 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (help->parsed()) {
+      if (help_topic.empty()) {
+        // Not app.help(): it delegates to the parsed subcommand, this one.
+        std::cout << app.get_formatter()->make_help(&app, "petrsim", CLI::AppFormatMode::Normal);
+        return 0;
+      }
+      for (const CLI::App* command : app.get_subcommands({})) {
+        if (command->get_name() == help_topic) {
+          std::cout << command->help();
+          return 0;
+        }
+      }
+      throw petrsim::ScenarioError("help: no command named '" + help_topic +
+                                   "' (petrsim help lists them: check, sample, plan, sweep, merge, diagnose, export, "
+                                   "replay, import, train)");
+    }
     if (check->parsed()) return petrsim::RunCheckCommand(check_flags);
     if (sample->parsed()) return petrsim::RunSampleCommand(sample_flags);
     if (plan->parsed()) return petrsim::RunPlanCommand(plan_flags);
