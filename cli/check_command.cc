@@ -48,16 +48,14 @@ std::string SplitDescription(const Grouping& grouping) {
 }
 
 // The sequence number of the first collective of `iteration` on the default group.
-uint64_t FirstSeqOfIteration(const Scenario& scenario, uint64_t iteration) {
-  const ExpandedPlan plan = ExpandPlan(scenario);
+uint64_t FirstSeqOfIteration(const ExpandedPlan& plan, uint64_t iteration) {
   return CollectivesBefore(plan, "default_pg", iteration) + 1;
 }
 
 // That collective as the report names it: `ALLREDUCE "step"`, and the frame the ranks blocked in
 // it show.
-std::string FirstCollectiveOfIteration(const Scenario& scenario, uint64_t iteration) {
-  const ExpandedPlan plan = ExpandPlan(scenario);
-  const auto at = LocateCollective(plan, "default_pg", FirstSeqOfIteration(scenario, iteration), iteration + 1);
+std::string FirstCollectiveOfIteration(const ExpandedPlan& plan, uint64_t iteration) {
+  const auto at = LocateCollective(plan, "default_pg", FirstSeqOfIteration(plan, iteration), iteration + 1);
   if (!at || at->collective == nullptr) return "";
   std::string out = fmt::format(": {} \"{}\"", OpTypeName(at->collective->op()), at->step);
   if (!at->collective->python_frame().empty()) {
@@ -178,11 +176,12 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
     if (job.world_size() == 1) {
       consequence = "The only rank waits forever; no collective is pending, so no watchdog fires.";
     } else {
+      const ExpandedPlan plan = ExpandPlan(scenario);
       consequence = fmt::format(
           "Every other rank blocks in its first collective of iteration {} (c10d sequence "
           "number {} on default_pg{}) and its watchdog aborts after Timeout(ms)={}.",
-          hit.iteration, FirstSeqOfIteration(scenario, hit.iteration),
-          FirstCollectiveOfIteration(scenario, hit.iteration), scenario.comm().timeout_ms());
+          hit.iteration, FirstSeqOfIteration(plan, hit.iteration), FirstCollectiveOfIteration(plan, hit.iteration),
+          scenario.comm().timeout_ms());
     }
     line(fmt::format(
         "Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
@@ -266,9 +265,9 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path, c
       {"error_pools", errors},
       {"first_hit", HitJson(report.first_hit)},
       {"first_bounded_error", HitJson(report.first_bounded_error)},
-      {"first_hit_collective_seq", report.first_hit
-                                       ? nlohmann::json(FirstSeqOfIteration(scenario, report.first_hit->iteration))
-                                       : nlohmann::json(nullptr)},
+      {"first_hit_collective_seq",
+       report.first_hit ? nlohmann::json(FirstSeqOfIteration(ExpandPlan(scenario), report.first_hit->iteration))
+                        : nlohmann::json(nullptr)},
       {"sampler",
        {{"kind", SamplerKindName(scenario.sampler().kind())},
         {"groups_num", report.groups_num},

@@ -26,6 +26,11 @@ struct ExpandedPlan {
   uint32_t checkpoint_interval = 0;          // rank 0 only, no collective; 0: never
 
   // The collectives of iteration `iteration`, in order.
+  // Which distinct list iteration `iteration` runs: its own leading one, or leading.size() for
+  // per_iteration.
+  size_t Phase(uint64_t iteration) const {
+    return iteration < leading.size() ? static_cast<size_t>(iteration) : leading.size();
+  }
   const std::vector<Collective>& Iteration(uint64_t iteration) const {
     return iteration < leading.size() ? leading[iteration] : per_iteration;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "model/ddp_plan.h"
 #include "model/error.h"
@@ -146,9 +147,10 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
     if (p.decoder_layers() < 1 || p.decoder_layers() > 64) {
       v.Add("plan.streampetr.decoder_layers", "must be in [1, 64]", p.decoder_layers());
     }
-    for (const char* field : {"parameters", "bucket_cap_mb", "first_bucket_mb"}) {
-      const auto* descriptor = StreamPetrPlan::descriptor()->FindFieldByName(field);
-      if (p.GetReflection()->HasField(p, descriptor)) {
+    for (const auto& [field, set] :
+         {std::pair{"parameters", p.has_parameters()}, std::pair{"bucket_cap_mb", p.has_bucket_cap_mb()},
+          std::pair{"first_bucket_mb", p.has_first_bucket_mb()}}) {
+      if (set) {
         v.AddPlain(std::string("plan.streampetr.") + field,
                    "was replaced by plan.ddp (the model's tensors and DDP's bucket_cap_mb / first_bucket_mb); leave "
                    "plan.ddp out for the reference config's model");

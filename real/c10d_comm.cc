@@ -58,6 +58,14 @@ at::ScalarType TorchDtype(Collective::Dtype dtype) {
   return at::kFloat;
 }
 
+Collective::Dtype PlanDtype(at::ScalarType dtype) {
+  for (const Collective::Dtype d : {Collective::float16, Collective::bfloat16, Collective::float64, Collective::int32,
+                                    Collective::int64, Collective::uint8}) {
+    if (TorchDtype(d) == dtype) return d;
+  }
+  return Collective::float32;
+}
+
 std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
   if (backend != Comm::nccl) return std::nullopt;
 #ifdef PETRSIM_WITH_NCCL

@@ -27,6 +27,8 @@
 namespace petrsim::real {
 
 at::ScalarType TorchDtype(Collective::Dtype dtype);
+// The other way: a tensor's dtype as the plan names it (float32 for one the plan has no name for).
+Collective::Dtype PlanDtype(at::ScalarType dtype);
 
 // Why `backend` cannot run in this build on this machine (NCCL without PETRSIM_WITH_NCCL, or
 // without a GPU), as an error for the user; nullopt when it can. Asking for a backend that cannot

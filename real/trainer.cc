@@ -85,25 +85,6 @@ uint64_t HashParameters(torch::nn::Module& module) {
 
 namespace {
 
-Collective::Dtype PlanDtype(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat64:
-      return Collective::float64;
-    case torch::kFloat16:
-      return Collective::float16;
-    case torch::kBFloat16:
-      return Collective::bfloat16;
-    case torch::kInt32:
-      return Collective::int32;
-    case torch::kInt64:
-      return Collective::int64;
-    case torch::kUInt8:
-      return Collective::uint8;
-    default:
-      return Collective::float32;
-  }
-}
-
 // The module as DDP sees it: its tensors in state_dict() order (each module's parameters, then
 // its buffers, modules in pre-order), as mmdet3d wraps it (broadcast_buffers=False).
 DdpModel DescribeForDdp(torch::nn::Module& module) {
@@ -115,7 +96,7 @@ DdpModel DescribeForDdp(torch::nn::Module& module) {
       tensor->set_name(item.key().empty() ? name : item.key() + "." + name);
       tensor->set_kind(kind);
       for (const int64_t size : t.sizes()) tensor->add_shape(static_cast<uint64_t>(size));
-      tensor->set_dtype(PlanDtype(t));
+      tensor->set_dtype(PlanDtype(t.scalar_type()));
       if (kind == DdpTensor::parameter && !t.requires_grad()) tensor->set_requires_grad(false);
     };
     for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) {

@@ -290,13 +290,10 @@ class JobSim {
   std::vector<std::string> process_group_names_;
   Rendezvous<PlanStep> rendezvous_;
   std::vector<PlanStep> startup_steps_;
-  // Per phase: iteration i < plan_.leading.size() uses phase i, later ones the last phase.
+  // Per phase of the plan (ExpandedPlan::Phase).
   std::vector<std::vector<PlanStep>> iteration_steps_;
   std::vector<PlanStep> periodic_steps_;
   std::vector<uint32_t> nonblocking_steps_;  // per phase
-  size_t Phase(uint64_t iteration) const {
-    return iteration < plan_.leading.size() ? static_cast<size_t>(iteration) : plan_.leading.size();
-  }
   int64_t sample_load_ns_ = 0;
   int64_t step_compute_ns_ = 0;
   int64_t jitter_ppm_ = 0;

@@ -273,7 +273,7 @@ void JobSim::Advance(RankState& rank) {
           NextStep(rank);
           continue;
         }
-        const size_t phase = Phase(at.iteration);
+        const size_t phase = plan_.Phase(at.iteration);
         const PlanStep& step = iteration_steps_[phase][at.index];
         if (!rank.compute_spent) {
           rank.compute_spent = true;
@@ -340,7 +340,8 @@ void JobSim::Advance(RankState& rank) {
           rank.compute_spent = true;
           // Without DDP buckets the backward runs after the last collective.
           const int64_t forward = rank.iteration_compute_ns / 3;
-          const int64_t tail = nonblocking_steps_[Phase(at.iteration)] == 0 ? rank.iteration_compute_ns - forward : 0;
+          const int64_t tail =
+              nonblocking_steps_[plan_.Phase(at.iteration)] == 0 ? rank.iteration_compute_ns - forward : 0;
           if (tail > 0) {
             Compute(rank, tail);
             return;
