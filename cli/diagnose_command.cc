@@ -17,17 +17,30 @@ namespace petrsim {
 
 int RunDiagnose(const DiagnoseFlags& flags) {
   if (!flags.sets.empty() && flags.scenario_path.empty()) throw ScenarioError("diagnose: --set needs --scenario");
-  const Recordings recordings = LoadRecordings(flags.paths);
-  const Diagnosis diagnosis = Diagnose(recordings);
-  std::optional<ScenarioCrossCheck> cross;
-  if (!flags.scenario_path.empty()) {
-    Scenario scenario = LoadScenarioFile(flags.scenario_path);
-    if (!flags.sets.empty()) {
-      ApplyOverrides(scenario, flags.sets);
-      ValidateScenario(scenario, flags.scenario_path + " (after --set)");
-    }
-    cross = CrossCheck(diagnosis, scenario, flags.scenario_path);
+  size_t logs = 0;
+  for (const std::string& path : flags.paths) logs += IsTrainingLogPath(path) ? 1 : 0;
+  if (logs > 0 && logs < flags.paths.size()) {
+    throw ScenarioError(
+        "diagnose: give training logs, or petrsim traces and Flight Recorder dumps, not both in one call");
   }
+  std::optional<Scenario> scenario;
+  if (!flags.scenario_path.empty()) {
+    scenario = LoadScenarioFile(flags.scenario_path);
+    if (!flags.sets.empty()) {
+      ApplyOverrides(*scenario, flags.sets);
+      ValidateScenario(*scenario, flags.scenario_path + " (after --set)");
+    }
+  }
+  Diagnosis diagnosis;
+  if (logs > 0) {
+    std::optional<uint32_t> world_size;
+    if (scenario) world_size = scenario->job().world_size();
+    diagnosis = DiagnoseTrainingLog(ReadTrainingLogs(flags.paths), world_size);
+  } else {
+    diagnosis = Diagnose(LoadRecordings(flags.paths));
+  }
+  std::optional<ScenarioCrossCheck> cross;
+  if (scenario) cross = CrossCheck(diagnosis, *scenario, flags.scenario_path);
   if (flags.json) {
     nlohmann::json json = DiagnosisJson(diagnosis);
     if (cross) json["scenario"] = CrossCheckJson(*cross);
@@ -42,11 +55,14 @@ int RunDiagnose(const DiagnoseFlags& flags) {
 CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
   auto* diagnose =
       app.add_subcommand("diagnose",
-                         "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace) "
-                         "or PyTorch Flight Recorder dumps (pickle or JSON). Names, per process group, the first "
-                         "collective not every member joined and the missing ranks, desyncs, wait-for cycles and "
-                         "the cause on the missing rank. Exit 0 nothing stuck, 1 stuck or desync, 2 bad input.");
-  diagnose->add_option("paths", flags.paths, "a directory of per-rank files, or the files")->required();
+                         "Post-mortem of a hung job from its per-rank recordings: petrsim traces (rank_<r>.pbtrace), "
+                         "PyTorch Flight Recorder dumps (pickle or JSON), or its training logs (one combined log or "
+                         "one per rank, gzip too: NCCL watchdog lines of PyTorch 1.8-2.5, mmcv/mmengine iteration "
+                         "lines, tracebacks). Names, per process group, the first collective not every member "
+                         "joined and the missing ranks, desyncs, wait-for cycles and the cause on the missing rank. "
+                         "Exit 0 nothing stuck (a log without a timeout: \"no timeout found\"), 1 stuck or desync, 2 "
+                         "bad input.");
+  diagnose->add_option("paths", flags.paths, "a directory of per-rank files or logs, or the files")->required();
   diagnose->add_flag("--json", flags.json, "print a JSON object");
   diagnose->add_option("--scenario", flags.scenario_path,
                        "the job's scenario: place the stuck collective in its plan and check it "

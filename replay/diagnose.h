@@ -28,6 +28,7 @@
 
 #include "model/scenario.pb.h"
 #include "model/stuck_getitem.h"
+#include "replay/training_log.h"
 
 namespace petrsim {
 
@@ -130,9 +131,19 @@ struct Diagnosis {
   uint64_t calls = 0;                // collective calls read
   uint64_t events = 0;               // events (or dump entries) read
   uint64_t graph_vertices = 0, graph_edges = 0;
+  // Training logs (format "training_log"): what the log says beyond the collectives, per rank.
+  std::optional<TrainingLog> log;
+  std::vector<uint32_t> suspects;                 // ranks of the world that printed no timeout
+  bool world_size_known = true;                   // false: the log names no world size (at least `world_size` ranks)
+  std::optional<IterationBound> hang_iterations;  // from the last iteration logged and the log interval
 };
 
 Diagnosis Diagnose(const Recordings& recordings);
+
+// A training log's diagnosis (replay/training_log.h): per process group and sequence number (where printed) the
+// collective the ranks that timed out wait in, missing the ranks of the world that printed no timeout. The world
+// size is `given_world_size` when set (the scenario's), else the log's; when neither, the ranks seen.
+Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size);
 
 // `diagnose --scenario S`: the recordings come from a job that S describes. Each root stuck
 // collective is placed in S's plan (iteration and step), and compared with what S predicts:
@@ -159,6 +170,15 @@ struct ScenarioCrossCheck {
   uint64_t sim_seq = 0, sim_iteration = 0;
   bool consistent = false;  // the recordings show the predicted livelock
   std::string verdict;
+  // The collective the other ranks wait in when the predicted rank never starts its iteration: the first of that
+  // iteration on default_pg (what a log without SeqNum is matched against).
+  uint64_t predicted_seq = 0;
+  std::string predicted_op, predicted_frame;
+  // Training logs without SeqNum: the hang's iteration bound and whether op and frame match the plan's step.
+  std::optional<IterationBound> log_bound;
+  std::optional<bool> log_op_matches, log_frame_matches;
+  std::string log_frame;           // the waiting ranks' frame as logged
+  std::vector<std::string> notes;  // e.g. the log's seed differs from the scenario's
 };
 
 // Throws ScenarioError when S cannot be used (its dataset or sampler fails).

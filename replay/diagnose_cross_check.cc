@@ -9,6 +9,7 @@
 
 #include "model/dataset.h"
 #include "model/iteration_plan.h"
+#include "model/outcome.h"
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "replay/diagnose_internal.h"
@@ -69,6 +70,46 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
           pool.last_frame, pool.frames);
     }
   }
+  if (cross.check_hit) {
+    // The ranks that do start the hit iteration block in its first collective on the world group.
+    cross.predicted_seq = CollectivesBefore(plan, "default_pg", cross.hit_iteration) + 1;
+    if (const auto at = LocateCollective(plan, "default_pg", cross.predicted_seq, job_iterations)) {
+      if (at->collective != nullptr) {
+        cross.predicted_op = OpTypeName(at->collective->op());
+        cross.predicted_frame = at->collective->python_frame();
+      }
+    }
+  }
+  if (diagnosis.log) {
+    const TrainingLog& log = *diagnosis.log;
+    if (log.seed && *log.seed != static_cast<int64_t>(scenario.job().seed())) {
+      cross.notes.push_back(fmt::format("the log's seed is {} (`Set random seed to`), the scenario's job.seed {}",
+                                        *log.seed, scenario.job().seed()));
+    }
+    cross.log_bound = diagnosis.hang_iterations;
+    if (!diagnosis.hang_iterations && log.last_iteration) {
+      cross.log_bound = IterationBound{log.last_iteration->done, job_iterations == 0 ? 0 : job_iterations - 1};
+    }
+    for (const auto& [r, rank] : log.ranks) {
+      if (const LogFrame* f = diagnose_internal::WaitingFrame(rank)) {
+        cross.log_frame = diagnose_internal::FrameText(*f);
+        if (!cross.predicted_frame.empty()) {
+          // The plan names "path/file.py, in function: code"; the traceback an absolute path.
+          const std::string plan_file = cross.predicted_frame.substr(0, cross.predicted_frame.find(", in "));
+          const size_t in = cross.predicted_frame.find(", in ");
+          const std::string plan_function =
+              in == std::string::npos
+                  ? ""
+                  : cross.predicted_frame.substr(in + 5, cross.predicted_frame.find(':', in + 5) - (in + 5));
+          const bool file_matches =
+              f->file.size() >= plan_file.size() &&
+              f->file.compare(f->file.size() - plan_file.size(), plan_file.size(), plan_file) == 0;
+          cross.log_frame_matches = file_matches && f->function == plan_function;
+        }
+        break;
+      }
+    }
+  }
   const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
   cross.sim_outcome = OutcomeName(result.outcome);
   cross.sim_cause = CauseName(result.cause);
@@ -90,9 +131,16 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     if (!cross.check_hit) continue;
     const bool rank_missing =
         std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(), cross.hit_rank) != stuck.missing_ranks.end();
-    const bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
-                            (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
-                             static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
+    bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
+                      (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
+                       static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
+    if (stuck.seq == 0 && diagnosis.log) {
+      // A log without SeqNum: the iteration the log bounds, the op and the frame must all fit the plan's step.
+      cross.log_op_matches = stuck.op == cross.predicted_op;
+      same_place = cross.log_bound && cross.log_bound->first <= cross.hit_iteration &&
+                   cross.hit_iteration <= cross.log_bound->last && *cross.log_op_matches &&
+                   cross.log_frame_matches.value_or(true);
+    }
     if (rank_missing && same_place) cross.consistent = true;
   }
   if (cross.consistent) {
@@ -122,6 +170,15 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
 std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
   std::string out = fmt::format("\nscenario {}:\n", cross.scenario_name);
   for (const auto& placed : cross.placed) {
+    if (placed.seq == 0) {
+      out += fmt::format("  {}: the log prints no SeqNum", placed.group);
+      if (cross.log_bound) {
+        out +=
+            fmt::format("; the log bounds the hang to iteration {}..{}", cross.log_bound->first, cross.log_bound->last);
+      }
+      out += "\n";
+      continue;
+    }
     if (!placed.found) {
       out += fmt::format("  {} seq {}: not a collective of the scenario's plan within the job{}\n", placed.group,
                          placed.seq, placed.plan_group.empty() ? " (no process group of that name)" : "");
@@ -137,9 +194,19 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
         "  check: rank {}'s DataLoader worker {} first draws a livelock pool at iteration {} (slot "
         "{}): {}\n",
         cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
+    out += fmt::format("  the other ranks then wait in default_pg seq {}: {} \"{}\"\n", cross.predicted_seq,
+                       cross.predicted_op, cross.predicted_frame);
+    if (cross.log_op_matches) {
+      out += fmt::format("  the log's op {} the plan's\n", *cross.log_op_matches ? "matches" : "differs from");
+    }
+    if (cross.log_frame_matches) {
+      out += fmt::format("  the log's frame ({}) {} the plan's\n", cross.log_frame,
+                         *cross.log_frame_matches ? "matches" : "differs from");
+    }
   } else {
     out += "  check: no livelock pool is drawn within the job\n";
   }
+  for (const std::string& note : cross.notes) out += fmt::format("  note: {}\n", note);
   out += fmt::format("  simulator: {} ({})", cross.sim_outcome, cross.sim_cause);
   if (!cross.sim_group.empty()) {
     out += fmt::format("; rank(s) {} never reach seq {} on {} (iteration {})", RankList(cross.sim_stuck_ranks),
@@ -166,7 +233,20 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
              {"worker", cross.hit_worker},
              {"slot", cross.hit_slot},
              {"iteration", cross.hit_iteration},
-             {"pool", cross.pool}};
+             {"pool", cross.pool},
+             {"waiting_seq", cross.predicted_seq},
+             {"waiting_op", cross.predicted_op},
+             {"waiting_frame", cross.predicted_frame}};
+  }
+  nlohmann::json log = nullptr;
+  if (cross.log_bound || cross.log_op_matches || cross.log_frame_matches) {
+    const auto opt = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    log = {{"hang_iterations",
+            cross.log_bound ? nlohmann::json({{"first", cross.log_bound->first}, {"last", cross.log_bound->last}})
+                            : nullptr},
+           {"op_matches", opt(cross.log_op_matches)},
+           {"frame", cross.log_frame},
+           {"frame_matches", opt(cross.log_frame_matches)}};
   }
   return {{"scenario", cross.scenario_name},
           {"placed", placed},
@@ -178,6 +258,8 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
             {"pg", cross.sim_group},
             {"seq", cross.sim_seq},
             {"iteration", cross.sim_iteration}}},
+          {"log", log},
+          {"notes", cross.notes},
           {"consistent_with_livelock", cross.consistent},
           {"verdict", cross.verdict}};
 }

@@ -6,11 +6,22 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "replay/diagnose.h"
+
 namespace petrsim::diagnose_internal {
 
 std::string Shape(const std::vector<std::vector<int64_t>>& sizes);
 
 // "9, 14" or "0-3, 7".
 std::string RankList(const std::vector<uint32_t>& ranks);
+
+// Training logs (diagnose_log.cc): the frame a rank waits in (its traceback's innermost frame outside torch), or
+// null; as text; the log section of a diagnosis as text and JSON.
+const LogFrame* WaitingFrame(const RankLog& rank);
+std::string FrameText(const LogFrame& frame);
+std::string FormatLogSection(const Diagnosis& d);
+nlohmann::json LogJson(const Diagnosis& d);
 
 }  // namespace petrsim::diagnose_internal

@@ -46,6 +46,8 @@ std::string DtypeName(const std::string& dtype) { return dtype.empty() ? "-" : d
 
 }  // namespace
 
+using diagnose_internal::FormatLogSection;
+using diagnose_internal::LogJson;
 using diagnose_internal::RankList;
 using diagnose_internal::Shape;
 
@@ -53,8 +55,15 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   std::string out = fmt::format(
       "petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
       "graph of {} pending collectives, {} edges)\n",
-      d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps", d.events, d.calls,
-      d.graph_vertices, d.graph_edges);
+      d.world_size,
+      d.format == "petrsim"        ? "petrsim traces"
+      : d.format == "training_log" ? "training logs"
+                                   : "Flight Recorder dumps",
+      d.events, d.calls, d.graph_vertices, d.graph_edges);
+  if (d.format == "training_log") {
+    out = fmt::format("petrsim diagnose: {}{} ranks, training logs ({} lines, {} watchdog timeouts)\n",
+                      d.world_size_known ? "" : "at least ", d.world_size, d.events, d.calls);
+  }
   if (!d.ranks_without_file.empty()) {
     out += fmt::format(
         "  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
@@ -70,7 +79,9 @@ std::string FormatDiagnosis(const Diagnosis& d) {
       if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
       std::string missing = RankList(s.missing_ranks);
       if (!s.without_file.empty()) missing += "*";
-      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, s.seq, s.op,
+      // A training log of 1.8-1.10 prints no SeqNum.
+      const std::string seq = s.seq == 0 && d.format == "training_log" ? "-" : std::to_string(s.seq);
+      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, seq, s.op,
                           Shape(s.sizes), DtypeName(s.dtype), missing, RankList(s.waiting_ranks), where);
     }
     return rows;
@@ -80,7 +91,9 @@ std::string FormatDiagnosis(const Diagnosis& d) {
                   "Op Type", "Size", "Dtype", "Missing Ranks", "Waiting Ranks");
   const std::string roots = table(true);
   if (roots.empty()) {
-    out += "\nno stuck collective: every collective recorded was joined by every member of its group\n";
+    out += d.format == "training_log"
+               ? "\nno timeout found: the log holds no watchdog or collective timeout line\n"
+               : "\nno stuck collective: every collective recorded was joined by every member of its group\n";
   } else {
     out += "\nstuck: the first collective of each process group that not every member joined\n" + header + roots;
   }
@@ -100,8 +113,13 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     out += "\nwait-for cycles (each rank waits in a collective the next never joined):\n";
     for (const auto& cycle : d.cycles) out += fmt::format("  ranks {}\n", RankList(cycle));
   }
+  if (d.log) out += FormatLogSection(d);
   std::string unknown = "none found";
-  if (!d.stuck.empty()) {
+  if (!d.stuck.empty() && d.format == "training_log") {
+    unknown =
+        "every rank of the world printed a timeout: none is missing; the collective never completed for "
+        "another reason (a network or NCCL fault), or the log lacks ranks";
+  } else if (!d.stuck.empty()) {
     unknown = d.format == "petrsim"
                   ? "the missing ranks recorded neither a spinning worker nor a death"
                   : "not in the recordings (Flight Recorder dumps hold no sampler or worker events); run with "
@@ -116,7 +134,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
     nlohmann::json j = {{"pg_id", s.group},
                         {"desc", s.desc},
                         {"op", s.op},
-                        {"seq", s.seq},
+                        {"seq", s.seq == 0 ? nlohmann::json(nullptr) : nlohmann::json(s.seq)},
                         {"sizes", s.sizes},
                         {"dtype", s.dtype},
                         {"missing_ranks", s.missing_ranks},
@@ -142,17 +160,19 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
                        {"expected_step", f.expected_step},
                        {"found_step", f.found_step}});
   }
-  return {{"format", d.format},
-          {"world_size", d.world_size},
-          {"groups", groups},
-          {"consequences", consequences},
-          {"desyncs", desyncs},
-          {"cycles", d.cycles},
-          {"ranks_without_file", d.ranks_without_file},
-          {"partial", d.partial},
-          {"calls", d.calls},
-          {"events", d.events},
-          {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
+  nlohmann::json out = {{"format", d.format},
+                        {"world_size", d.world_size},
+                        {"groups", groups},
+                        {"consequences", consequences},
+                        {"desyncs", desyncs},
+                        {"cycles", d.cycles},
+                        {"ranks_without_file", d.ranks_without_file},
+                        {"partial", d.partial},
+                        {"calls", d.calls},
+                        {"events", d.events},
+                        {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
+  if (d.log) out["log"] = LogJson(d);
+  return out;
 }
 
 }  // namespace petrsim

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libprotobuf-dev protobuf-compiler
   libboost-graph-dev
-  libfmt-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libtorch-dev libgloo-dev
   python3-numpy python3-torch

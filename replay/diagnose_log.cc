@@ -1,0 +1,264 @@
+// `petrsim diagnose` on training logs: a TrainingLog as a Diagnosis, and its log section as text and JSON; see
+// diagnose.h and training_log.h.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "replay/diagnose.h"
+#include "replay/diagnose_internal.h"
+
+namespace petrsim {
+
+using diagnose_internal::RankList;
+
+namespace {
+
+// A watchdog timeout, not a 2.5 status line of an error with no watchdog line.
+bool IsTimeout(const LogTimeout& t) { return !t.op.empty() || t.timeout_ms.has_value(); }
+
+}  // namespace
+
+namespace diagnose_internal {
+
+// The frame a rank waits in: its traceback's innermost frame outside torch (the caller of the collective).
+const LogFrame* WaitingFrame(const RankLog& rank) {
+  for (auto tb = rank.tracebacks.rbegin(); tb != rank.tracebacks.rend(); ++tb) {
+    for (auto f = tb->frames.rbegin(); f != tb->frames.rend(); ++f) {
+      const bool in_torch = f->file.find("/torch/") != std::string::npos || f->file.rfind("torch/", 0) == 0;
+      if (!in_torch) return &*f;
+    }
+  }
+  return nullptr;
+}
+
+std::string FrameText(const LogFrame& f) {
+  return fmt::format("{}:{} in {}{}", f.file, f.line, f.function, f.code.empty() ? "" : ": " + f.code);
+}
+
+}  // namespace diagnose_internal
+
+using diagnose_internal::FrameText;
+using diagnose_internal::WaitingFrame;
+
+Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size) {
+  Diagnosis d;
+  d.format = "training_log";
+  uint32_t seen = 0;
+  for (const auto& [r, rank] : log.ranks) seen = std::max(seen, r + 1);
+  if (given_world_size) {
+    d.world_size = *given_world_size;
+    if (log.world_size && *log.world_size != *given_world_size) {
+      log.notes.push_back(fmt::format("the log says {} ranks ({}), the scenario {}: the scenario's count is used",
+                                      *log.world_size, log.world_size_from, *given_world_size));
+    }
+    if (seen > *given_world_size) {
+      log.notes.push_back(
+          fmt::format("the log names rank {}, beyond the scenario's {} ranks", seen - 1, *given_world_size));
+    }
+  } else if (log.world_size) {
+    d.world_size = std::max(*log.world_size, seen);
+  } else {
+    d.world_size = seen;
+    d.world_size_known = false;
+  }
+  std::map<std::pair<std::string, int64_t>, StuckCollective> by_work;
+  std::map<std::string, std::set<uint32_t>> timed_out;  // by group
+  for (const auto& [r, rank] : log.ranks) {
+    for (const LogTimeout& t : rank.timeouts) {
+      if (!IsTimeout(t)) continue;
+      ++d.calls;
+      StuckCollective& s = by_work[{t.pg, t.seq ? static_cast<int64_t>(*t.seq) : 0}];
+      if (s.waiting_ranks.empty()) {
+        s.group = t.pg;
+        s.desc = !t.pg_desc.empty() ? t.pg_desc : t.pg == "0" ? "default_pg" : "";
+        s.seq = t.seq ? static_cast<int64_t>(*t.seq) : 0;
+        s.op = t.op.empty() ? "?" : t.op;
+        if (t.numel_in) s.sizes = {{static_cast<int64_t>(*t.numel_in)}};
+      }
+      if (s.op == "?" && !t.op.empty()) s.op = t.op;
+      s.waiting_ranks.push_back(r);
+      timed_out[t.pg].insert(r);
+    }
+  }
+  std::set<uint32_t> with_file;
+  if (log.per_rank_files > 0) {
+    for (const auto& [r, rank] : log.ranks) {
+      if (!rank.source.empty()) with_file.insert(r);
+    }
+  }
+  std::map<std::string, int64_t> lowest_seq;
+  for (const auto& [key, s] : by_work) {
+    auto [it, fresh] = lowest_seq.emplace(key.first, key.second);
+    if (!fresh) it->second = std::min(it->second, key.second);
+  }
+  for (auto& [key, s] : by_work) {
+    std::sort(s.waiting_ranks.begin(), s.waiting_ranks.end());
+    for (uint32_t r = 0; r < d.world_size; ++r) {
+      if (timed_out[key.first].count(r) > 0) continue;
+      s.missing_ranks.push_back(r);
+      if (log.per_rank_files > 0 && with_file.count(r) == 0) s.without_file.push_back(r);
+    }
+    s.root = key.second == lowest_seq[key.first];
+    d.stuck.push_back(std::move(s));
+  }
+  std::stable_sort(d.stuck.begin(), d.stuck.end(),
+                   [](const StuckCollective& a, const StuckCollective& b) { return a.root && !b.root; });
+  if (log.per_rank_files > 0) {
+    for (uint32_t r = 0; r < d.world_size; ++r) {
+      if (with_file.count(r) == 0) d.ranks_without_file.push_back(r);
+    }
+  }
+  std::set<uint32_t> any_timeout;
+  for (const auto& [pg, ranks] : timed_out) any_timeout.insert(ranks.begin(), ranks.end());
+  for (uint32_t r = 0; r < d.world_size; ++r) {
+    if (any_timeout.count(r) == 0) d.suspects.push_back(r);
+  }
+  d.events = log.lines;
+  if (log.last_iteration && log.log_interval)
+    d.hang_iterations = HangIterationBound(*log.last_iteration, *log.log_interval);
+  if (!d.stuck.empty() && !d.suspects.empty()) {
+    std::string when;
+    if (d.hang_iterations) {
+      when = fmt::format(", in iteration {}..{} (the last iteration logged was {}, every {})", d.hang_iterations->first,
+                         d.hang_iterations->last, log.last_iteration->done, *log.log_interval);
+    }
+    d.cause = fmt::format(
+        "rank(s) {} never printed a timeout: they never reached the collective the others wait in{}; a log holds no "
+        "sampler or worker events: run with --scenario to check the data",
+        RankList(d.suspects), when);
+  }
+  d.log = std::move(log);
+  return d;
+}
+
+namespace diagnose_internal {
+
+std::string FormatLogSection(const Diagnosis& d) {
+  const TrainingLog& log = *d.log;
+  std::string out = fmt::format("\ntraining log: {} file(s), {} lines", log.files.size(), log.lines);
+  if (!log.torch_release.empty()) out += fmt::format("; watchdog lines of PyTorch {}", log.torch_release);
+  if (log.seed) out += fmt::format("; seed {}", *log.seed);
+  out += "\n";
+  if (!d.world_size_known) {
+    out += fmt::format(
+        "  world size: not in the log (no gpu_ids, torchrun world size or file per rank): at least {} ranks; ranks "
+        "above {} cannot be named (give --scenario)\n",
+        d.world_size, d.world_size == 0 ? 0 : d.world_size - 1);
+  } else if (!log.world_size_from.empty()) {
+    out += fmt::format("  world size {}: {}\n", d.world_size, log.world_size_from);
+  }
+  out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", "rank", "timed out in", "waited (ms)", "last iteration",
+                     "frame (traceback)");
+  for (uint32_t r = 0; r < d.world_size || (d.world_size == 0 && r < log.ranks.size()); ++r) {
+    const auto it = log.ranks.find(r);
+    std::string timeout = "- (never printed a timeout)", waited = "-", iteration = "-", frame = "-";
+    if (it != log.ranks.end()) {
+      const RankLog& rank = it->second;
+      for (const LogTimeout& t : rank.timeouts) {
+        if (!IsTimeout(t)) continue;
+        const std::string group = !t.pg_desc.empty() ? t.pg_desc : t.pg == "0" ? "default_pg" : "pg " + t.pg;
+        timeout =
+            fmt::format("{} {}{}{}", t.op.empty() ? "?" : t.op, group, t.seq ? fmt::format(" seq {}", *t.seq) : "",
+                        t.numel_in ? fmt::format(" numel {}", *t.numel_in) : "");
+        waited = fmt::format("{} of {}", t.ran_for_ms ? std::to_string(*t.ran_for_ms) : "?",
+                             t.timeout_ms ? std::to_string(*t.timeout_ms) : "?");
+        break;
+      }
+      if (rank.last_iteration) iteration = std::to_string(rank.last_iteration->done);
+      if (const LogFrame* f = WaitingFrame(rank)) frame = FrameText(*f);
+      if (rank.exit_code) frame += fmt::format(" (exit {})", *rank.exit_code);
+      if (rank.communicator_aborted) frame += " (communicator aborted)";
+    }
+    out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", r, timeout, waited, iteration, frame);
+  }
+  if (log.last_iteration) {
+    const LogIteration& it = *log.last_iteration;
+    out += fmt::format("  last iteration line: {} [{}{}/{}] at {}:{} ({} iterations done{})\n",
+                       it.by_epoch ? "Epoch" : "Iter", it.epoch ? fmt::format("{}][", *it.epoch) : "", it.inner, it.of,
+                       it.where.file, it.where.line, it.done,
+                       it.time_s ? fmt::format(", {:.3f} s an iteration", *it.time_s) : "");
+    if (d.hang_iterations) {
+      out += fmt::format("  hang: in iteration {}..{} (logged every {} iterations)\n", d.hang_iterations->first,
+                         d.hang_iterations->last, *log.log_interval);
+    } else {
+      out += fmt::format("  hang: in iteration {} or later (log interval unknown)\n", it.done);
+    }
+  }
+  if (!d.suspects.empty() && !d.stuck.empty()) {
+    out += fmt::format("  suspects: rank(s) {} printed no timeout\n", RankList(d.suspects));
+  }
+  if (log.unattributed > 0) out += fmt::format("  {} recognised line(s) of no known rank\n", log.unattributed);
+  for (const std::string& note : log.notes) out += fmt::format("  note: {}\n", note);
+  return out;
+}
+
+nlohmann::json LogJson(const Diagnosis& d) {
+  const TrainingLog& log = *d.log;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& [r, rank] : log.ranks) {
+    nlohmann::json timeouts = nlohmann::json::array();
+    for (const LogTimeout& t : rank.timeouts) {
+      if (!IsTimeout(t)) continue;
+      const auto opt = [](const std::optional<uint64_t>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+      };
+      timeouts.push_back({{"pg_id", t.pg},
+                          {"desc", t.pg_desc},
+                          {"seq", opt(t.seq)},
+                          {"op", t.op},
+                          {"numel_in", opt(t.numel_in)},
+                          {"numel_out", opt(t.numel_out)},
+                          {"timeout_ms", opt(t.timeout_ms)},
+                          {"ran_for_ms", opt(t.ran_for_ms)},
+                          {"last_enqueued", opt(t.last_enqueued)},
+                          {"last_completed", opt(t.last_completed)},
+                          {"backend", t.backend},
+                          {"line", fmt::format("{}:{}", t.where.file, t.where.line)}});
+    }
+    nlohmann::json frame = nullptr;
+    if (const LogFrame* f = WaitingFrame(rank)) {
+      frame = {{"file", f->file}, {"line", f->line}, {"function", f->function}, {"code", f->code}};
+    }
+    ranks.push_back({{"rank", r},
+                     {"file", rank.source},
+                     {"timeouts", timeouts},
+                     {"last_iteration", rank.last_iteration ? nlohmann::json(rank.last_iteration->done) : nullptr},
+                     {"frame", frame},
+                     {"exception", rank.tracebacks.empty() ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(rank.tracebacks.back().exception)},
+                     {"communicator_aborted", rank.communicator_aborted},
+                     {"heartbeat_timeout", rank.heartbeat_timeout},
+                     {"exit_code", rank.exit_code ? nlohmann::json(*rank.exit_code) : nullptr}});
+  }
+  nlohmann::json last = nullptr;
+  if (log.last_iteration) {
+    const LogIteration& it = *log.last_iteration;
+    last = {{"done", it.done},
+            {"epoch", it.epoch ? nlohmann::json(*it.epoch) : nullptr},
+            {"inner", it.inner},
+            {"of", it.of},
+            {"time_s", it.time_s ? nlohmann::json(*it.time_s) : nullptr},
+            {"line", fmt::format("{}:{}", it.where.file, it.where.line)}};
+  }
+  return {{"files", log.files},
+          {"lines", log.lines},
+          {"world_size_known", d.world_size_known},
+          {"world_size_from", log.world_size_from},
+          {"torch_release", log.torch_release},
+          {"seed", log.seed ? nlohmann::json(*log.seed) : nullptr},
+          {"log_interval", log.log_interval ? nlohmann::json(*log.log_interval) : nullptr},
+          {"last_iteration", last},
+          {"hang_iterations",
+           d.hang_iterations ? nlohmann::json({{"first", d.hang_iterations->first}, {"last", d.hang_iterations->last}})
+                             : nullptr},
+          {"suspects", d.suspects},
+          {"ranks", ranks},
+          {"unattributed_lines", log.unattributed},
+          {"notes", log.notes}};
+}
+
+}  // namespace diagnose_internal
+
+}  // namespace petrsim

@@ -1,0 +1,428 @@
+// Training logs for `petrsim diagnose` (replay/training_log.h): every release's watchdog lines as
+// model/watchdog_lines.h writes them (read from PyTorch's source and users' logs,
+// docs/research/nccl_watchdog_lines.md), lines users posted in public issues (quoted verbatim), launcher prefixes,
+// per-rank files, mmcv/mmengine iteration lines, tracebacks, gzip, and bad logs.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/error.h"
+#include "model/torch_version.h"
+#include "model/watchdog_lines.h"
+#include "replay/diagnose.h"
+#include "replay/training_log.h"
+
+namespace petrsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kLogs = PETRSIM_SOURCE_DIR "/tests/data/logs";
+
+fs::path TempDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("petrsim_log_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string Write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+TrainingLog ReadText(const std::string& name, const std::string& text) {
+  return ReadTrainingLogs({Write(TempDir(name) / "train.log", text)});
+}
+
+std::string Join(const std::vector<std::string>& lines, const std::string& prefix = "") {
+  std::string out;
+  for (const std::string& line : lines) out += prefix + line + "\n";
+  return out;
+}
+
+// --- Every release's lines, as the simulator and the real backend print them ---------------------------------------
+
+TEST(TrainingLog, ReadsTheWatchdogLinesOfEveryRelease) {
+  for (const char* release : {"1.9", "1.10", "1.11", "1.12", "1.13", "2.0", "2.1", "2.2", "2.3", "2.4", "2.5"}) {
+    SCOPED_TRACE(release);
+    const TorchVersion version = *ParseTorchVersion(release);
+    std::string text;
+    for (uint32_t r = 0; r < 3; ++r) {  // rank 3 of 4 prints nothing
+      WatchdogTimeout t;
+      t.version = version;
+      t.group_rank = r;
+      t.global_rank = r;
+      t.seq = 8120;
+      t.op = "ALLREDUCE";
+      t.numel_in = t.numel_out = 1;
+      t.timeout_ms = 1800000;
+      t.ran_for_ms = 1801700 + r;
+      t.last_enqueued_seq = 8120;
+      t.last_completed_seq = 8119;
+      text += Join(NcclWatchdogLines(t).lines);
+    }
+    const TrainingLog log = ReadText(std::string("release_") + release, text);
+    ASSERT_EQ(log.ranks.size(), 3u);
+    const bool has_seq = version >= *ParseTorchVersion("1.11");
+    const bool has_numel = version >= *ParseTorchVersion("2.1");
+    for (uint32_t r = 0; r < 3; ++r) {
+      const RankLog& rank = log.ranks.at(r);
+      ASSERT_EQ(rank.timeouts.size(), 1u) << "rank " << r << ": one timeout, however often its lines repeat it";
+      const LogTimeout& t = rank.timeouts[0];
+      EXPECT_EQ(t.op, "ALLREDUCE");
+      EXPECT_EQ(t.timeout_ms, 1800000u);
+      EXPECT_EQ(t.ran_for_ms, 1801700u + r);
+      EXPECT_EQ(t.seq.has_value(), has_seq);
+      if (has_seq) EXPECT_EQ(*t.seq, 8120u);
+      EXPECT_EQ(t.numel_in.has_value(), has_numel);
+      EXPECT_EQ(t.group_rank, r);
+      EXPECT_EQ(t.pg, "0");
+      if (version >= *ParseTorchVersion("2.3")) {
+        EXPECT_EQ(t.last_enqueued, 8120u);
+        EXPECT_EQ(t.last_completed, 8119u);
+      }
+    }
+    const Diagnosis d = DiagnoseTrainingLog(log, 4);
+    ASSERT_EQ(d.stuck.size(), 1u);
+    EXPECT_EQ(d.stuck[0].waiting_ranks, (std::vector<uint32_t>{0, 1, 2}));
+    EXPECT_EQ(d.stuck[0].missing_ranks, (std::vector<uint32_t>{3}));
+    EXPECT_EQ(d.suspects, (std::vector<uint32_t>{3}));
+    EXPECT_EQ(d.stuck[0].seq, has_seq ? 8120 : 0);
+    EXPECT_FALSE(log.torch_release.empty());
+  }
+}
+
+TEST(TrainingLog, NamesTheReleaseByTheWatchdogLineNumber) {
+  const auto release_of = [](const char* release) {
+    WatchdogTimeout t;
+    t.version = *ParseTorchVersion(release);
+    t.seq = 5;
+    t.ran_for_ms = 10;
+    return ReadText(std::string("name_") + release, Join(NcclWatchdogLines(t).lines)).torch_release;
+  };
+  EXPECT_EQ(release_of("1.9"), "1.9");
+  EXPECT_EQ(release_of("1.13"), "1.13");
+  EXPECT_EQ(release_of("2.4"), "2.4");
+  EXPECT_EQ(release_of("2.5"), "2.5");
+}
+
+// --- Lines users posted in public issues, verbatim -------------------------------------------------------------------
+
+TEST(TrainingLog, ReadsLinesUsersPosted) {
+  // facebookresearch/deit#157 ("torch 1.9"): the what(): line of a BROADCAST, no SeqNum.
+  {
+    const TrainingLog log = ReadText(
+        "deit",
+        Join({"[E ProcessGroupNCCL.cpp:325] Some NCCL operations have failed or timed out. Due to the "
+              "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete "
+              "data. To avoid this inconsistency, we are taking the entire process down.",
+              "terminate called after throwing an instance of 'std::runtime_error'",
+              "  what():  [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
+              "Timeout(ms)=1800000) ran for 1802691 milliseconds before timing out."}));
+    ASSERT_EQ(log.ranks.count(1), 1u);
+    const LogTimeout& t = log.ranks.at(1).timeouts.at(0);
+    EXPECT_EQ(t.op, "BROADCAST");
+    EXPECT_FALSE(t.seq);
+    EXPECT_EQ(t.ran_for_ms, 1802691u);
+  }
+  // huggingface/accelerate#2174 ("2.1.1+cu118").
+  {
+    const TrainingLog log =
+        ReadText("accelerate", Join({"[E ProcessGroupNCCL.cpp:916] [Rank 2] NCCL watchdog thread terminated with "
+                                     "exception: [Rank 2] Watchdog caught collective operation timeout: "
+                                     "WorkNCCL(SeqNum=48490, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                                     "Timeout(ms)=1800000) ran for 1800781 milliseconds before timing out."}));
+    const LogTimeout& t = log.ranks.at(2).timeouts.at(0);
+    EXPECT_EQ(t.seq, 48490u);
+    EXPECT_EQ(t.numel_in, 1u);
+    EXPECT_EQ(t.ran_for_ms, 1800781u);
+  }
+  // meta-llama/llama-cookbook#567 ("pyTorch 2.3.1"): an allgather, `[rank1]:` prefix.
+  {
+    const TrainingLog log = ReadText(
+        "llama", Join({"[rank1]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 1] Process group watchdog thread terminated "
+                       "with exception: [Rank 1] Watchdog caught collective operation timeout: "
+                       "WorkNCCL(SeqNum=1474236, OpType=_ALLGATHER_BASE, NumelIn=262675456, NumelOut=1050701824, "
+                       "Timeout(ms)=600000) ran for 600058 milliseconds before timing out."}));
+    const LogTimeout& t = log.ranks.at(1).timeouts.at(0);
+    EXPECT_EQ(t.op, "_ALLGATHER_BASE");
+    EXPECT_EQ(t.numel_out, 1050701824u);
+    EXPECT_EQ(t.timeout_ms, 600000u);
+  }
+  // OFA-Sys/OFA#271 (SeqNum without NumelIn: 1.11-2.0).
+  {
+    const TrainingLog log = ReadText(
+        "ofa", Join({"[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: "
+                     "WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds "
+                     "before timing out."}));
+    EXPECT_EQ(log.ranks.at(1).timeouts.at(0).seq, 469508u);
+    EXPECT_EQ(log.torch_release, "1.11 to 2.0");
+  }
+  // pytorch/pytorch#123023's test output (the 2.4 timestamp form) and mlfoundations/open_clip#1024 (2.5.1).
+  {
+    const TrainingLog log = ReadText(
+        "stamp", Join({"[E329 19:15:11.775879730 ProcessGroupNCCL.cpp:565] [Rank 0] Watchdog caught collective "
+                       "operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=10, NumelOut=10, "
+                       "Timeout(ms)=10000) ran for 10087 milliseconds before timing out.",
+                       "[rank7]:[E1206 10:00:00.000000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+                       "Rank 7] Exception (either an error or timeout) detected by watchdog at work: 4096, last "
+                       "enqueued NCCL work: 4096, last completed NCCL work: 4095."}));
+    EXPECT_EQ(log.ranks.at(0).timeouts.at(0).seq, 2u);
+    EXPECT_EQ(log.ranks.at(0).timeouts.at(0).numel_in, 10u);
+    // A 2.5 status line alone is no timeout (2.5 prints it for errors too).
+    const Diagnosis d = DiagnoseTrainingLog(log, 8);
+    ASSERT_EQ(d.stuck.size(), 1u);
+    EXPECT_EQ(d.stuck[0].waiting_ranks, (std::vector<uint32_t>{0}));
+  }
+}
+
+// --- Prefixes and files ----------------------------------------------------------------------------------------------
+
+const char kLine19[] =
+    "[E ProcessGroupNCCL.cpp:566] [Rank {}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1801700 milliseconds before timing out.";
+
+std::string Line19(uint32_t rank) {
+  std::string line = kLine19;
+  line.replace(line.find("{}"), 2, std::to_string(rank));
+  return line;
+}
+
+TEST(TrainingLog, TakesTheRankFromLauncherPrefixes) {
+  // srun -l (right-aligned with 16 tasks), torchrun --tee, and c10d's `[rank<g>]:` winning over the tee's local rank
+  // on a second node (the message's `[Rank r]` is the group rank; the world group's equals the global one).
+  const TrainingLog log = ReadText("prefixes", Join({" 3: " + Line19(3), "12: " + Line19(12), "[default5]:" + Line19(5),
+                                                     "[default1]:[rank9]:" + Line19(9), "[trainer2]:" + Line19(2)}));
+  for (uint32_t r : {3u, 12u, 5u, 9u, 2u}) EXPECT_EQ(log.ranks.count(r), 1u) << r;
+  EXPECT_EQ(log.ranks.count(1), 0u);
+}
+
+TEST(TrainingLog, ReadsPerRankFilesOfTorchrunsLogDir) {
+  const fs::path root = TempDir("logdir");
+  const fs::path dir = root / "run_abc" / "attempt_0";
+  for (uint32_t r = 0; r < 4; ++r) {
+    // The file's own rank counts: its lines have no prefix and rank 3's no watchdog line.
+    Write(dir / std::to_string(r) / "stdout.log", "hello\n");
+    Write(dir / std::to_string(r) / "stderr.log", r == 3 ? std::string("a warning\n") : Line19(0) + "\n");
+  }
+  const TrainingLog log = ReadTrainingLogs({root.string()});
+  EXPECT_EQ(log.per_rank_files, 4u);
+  EXPECT_EQ(log.world_size, 4u);
+  const Diagnosis d = DiagnoseTrainingLog(log, std::nullopt);
+  ASSERT_EQ(d.stuck.size(), 1u);
+  EXPECT_EQ(d.stuck[0].waiting_ranks, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(d.suspects, (std::vector<uint32_t>{3}));
+  EXPECT_TRUE(d.ranks_without_file.empty());
+}
+
+TEST(TrainingLog, WorldSizeFromTheLogOrUnknown) {
+  EXPECT_EQ(ReadText("gpu_ids", "gpu_ids = range(0, 16)\n" + Line19(0) + "\n").world_size, 16u);
+  EXPECT_EQ(ReadText("torchrun",
+                     "INFO:torch.distributed.elastic.agent.server.api:[default] Rank assignment: "
+                     "global_world_sizes=[8, 8, 8, 8, 8, 8, 8, 8]\n")
+                .world_size,
+            8u);
+  const TrainingLog unknown = ReadText("unknown", Line19(0) + "\n" + Line19(2) + "\n");
+  EXPECT_FALSE(unknown.world_size);
+  const Diagnosis d = DiagnoseTrainingLog(unknown, std::nullopt);
+  EXPECT_FALSE(d.world_size_known);
+  EXPECT_EQ(d.world_size, 3u);
+  EXPECT_EQ(d.suspects, (std::vector<uint32_t>{1}));
+}
+
+// --- Iteration lines, seeds, tracebacks ------------------------------------------------------------------------------
+
+TEST(TrainingLog, ReadsMmcvAndMmengineIterationLines) {
+  const std::string p = "2022-11-08 10:02:11,532 - mmdet - INFO - ";
+  // mmcv IterBasedRunner: `Iter [i/max_iters]` after iteration i-1 (0-based) completed.
+  TrainingLog log = ReadText("iter", Join({p + "Iter [50/42192]\tlr: 2.000e-04, eta: 6:23:14, time: 0.561, "
+                                               "data_time: 0.052, memory: 9133, loss: 19.4407",
+                                           p + "Iter [100/42192]\tlr: 2.000e-04, eta: 6:23:14, time: 0.570, "
+                                               "data_time: 0.050, memory: 9133, loss: 19.1",
+                                           p + "Iter(val) [1000]\t"}));
+  ASSERT_TRUE(log.last_iteration);
+  EXPECT_EQ(log.last_iteration->done, 100u);
+  EXPECT_DOUBLE_EQ(*log.last_iteration->time_s, 0.570);
+  EXPECT_DOUBLE_EQ(*log.last_iteration->data_time_s, 0.050);
+  EXPECT_EQ(log.log_interval, 50u);
+  EXPECT_EQ(log.ranks.at(0).last_iteration->done, 100u) << "mmcv logs from rank 0";
+  const IterationBound b = HangIterationBound(*log.last_iteration, 50);
+  EXPECT_EQ(b.first, 100u);
+  EXPECT_EQ(b.last, 149u);
+  // mmcv EpochBasedRunner (old and new forms) and mmengine's padded forms.
+  log = ReadText("epoch", Join({p + "Epoch [1][1700/1758]\tlr: 2.000e-04, eta: 1 day, 2:00:00, time: 0.512, "
+                                    "data_time: 0.012, memory: 9000, loss: 1.0",
+                                p + "Epoch(train) [1][1750/1758]\tlr: 2.000e-04, time: 0.5, data_time: 0.01",
+                                "12/06 18:44:12 - mmengine - INFO - Epoch(train)  [2][  50/1758]  lr: 2.0000e-04  "
+                                "eta: 6:23:14  time: 0.5612  data_time: 0.0521  memory: 9133  loss: 19.4407"}));
+  EXPECT_EQ(log.last_iteration->done, 1758u + 50u);
+  EXPECT_EQ(log.last_iteration->epoch, 2u);
+  EXPECT_DOUBLE_EQ(*log.last_iteration->time_s, 0.5612);
+  EXPECT_EQ(log.log_interval, 50u);
+  // The epoch's last iterations (fewer than the interval) are not logged: the hang may be in the next epoch.
+  LogIteration end_of_epoch;
+  end_of_epoch.by_epoch = true;
+  end_of_epoch.epoch = 1;
+  end_of_epoch.inner = 1750;
+  end_of_epoch.of = 1758;
+  end_of_epoch.done = 1750;
+  const IterationBound across = HangIterationBound(end_of_epoch, 50);
+  EXPECT_EQ(across.first, 1750u);
+  EXPECT_EQ(across.last, 1758u + 49u);
+  log = ReadText("mmengine_iter",
+                 "06/12 18:00:00 - mmengine - INFO - Iter(train) [  150/42192]  lr: 2.0000e-04  "
+                 "time: 0.5612  data_time: 0.0521\n");
+  EXPECT_EQ(log.last_iteration->done, 150u);
+  EXPECT_FALSE(log.last_iteration->by_epoch);
+}
+
+TEST(TrainingLog, TheConfigsLogIntervalWins) {
+  const TrainingLog log = ReadText(
+      "interval", Join({"log_config = dict(", "    interval=10,", "    hooks=[dict(type='TextLoggerHook')])",
+                        "Iter [50/100]\tlr: 1.000e-04, time: 0.5, data_time: 0.1", "Iter [100/100]\tlr: 1.000e-04"}));
+  EXPECT_EQ(log.log_interval, 10u);
+}
+
+TEST(TrainingLog, ReadsTracebacksPerRank) {
+  // Two ranks' tracebacks interleaved line by line (torchrun --tee), Python 3.11's ^^^ markers included.
+  const std::vector<std::string> tb = {
+      "Traceback (most recent call last):",
+      "  File \"tools/train.py\", line 257, in <module>",
+      "    main()",
+      "  File \"/opt/conda/lib/python3.8/site-packages/mmdet/core/utils/dist_utils.py\", line 59, in reduce_mean",
+      "    dist.all_reduce(tensor.div_(dist.get_world_size()), op=dist.ReduceOp.SUM)",
+      "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1536, in all_reduce",
+      "    work.wait()",
+      "RuntimeError: NCCL communicator was aborted on rank {}."};
+  std::string text;
+  for (const std::string& line : tb) {
+    for (uint32_t r : {0u, 1u}) {
+      std::string l = line;
+      if (const size_t at = l.find("{}"); at != std::string::npos) l.replace(at, 2, std::to_string(r));
+      text += "[default" + std::to_string(r) + "]:" + l + "\n";
+    }
+  }
+  const TrainingLog log = ReadText("traceback", text);
+  for (uint32_t r : {0u, 1u}) {
+    const RankLog& rank = log.ranks.at(r);
+    ASSERT_EQ(rank.tracebacks.size(), 1u);
+    const LogTraceback& t = rank.tracebacks[0];
+    ASSERT_EQ(t.frames.size(), 3u);
+    EXPECT_EQ(t.frames[1].function, "reduce_mean");
+    EXPECT_EQ(t.frames[1].line, 59u);
+    EXPECT_EQ(t.frames[1].code, "dist.all_reduce(tensor.div_(dist.get_world_size()), op=dist.ReduceOp.SUM)");
+    EXPECT_EQ(t.exception, "RuntimeError: NCCL communicator was aborted on rank " + std::to_string(r) + ".");
+    EXPECT_TRUE(rank.communicator_aborted);
+  }
+}
+
+TEST(TrainingLog, TheSeedJobsLog) {
+  // The reference job (PyTorch 1.9): 7 ranks' watchdog lines, mmcv's config and iteration lines, one traceback.
+  const TrainingLog log = ReadTrainingLogs({kLogs + "/seed_job_torch1.9.log"});
+  EXPECT_EQ(log.world_size, 8u);
+  EXPECT_EQ(log.seed, 0);
+  EXPECT_EQ(log.log_interval, 50u);
+  EXPECT_EQ(log.torch_release, "1.9");
+  const Diagnosis d = DiagnoseTrainingLog(log, std::nullopt);
+  ASSERT_EQ(d.stuck.size(), 1u);
+  EXPECT_EQ(d.stuck[0].op, "ALLREDUCE");
+  EXPECT_EQ(d.stuck[0].missing_ranks, (std::vector<uint32_t>{7}));
+  ASSERT_TRUE(d.hang_iterations);
+  EXPECT_EQ(d.hang_iterations->first, 150u);
+  EXPECT_EQ(d.hang_iterations->last, 199u);
+  const RankLog& rank3 = d.log->ranks.at(3);
+  ASSERT_EQ(rank3.tracebacks.size(), 1u);
+  EXPECT_EQ(rank3.tracebacks[0].frames.back().function, "all_reduce");
+}
+
+// --- gzip and bad logs -----------------------------------------------------------------------------------------------
+
+std::string Gzip(const std::string& text) {
+  const fs::path path = TempDir("gz_tmp") / "x.gz";
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(TrainingLog, ReadsGzipIncludingConcatenatedMembers) {
+  const std::string gz = Gzip(Line19(0) + "\n") + Gzip(Line19(1) + "\n");
+  const TrainingLog log = ReadTrainingLogs({Write(TempDir("gz") / "train.log.gz", gz)});
+  EXPECT_EQ(log.ranks.size(), 2u);
+  EXPECT_TRUE(log.notes.empty());
+  // Cut short: read up to the cut, said in a note.
+  const std::string big = Gzip(Line19(0) + "\n" + std::string(100000, 'x') + "\n" + Line19(1) + "\n");
+  const TrainingLog cut = ReadTrainingLogs({Write(TempDir("gz_cut") / "train.log.gz", big.substr(0, big.size() / 2))});
+  EXPECT_EQ(cut.ranks.count(0), 1u);
+  ASSERT_FALSE(cut.notes.empty());
+  EXPECT_NE(cut.notes[0].find("ends early"), std::string::npos);
+}
+
+void ExpectError(const std::string& name, const std::string& text, const std::string& fragment) {
+  try {
+    ReadText(name, text);
+    ADD_FAILURE() << name << ": no error";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("train.log"), std::string::npos) << error.what();
+  }
+}
+
+TEST(TrainingLog, BadLogsGetAClearError) {
+  ExpectError("binary",
+              std::string("\x7f"
+                          "ELF\x02\x01\x01\0\0\0",
+                          10) +
+                  std::string(200, '\x01'),
+              "binary");
+  ExpectError("nul", Line19(0) + "\n" + std::string(70000, 'x') + std::string("abc\0def\n", 8), "a NUL byte");
+  ExpectError("two_seeds", "Set random seed to 0, deterministic: False\nSet random seed to 1, deterministic: False\n",
+              "two different jobs");
+  ExpectError("two_totals", "Iter [50/42192]\tlr: 1e-4\nIter [100/10000]\tlr: 1e-4\n", "two different jobs");
+  ExpectError("backwards", "Iter [150/42192]\tlr: 1e-4\nIter [50/42192]\tlr: 1e-4\n", "two runs");
+  ExpectError("two_timeouts",
+              "[E ProcessGroupNCCL.cpp:821] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=49, "
+              "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800100 milliseconds before timing out.\n"
+              "[E ProcessGroupNCCL.cpp:821] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+              "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800200 milliseconds before timing out.\n",
+              "two different jobs");
+  ExpectError("two_world_sizes", "gpu_ids = range(0, 8)\ngpu_ids = range(0, 4)\n", "two different jobs");
+}
+
+TEST(TrainingLog, ALineCutShortIsReadAndNoted) {
+  const std::string line = Line19(2);
+  const TrainingLog log = ReadText("cut", line.substr(0, line.find("Timeout(ms)")) + "\n");
+  ASSERT_EQ(log.ranks.count(2), 1u);
+  EXPECT_EQ(log.ranks.at(2).timeouts.at(0).op, "ALLREDUCE");
+  ASSERT_FALSE(log.notes.empty());
+  EXPECT_NE(log.notes[0].find("cut short"), std::string::npos);
+}
+
+TEST(TrainingLog, ALogWithoutATimeoutHasNothingStuck) {
+  const TrainingLog log = ReadText("none", "Iter [50/42192]\tlr: 1e-4, time: 0.5\nall done\n");
+  const Diagnosis d = DiagnoseTrainingLog(log, 8);
+  EXPECT_TRUE(d.stuck.empty());
+  EXPECT_FALSE(d.cause);
+  EXPECT_NE(FormatDiagnosis(d).find("no timeout found"), std::string::npos);
+}
+
+TEST(TrainingLog, TellsLogsFromDumps) {
+  const fs::path dir = TempDir("sniff");
+  EXPECT_TRUE(LooksLikeTrainingLog(Write(dir / "a.log", "[rank0]:[E ProcessGroupNCCL.cpp:607] x\n")));
+  EXPECT_FALSE(LooksLikeTrainingLog(Write(dir / "dump.json", "{\"version\": \"2.4\"}")));
+  EXPECT_FALSE(LooksLikeTrainingLog(Write(dir / "old.json", "[{\"record_id\": 0}]")));
+  EXPECT_FALSE(LooksLikeTrainingLog(Write(dir / "dump.pkl", std::string("\x80\x04\x95", 3))));
+  EXPECT_TRUE(IsTrainingLogPath(dir / "a.log"));
+  EXPECT_FALSE(IsTrainingLogPath(dir.string())) << "a directory with dumps at its top is not a log directory";
+}
+
+}  // namespace
+}  // namespace petrsim
