@@ -44,13 +44,23 @@ bool SizesMustMatch(const std::string& op, bool petrsim) {
 
 // The pool a spinning getitem cannot leave, from the scenario the trace carries (empty when the
 // dataset cannot be rebuilt or the index is in no trap pool).
-std::string DescribePool(const Scenario& scenario, const StuckGetitem& spin, int64_t end_ns) {
+// Also fills `spin`'s pool fields (sampler group, sub-dataset, scene, pool frames) from the scenario.
+std::string DescribePool(const Scenario& scenario, StuckGetitem& spin, int64_t end_ns) {
   try {
     const Dataset dataset = BuildDataset(scenario, "the trace's scenario");
     if (spin.index < 0 || spin.index >= dataset.size()) return {};
     const CheckReport check = RunPreflight(scenario, dataset);
     for (const TrapPool& pool : check.pools) {
       if (spin.index < pool.first_frame || spin.index > pool.last_frame) continue;
+      spin.group = dataset.group_of(spin.index);
+      spin.subdataset = pool.subdataset;
+      spin.subdataset_name = pool.subdataset_name;
+      spin.scene = pool.scene;
+      spin.scene_name = pool.scene_name;
+      spin.pool_first = pool.first_frame;
+      spin.pool_last = pool.last_frame;
+      spin.pool_first_in_scene = pool.first_frame_in_scene;
+      spin.pool_last_in_scene = pool.last_frame_in_scene;
       const double load_s = static_cast<double>(scenario.cost().sample_load_ns()) / 1e9;
       const double attempts = load_s > 0 ? static_cast<double>(end_ns - spin.since_ns) / 1e9 / load_s : 0;
       return fmt::format(
@@ -304,6 +314,8 @@ Diagnosis Diagnose(const Recordings& rec) {
   // A desync is the cause: the culprit's call differs from the others' at one sequence number.
   if (!out.desyncs.empty()) {
     const DesyncFinding& f = out.desyncs.front();
+    out.cause_detail =
+        CauseDetail{"desync", f.culprit_ranks.empty() ? 0 : f.culprit_ranks.front(), std::nullopt, std::nullopt};
     out.cause = fmt::format("desync at {} seq {}: rank(s) {} called with {} {} where the others used {}", f.group,
                             f.seq, RankList(f.culprit_ranks), f.field, f.found, f.expected);
     if (!f.found_step.empty()) {
@@ -331,7 +343,8 @@ Diagnosis Diagnose(const Recordings& rec) {
           chosen = &*std::min_element(rank.spins.begin(), rank.spins.end(),
                                       [](const StuckGetitem& a, const StuckGetitem& b) { return a.batch < b.batch; });
         }
-        const StuckGetitem& spin = *chosen;
+        StuckGetitem spin = *chosen;
+        out.cause_detail = CauseDetail{"livelock", m, spin, std::nullopt};
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
             "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}",
@@ -339,7 +352,11 @@ Diagnosis Diagnose(const Recordings& rec) {
             spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
             static_cast<double>(spin.since_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
             spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
-        if (rec.scenario) *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
+        if (rec.scenario) {
+          *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);
+          out.cause_detail->getitem = spin;
+          out.cause_detail->pool_known = true;
+        }
         if (stuck.iteration && spin.batch != *stuck.iteration && rank.records_dropped > 0) {
           *out.cause += fmt::format(
               " (the recording of rank {} left out {} older records, so the spin on batch {}, "
@@ -350,6 +367,7 @@ Diagnosis Diagnose(const Recordings& rec) {
       }
       if (rank.died) {
         out.cause = fmt::format("rank {} never reached it: it died: {}", m, *rank.died);
+        out.cause_detail = CauseDetail{"died", m, std::nullopt, *rank.died};
         break;
       }
     }

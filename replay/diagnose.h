@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/preflight.h"
 #include "model/scenario.pb.h"
 #include "model/stuck_getitem.h"
 #include "replay/training_log.h"
@@ -119,6 +120,17 @@ struct DesyncFinding {
   std::string expected_step, found_step;  // petrsim traces: the plan steps of the two calls
 };
 
+// The cause on a missing rank, in fields (the JSON's "cause_detail"; `cause` says it in prose).
+struct CauseDetail {
+  // "livelock" (a DataLoader getitem that never returns), "died", "desync", "never_reached" (a training log: the
+  // first rank that printed no timeout; the log says no more)
+  std::string kind;
+  uint32_t rank = 0;
+  std::optional<StuckGetitem> getitem;  // livelock: worker, batch, slot, index; the pool when `pool_known`
+  std::optional<std::string> died;      // died: why
+  bool pool_known = false;              // the trace carried its scenario, so the pool was found
+};
+
 struct Diagnosis {
   std::string format;
   uint32_t world_size = 0;
@@ -128,8 +140,9 @@ struct Diagnosis {
   std::vector<uint32_t> ranks_without_file;
   std::vector<std::string> partial;  // notes on files cut short
   std::optional<std::string> cause;  // the user-level cause on a missing rank, if known
-  uint64_t calls = 0;                // collective calls read
-  uint64_t events = 0;               // events (or dump entries) read
+  std::optional<CauseDetail> cause_detail;
+  uint64_t calls = 0;   // collective calls read
+  uint64_t events = 0;  // events (or dump entries) read
   uint64_t graph_vertices = 0, graph_edges = 0;
   // Training logs (format "training_log"): what the log says beyond the collectives, per rank.
   std::optional<TrainingLog> log;
@@ -164,6 +177,8 @@ struct ScenarioCrossCheck {
   uint32_t hit_rank = 0, hit_worker = 0, hit_slot = 0;
   uint64_t hit_iteration = 0;
   std::string pool;  // the pool, in user terms
+  int64_t hit_index = 0;
+  std::optional<TrapPool> hit_pool;  // the pool, in fields
   std::string sim_outcome, sim_cause;
   std::vector<uint32_t> sim_stuck_ranks;
   std::string sim_group;

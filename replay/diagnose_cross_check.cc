@@ -61,8 +61,10 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     cross.hit_worker = check.first_hit->worker;
     cross.hit_slot = check.first_hit->slot;
     cross.hit_iteration = check.first_hit->iteration;
+    cross.hit_index = check.first_hit->index;
     for (const TrapPool& pool : check.pools) {
       if (check.first_hit->index < pool.first_frame || check.first_hit->index > pool.last_frame) continue;
+      cross.hit_pool = pool;
       cross.pool = fmt::format(
           "sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
           "none with GT after the filters",
@@ -233,10 +235,24 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
              {"worker", cross.hit_worker},
              {"slot", cross.hit_slot},
              {"iteration", cross.hit_iteration},
+             {"index", cross.hit_index},
              {"pool", cross.pool},
              {"waiting_seq", cross.predicted_seq},
              {"waiting_op", cross.predicted_op},
              {"waiting_frame", cross.predicted_frame}};
+  }
+  if (cross.hit_pool) {
+    const TrapPool& pool = *cross.hit_pool;
+    check["group"] = pool.group;
+    check["subdataset"] = pool.subdataset;
+    check["subdataset_name"] = pool.subdataset_name;
+    check["scene"] = pool.scene;
+    check["scene_name"] = pool.scene_name;
+    check["pool_frames"] = {{"first", pool.first_frame},
+                            {"last", pool.last_frame},
+                            {"first_in_scene", pool.first_frame_in_scene},
+                            {"last_in_scene", pool.last_frame_in_scene},
+                            {"frames", pool.frames}};
   }
   nlohmann::json log = nullptr;
   if (cross.log_bound || cross.log_op_matches || cross.log_frame_matches) {

@@ -17,6 +17,10 @@ std::string Shape(const std::vector<std::vector<int64_t>>& sizes);
 // "9, 14" or "0-3, 7".
 std::string RankList(const std::vector<uint32_t>& ranks);
 
+// A stuck getitem's fields as JSON ("worker", "batch", "slot", "index", and with `pool_known` "group", "subdataset",
+// "subdataset_name", "scene", "scene_name", "pool": {first, last, first_in_scene, last_in_scene, frames}).
+nlohmann::json GetitemJson(const StuckGetitem& getitem, bool pool_known);
+
 // Training logs (diagnose_log.cc): the frame a rank waits in (its traceback's innermost frame outside torch), or
 // null; as text; the log section of a diagnosis as text and JSON.
 const LogFrame* WaitingFrame(const RankLog& rank);

@@ -129,6 +129,9 @@ Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_wor
         "sampler or worker events: run with --scenario to check the data",
         RankList(d.suspects), when);
   }
+  if (!d.stuck.empty() && !d.suspects.empty()) {
+    d.cause_detail = CauseDetail{"never_reached", d.suspects.front(), std::nullopt, std::nullopt};
+  }
   d.log = std::move(log);
   return d;
 }

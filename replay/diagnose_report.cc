@@ -38,6 +38,23 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
   return out.empty() ? "-" : out;
 }
 
+nlohmann::json GetitemJson(const StuckGetitem& g, bool pool_known) {
+  nlohmann::json j = {{"worker", g.worker}, {"batch", g.batch}, {"slot", g.slot}, {"index", g.index}};
+  if (pool_known) {
+    j["group"] = g.group;
+    j["subdataset"] = g.subdataset;
+    j["subdataset_name"] = g.subdataset_name;
+    j["scene"] = g.scene;
+    j["scene_name"] = g.scene_name;
+    j["pool"] = {{"first", g.pool_first},
+                 {"last", g.pool_last},
+                 {"first_in_scene", g.pool_first_in_scene},
+                 {"last_in_scene", g.pool_last_in_scene},
+                 {"frames", g.pool_last - g.pool_first + 1}};
+  }
+  return j;
+}
+
 }  // namespace diagnose_internal
 
 namespace {
@@ -47,6 +64,7 @@ std::string DtypeName(const std::string& dtype) { return dtype.empty() ? "-" : d
 }  // namespace
 
 using diagnose_internal::FormatLogSection;
+using diagnose_internal::GetitemJson;
 using diagnose_internal::LogJson;
 using diagnose_internal::RankList;
 using diagnose_internal::Shape;
@@ -171,6 +189,15 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
                         {"calls", d.calls},
                         {"events", d.events},
                         {"cause", d.cause ? nlohmann::json(*d.cause) : nlohmann::json(nullptr)}};
+  if (d.cause_detail) {
+    const CauseDetail& c = *d.cause_detail;
+    nlohmann::json detail = {{"kind", c.kind}, {"rank", c.rank}};
+    if (c.getitem) detail.update(GetitemJson(*c.getitem, c.pool_known));
+    if (c.died) detail["died"] = *c.died;
+    out["cause_detail"] = detail;
+  } else {
+    out["cause_detail"] = nullptr;
+  }
   if (d.log) out["log"] = LogJson(d);
   return out;
 }

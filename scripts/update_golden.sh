@@ -29,6 +29,8 @@ write run_seed_old_code_desync --no-wall-time --set plan.streampetr.old_code_ski
 write diagnose_gpu_error_1st diagnose tests/data/flight_recorder/nvrx/gpu_error_1st
 write diagnose_lock_gil_2nd diagnose tests/data/flight_recorder/nvrx/lock_gil_2nd
 write diagnose_lock_gil_2nd_json diagnose --json tests/data/flight_recorder/nvrx/lock_gil_2nd
+write diagnose_seed_log diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt tests/data/logs/seed_job_torch1.9.log
+write diagnose_seed_log_json diagnose --json tests/data/logs/seed_job_torch1.9.log
 # Reports on a recorded run of the seed scenario; the trace directory is printed as TRACE_DIR.
 trace=$(mktemp -d)
 "$petrsim" scenarios/streampetr_trainval_hang.pbtxt --trace "$trace/run" > /dev/null || true

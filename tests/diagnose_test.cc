@@ -294,6 +294,25 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
             std::string::npos)
       << *diagnosis.cause;
   EXPECT_NE(diagnosis.cause->find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << *diagnosis.cause;
+  // The same cause in fields (the JSON's cause_detail): the simulator's stuck getitem, pool included.
+  ASSERT_TRUE(diagnosis.cause_detail.has_value());
+  EXPECT_EQ(diagnosis.cause_detail->kind, "livelock");
+  EXPECT_EQ(diagnosis.cause_detail->rank, result.stuck->rank);
+  ASSERT_TRUE(diagnosis.cause_detail->getitem.has_value());
+  ASSERT_TRUE(diagnosis.cause_detail->pool_known);
+  const StuckGetitem& detail = *diagnosis.cause_detail->getitem;
+  EXPECT_EQ(detail.worker, result.stuck->worker);
+  EXPECT_EQ(detail.batch, result.stuck->batch);
+  EXPECT_EQ(detail.slot, result.stuck->slot);
+  EXPECT_EQ(detail.index, result.stuck->index);
+  EXPECT_EQ(detail.group, result.stuck->group);
+  EXPECT_EQ(detail.scene_name, result.stuck->scene_name);
+  EXPECT_EQ(detail.subdataset_name, result.stuck->subdataset_name);
+  EXPECT_EQ(detail.pool_first, result.stuck->pool_first);
+  EXPECT_EQ(detail.pool_last, result.stuck->pool_last);
+  const nlohmann::json json = DiagnosisJson(diagnosis);
+  EXPECT_EQ(json["cause_detail"]["scene_name"], result.stuck->scene_name);
+  EXPECT_EQ(json["cause_detail"]["pool"]["first"], result.stuck->pool_first);
 
   const ScenarioCrossCheck cross = CrossCheck(diagnosis, scenario, scenario_path);
   ASSERT_EQ(cross.placed.size(), 1u);
