@@ -83,6 +83,7 @@ Diagnosis Diagnose(const Recordings& rec) {
   Diagnosis out;
   out.format = rec.format;
   out.world_size = rec.world_size;
+  out.recorded_scenario = rec.scenario;
   const bool petrsim = rec.format == "petrsim";
   for (const std::string& note : rec.notes) out.partial.push_back(note);
   for (const RankRecording& rank : rec.ranks) {

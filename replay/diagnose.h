@@ -141,8 +141,9 @@ struct Diagnosis {
   std::vector<std::string> partial;  // notes on files cut short
   std::optional<std::string> cause;  // the user-level cause on a missing rank, if known
   std::optional<CauseDetail> cause_detail;
-  uint64_t calls = 0;   // collective calls read
-  uint64_t events = 0;  // events (or dump entries) read
+  std::optional<Scenario> recorded_scenario;  // petrsim traces: the scenario the job ran (its effective plan)
+  uint64_t calls = 0;                         // collective calls read
+  uint64_t events = 0;                        // events (or dump entries) read
   uint64_t graph_vertices = 0, graph_edges = 0;
   // Training logs (format "training_log"): what the log says beyond the collectives, per rank.
   std::optional<TrainingLog> log;
@@ -194,6 +195,9 @@ struct ScenarioCrossCheck {
   std::optional<bool> log_op_matches, log_frame_matches;
   std::string log_frame;           // the waiting ranks' frame as logged
   std::vector<std::string> notes;  // e.g. the log's seed differs from the scenario's
+  // petrsim traces: where the given scenario's plan first differs from the plan the trace recorded ("" when equal).
+  // The sequence numbers are then placed in the recorded plan, the one that ran.
+  std::string plan_difference;
 };
 
 // Throws ScenarioError when S cannot be used (its dataset or sampler fails).

@@ -19,13 +19,58 @@ namespace petrsim {
 
 using diagnose_internal::RankList;
 
+namespace {
+
+std::string CollectiveText(const Collective& c) {
+  return fmt::format("{} {} x {} on {} (\"{}\")", OpTypeName(c.op()), Collective::Dtype_Name(c.dtype()), c.numel(),
+                     c.process_group(), c.name());
+}
+
+// Where plan `given` first differs from plan `ran` (op, numel, dtype, group or count of a collective), or "".
+std::string FirstPlanDifference(const ExpandedPlan& given, const ExpandedPlan& ran) {
+  const auto compare = [](const std::vector<Collective>& a, const std::vector<Collective>& b,
+                          const std::string& where) -> std::string {
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      if (i >= a.size() || i >= b.size()) {
+        return fmt::format("{}: the scenario has {} collectives, the recorded plan {}", where, a.size(), b.size());
+      }
+      const Collective& x = a[i];
+      const Collective& y = b[i];
+      if (x.op() != y.op() || x.numel() != y.numel() || x.dtype() != y.dtype() ||
+          x.process_group() != y.process_group()) {
+        return fmt::format("{}, collective {}: the scenario's is {}, the recorded one {}", where, i + 1,
+                           CollectiveText(x), CollectiveText(y));
+      }
+    }
+    return "";
+  };
+  std::string diff = compare(given.startup, ran.startup, "startup");
+  for (size_t i = 0; diff.empty() && i < std::max(given.leading.size(), ran.leading.size()); ++i) {
+    diff = compare(given.Iteration(i), ran.Iteration(i), fmt::format("iteration {}", i));
+  }
+  if (diff.empty()) diff = compare(given.per_iteration, ran.per_iteration, "every later iteration");
+  if (diff.empty() && given.periodic.size() != ran.periodic.size()) {
+    diff = fmt::format("periodic collectives: the scenario has {}, the recorded plan {}", given.periodic.size(),
+                       ran.periodic.size());
+  }
+  return diff;
+}
+
+}  // namespace
+
 ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name) {
   ScenarioCrossCheck cross;
   cross.scenario_name = scenario_name;
   const Dataset dataset = BuildDataset(scenario, scenario_name);
   CheckSamplerConstructible(scenario, dataset, scenario_name);
-  const ExpandedPlan plan = ExpandPlan(scenario);
+  ExpandedPlan plan = ExpandPlan(scenario);
   const uint64_t job_iterations = JobIterations(scenario, dataset);
+  if (diagnosis.recorded_scenario) {
+    // Place the recorded sequence numbers in the plan that ran, and say when the given scenario's differs.
+    ExpandedPlan ran = ExpandPlan(*diagnosis.recorded_scenario);
+    cross.plan_difference = FirstPlanDifference(plan, ran);
+    if (!cross.plan_difference.empty()) plan = std::move(ran);
+  }
   std::set<std::string> plan_groups;
   for (const auto& c : plan.startup) plan_groups.insert(c.process_group());
   for (const auto& c : plan.per_iteration) plan_groups.insert(c.process_group());
@@ -171,6 +216,12 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
 
 std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
   std::string out = fmt::format("\nscenario {}:\n", cross.scenario_name);
+  if (!cross.plan_difference.empty()) {
+    out += fmt::format(
+        "  its plan differs from the one the recording ran ({}); the sequence numbers are placed in the recorded "
+        "plan\n",
+        cross.plan_difference);
+  }
   for (const auto& placed : cross.placed) {
     if (placed.seq == 0) {
       out += fmt::format("  {}: the log prints no SeqNum", placed.group);
@@ -275,6 +326,8 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
             {"seq", cross.sim_seq},
             {"iteration", cross.sim_iteration}}},
           {"log", log},
+          {"plan_difference",
+           cross.plan_difference.empty() ? nlohmann::json(nullptr) : nlohmann::json(cross.plan_difference)},
           {"notes", cross.notes},
           {"consistent_with_livelock", cross.consistent},
           {"verdict", cross.verdict}};

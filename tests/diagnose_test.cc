@@ -321,6 +321,19 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   EXPECT_EQ(cross.placed[0].step, result.collective->step);
   EXPECT_TRUE(cross.consistent) << cross.verdict;
   EXPECT_EQ(cross.hit_rank, result.stuck->rank);
+  EXPECT_TRUE(cross.plan_difference.empty()) << cross.plan_difference;
+
+  // Another release's DDP issues other collectives at startup: the trace carries the scenario it ran, so --scenario
+  // says the plans differ and still places the sequence number in the plan that ran.
+  Scenario other_release = scenario;
+  other_release.mutable_comm()->set_torch_version("2.4");
+  const ScenarioCrossCheck differs = CrossCheck(diagnosis, other_release, "other_release");
+  EXPECT_NE(differs.plan_difference.find("startup"), std::string::npos) << differs.plan_difference;
+  EXPECT_NE(FormatCrossCheck(differs).find("its plan differs from the one the recording ran"), std::string::npos);
+  ASSERT_EQ(differs.placed.size(), 1u);
+  EXPECT_TRUE(differs.placed[0].found);
+  EXPECT_EQ(differs.placed[0].iteration, result.collective->iteration);
+  EXPECT_EQ(differs.placed[0].step, result.collective->step);
 
   // The what-if: with the global policy there is no livelock to find.
   Scenario fixed = scenario;
