@@ -840,6 +840,11 @@ std::string ReleaseOfFormat(const TrainingLog& log) {
 }  // namespace
 
 bool LooksLikeTrainingLog(const std::string& path) {
+  // petrsim's own inputs are not logs, whatever their text.
+  for (const char* ext : {".pbtxt", ".pb", ".pbtrace", ".json", ".pkl", ".pickle"}) {
+    const size_t n = std::strlen(ext);
+    if (path.size() > n && path.compare(path.size() - n, n, ext) == 0) return false;
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   char head[512];

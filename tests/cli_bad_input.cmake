@@ -13,6 +13,8 @@ file(CREATE_LINK loop_b.pbtxt ${dir}/loop_a.pbtxt SYMBOLIC)
 file(CREATE_LINK loop_a.pbtxt ${dir}/loop_b.pbtxt SYMBOLIC)
 file(CREATE_LINK loop_b.pbtrace ${dir}/loop_a.pbtrace SYMBOLIC)
 file(CREATE_LINK loop_a.pbtrace ${dir}/loop_b.pbtrace SYMBOLIC)
+file(WRITE ${dir}/two_seeds.log "Set random seed to 0, deterministic: False\nSet random seed to 1, deterministic: False\n")
+execute_process(COMMAND printf "\\177ELF\\002\\001\\001\\000\\000\\000\\003\\000>\\000" OUTPUT_FILE ${dir}/binary.log)
 file(WRITE ${dir}/good.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }\ngrouping { seq_split_num: 2 }\njob { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }\n")
 set(cases
   "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
@@ -35,6 +37,8 @@ set(cases
   "diagnose|missing-dir|missing-dir: no such file or directory"
   "diagnose|syntax.pbtxt|syntax.pbtxt: byte 0: neither a petrsim trace"
   "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario"
+  "diagnose|two_seeds.log|two_seeds.log:2: `Set random seed to 1`, but"
+  "diagnose|binary.log|binary.log: byte 7: expected a text training log, found binary data"
   "--no-wall-time --trace-ring 10|good.pbtxt|--trace-ring and --trace-records-max need --trace DIR"
   "--no-wall-time --trace-ring -1|good.pbtxt|--trace-ring: Value -1 not in range 0 to 4294967296"
   "--no-wall-time --trace-records-max 0|good.pbtxt|--trace-records-max: Value 0 not in range 1"
@@ -108,6 +112,14 @@ foreach(case
     message(FATAL_ERROR "${subcommand} ${target}: exit ${code}, expected 2 with '${expected}'\n${out}\n${err}")
   endif()
 endforeach()
+
+# A training log with no watchdog line: "no timeout found", exit 0.
+file(WRITE ${dir}/fine.log "2022-11-08 10:02:11,532 - mmdet - INFO - Iter [50/42192]\tlr: 2.000e-04, time: 0.561\n")
+execute_process(COMMAND ${PETRSIM} diagnose ${dir}/fine.log OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+string(FIND "${out}" "no timeout found" at)
+if(NOT code EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "diagnose fine.log: exit ${code}, expected 0 with 'no timeout found'\n${out}\n${err}")
+endif()
 
 # `petrsim --version` and `petrsim help [COMMAND]`: exit 0 with the text on stdout; an unknown
 # command is bad input (exit 2) naming it.
