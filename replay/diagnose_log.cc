@@ -173,6 +173,7 @@ std::string FormatLogSection(const Diagnosis& d) {
       if (const LogFrame* f = WaitingFrame(rank)) frame = FrameText(*f);
       if (rank.exit_code) frame += fmt::format(" (exit {})", *rank.exit_code);
       if (rank.communicator_aborted) frame += " (communicator aborted)";
+      if (rank.heartbeat_timeout) frame += " (heartbeat monitor fired)";
     }
     out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", r, timeout, waited, iteration, frame);
   }
