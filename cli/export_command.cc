@@ -1,6 +1,7 @@
 // `petrsim export`; see export_command.h.
 #include "cli/export_command.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <vector>
@@ -17,7 +18,18 @@
 namespace petrsim {
 
 int RunExport(const std::string& trace_dir, const std::string& perfetto) {
+  ExportFlags flags;
+  flags.trace_dir = trace_dir;
+  flags.perfetto = perfetto;
+  return RunExport(flags);
+}
+
+int RunExport(const ExportFlags& flags) {
+  const std::string& trace_dir = flags.trace_dir;
+  const std::string& perfetto = flags.perfetto;
   if (perfetto.empty()) throw ScenarioError("export: nothing to write: give --perfetto FILE");
+  // A bad window is bad input before anything is read.
+  MakePerfettoWindow(flags.perfetto_flags, 0);
   std::error_code error;
   if (!std::filesystem::is_directory(trace_dir, error)) {
     throw ScenarioError(fmt::format("{}: not a directory of rank_<r>.pbtrace files", trace_dir));
@@ -48,7 +60,12 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
       throw ScenarioError(fmt::format("{}: the header says rank {}", path, traces.back().header.rank()));
     }
   }
-  PerfettoWriter writer(perfetto);
+  // Where the recording ends, for --perfetto-last: the latest end of any event.
+  int64_t end_ns = 0;
+  for (const RankTrace& trace : traces) {
+    for (const TraceEvent& event : trace.events) end_ns = std::max<int64_t>(end_ns, event.end_ns());
+  }
+  PerfettoWriter writer(perfetto, flags.perfetto_flags.records_max, MakePerfettoWindow(flags.perfetto_flags, end_ns));
   for (const RankTrace& trace : traces) {
     for (const TraceEvent& event : trace.events) {
       if (event.kind() == TraceEventKind::truncated) continue;
@@ -62,6 +79,11 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
                  {"world_size", world},
                  {"scenario", header.scenario_path()},
                  {"partial", partial}});
+  if (const auto& cut = writer.truncated_at()) {
+    const auto notice = PerfettoTruncationNotice(
+        perfetto, writer, fmt::format("{:.3f} s of the recording's clock", static_cast<double>(cut->at_ns) / 1e9));
+    std::cerr << *notice << "\n";
+  }
   std::cout << fmt::format("petrsim export: {} events of {} ranks from {} written to {}\n", events, traces.size(),
                            trace_dir, perfetto);
   for (const std::string& note : partial) std::cout << "  partial: " << note << "\n";
@@ -74,6 +96,7 @@ CLI::App* AddExportCommand(CLI::App& app, ExportFlags& flags) {
                                             "ui.perfetto.dev or chrome://tracing.");
   export_command->add_option("trace_dir", flags.trace_dir, "directory of rank_<r>.pbtrace files")->required();
   export_command->add_option("--perfetto", flags.perfetto, "the Chrome/Perfetto trace-event JSON to write")->required();
+  AddPerfettoOptions(*export_command, flags.perfetto_flags, "recorded");
   return export_command;
 }
 

@@ -15,6 +15,7 @@
 #include "cli/train_command.h"
 #include "importers/import_command.h"
 #include "model/error.h"
+#include "model/temp_files.h"
 #include "model/torch_version.h"
 
 namespace {
@@ -22,6 +23,9 @@ constexpr int kExitBadInput = 2;
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C (or SIGTERM, SIGHUP) removes the temporary files of the outputs being written (the
+  // timeline, a trace directory, an imported scenario) before the process dies of it.
+  petrsim::InstallTempFileCleanup();
   CLI::App app{"petrsim: predict, reproduce and explain hangs of distributed training jobs"};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", std::string("petrsim ") + PETRSIM_VERSION + " (models PyTorch " +
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
     if (sweep->parsed()) return petrsim::RunSweepCommand(sweep_flags, stdout);
     if (merge->parsed()) return petrsim::RunMergeCommand(merge_flags, stdout);
     if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
-    if (export_command->parsed()) return petrsim::RunExport(export_flags.trace_dir, export_flags.perfetto);
+    if (export_command->parsed()) return petrsim::RunExport(export_flags);
     if (import->parsed()) return petrsim::RunImport(*import, import_flags, stdout);
     if (train->parsed()) return petrsim::RunTrainCommand(*train);
     if (replay->parsed()) return petrsim::RunReplayCommand(replay_flags);

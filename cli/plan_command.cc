@@ -5,11 +5,17 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/scenario_args.h"
 #include "model/comm.h"
+#include "model/error.h"
 #include "model/outcome.h"
+#include "model/scenario_override.h"
+#include "model/scenario_validation.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
 
 namespace petrsim {
 namespace {
@@ -32,7 +38,10 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
   auto* plan = app.add_subcommand("plan",
                                   "Every collective the job issues, in order, with its c10d sequence number per "
                                   "process group: the startup ones, then --iterations iterations.");
-  plan->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
+  plan->add_option("scenario", flags.scenario_path,
+                   "scenario file (.pbtxt, .pb or .json), or a recorded run's trace (rank_<r>.pbtrace, or a directory "
+                   "of them: rank 0's) for the plan of the scenario it ran")
+      ->required();
   plan->add_option("--iterations", flags.iterations, "iterations to list after the startup collectives (default 3)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1000000}));
   plan->add_flag("--json", flags.json, "print a JSON object");
@@ -88,8 +97,25 @@ std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCol
   return doc.dump(2) + "\n";
 }
 
+Scenario LoadPlanScenario(const std::string& path, const std::vector<std::string>& sets) {
+  std::error_code error;
+  const bool directory = std::filesystem::is_directory(path, error);
+  if (!directory && !path.ends_with(".pbtrace")) return LoadWithOverrides(path, sets);
+  const std::string file = directory ? RankTracePath(path, 0) : path;
+  std::string partial;
+  const TraceHeader header = ScanTraceEvents(
+      file, [](const TraceEventView&) {}, &partial);
+  if (!header.has_scenario()) throw ScenarioError(file + ": the trace's header holds no scenario");
+  Scenario scenario = header.scenario();
+  if (!sets.empty()) {
+    ApplyOverrides(scenario, sets);
+    ValidateScenario(scenario, file + " (after --set)");
+  }
+  return scenario;
+}
+
 int RunPlanCommand(const PlanFlags& flags) {
-  const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
+  const Scenario scenario = LoadPlanScenario(flags.scenario_path, flags.sets);
   const ExpandedPlan plan = ExpandPlan(scenario);
   const std::vector<PlannedCollective> collectives = ListCollectives(plan, 0, flags.iterations);
   const std::string text = flags.json ? FormatPlanJson(flags.scenario_path, collectives, flags.iterations)

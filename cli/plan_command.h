@@ -11,6 +11,7 @@
 
 #include "model/iteration_plan.h"
 #include "model/rank_program.h"
+#include "model/scenario.pb.h"
 
 namespace CLI {
 class App;
@@ -27,6 +28,11 @@ struct PlanFlags {
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags);
 // Prints the listing; returns 0. Throws ScenarioError on bad input.
 int RunPlanCommand(const PlanFlags& flags);
+
+// The scenario `plan` lists: a scenario file with --set applied, or the scenario a recorded run
+// ran, from the header of a trace file (a path ending in .pbtrace) or of rank 0's in a trace
+// directory (for the real backend with --plan-sizes model: the plan rewritten for its model).
+Scenario LoadPlanScenario(const std::string& path, const std::vector<std::string>& sets);
 
 // The listing as a table (one line per collective) or as JSON.
 std::string FormatPlan(const std::string& path, const std::vector<PlannedCollective>& collectives, uint64_t iterations);

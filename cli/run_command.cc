@@ -1,11 +1,13 @@
 // Run report formatting; see run_command.h.
 #include "cli/run_command.h"
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include "cli/progress_bar.h"
 #include "cli/scenario_args.h"
+#include "model/assert.h"
 #include "model/error.h"
 #include "model/memory_estimate.h"
 #include "model/sampler.h"
@@ -80,8 +82,26 @@ int RunExitCode(const sim::SimResult& result) {
   }
 }
 
+std::string ShellQuote(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_-+=.,/:@%").find(c) != std::string_view::npos;
+  });
+  if (plain) return text;
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                            const sim::SimResult& result, std::optional<double> wall_ms) {
+                            const sim::SimResult& result, std::optional<double> wall_ms,
+                            const std::vector<std::string>& sets) {
   const auto& job = scenario.job();
   const ExpandedPlan plan = ExpandPlan(scenario);
   std::string out;
@@ -232,8 +252,10 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
   } else {
     line(fmt::format("engine      {} events", result.events));
   }
-  line(fmt::format("reproduce   petrsim {} (seed {}, job.seed {}, trace hash {:016x})", path, scenario.seed(),
-                   job.seed(), result.trace_hash));
+  std::string command = "petrsim " + ShellQuote(path);
+  for (const std::string& set : sets) command += " --set " + ShellQuote(set);
+  line(fmt::format("reproduce   {} (seed {}, job.seed {}, trace hash {:016x})", command, scenario.seed(), job.seed(),
+                   result.trace_hash));
   return out;
 }
 
@@ -347,6 +369,7 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
   app.add_flag("--json", flags.json, "print the run's report as a JSON object");
   app.add_option("--set", flags.sets, kSetHelp);
   app.add_option("--perfetto", flags.perfetto, "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
+  AddPerfettoOptions(app, flags.perfetto_flags, "virtual");
   app.add_option("--trace-records-max", flags.trace_records_max,
                  "with --trace: write at most this many events in all (default 100,000,000); each "
                  "rank's file then ends with a `truncated` event counting the rest")
@@ -360,6 +383,7 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
   app.add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
   app.add_flag("--no-wall-time", flags.no_wall_time,
                "leave the wall-clock time out of the report (byte-reproducible output)");
+  app.add_flag("--quiet", flags.quiet, "no progress bar on stderr (a long run draws one when stderr is a terminal)");
 }
 
 void CheckRunFlags(const RunFlags& flags) {
@@ -367,7 +391,13 @@ void CheckRunFlags(const RunFlags& flags) {
       (flags.trace_ring != 0 || flags.trace_records_max != TraceDirectoryWriter::kRecordsMaxDefault)) {
     throw ScenarioError("--trace-ring and --trace-records-max need --trace DIR");
   }
-  if (flags.scenario_path.empty() && (flags.json || flags.no_wall_time || !flags.sets.empty() ||
+  if (flags.perfetto.empty() && flags.perfetto_flags.any()) {
+    throw ScenarioError("--perfetto-iterations, --perfetto-last and --perfetto-records-max need --perfetto FILE");
+  }
+  // Bad windows are bad input before anything runs.
+  if (!flags.perfetto_flags.iterations.empty()) ParsePerfettoIterations(flags.perfetto_flags.iterations);
+  if (!flags.perfetto_flags.last.empty()) ParsePerfettoLast(flags.perfetto_flags.last);
+  if (flags.scenario_path.empty() && (flags.json || flags.no_wall_time || flags.quiet || !flags.sets.empty() ||
                                       !flags.perfetto.empty() || !flags.trace_dir.empty())) {
     throw ScenarioError(
         "no scenario given: petrsim SCENARIO [--json] [--set ...] "
@@ -381,15 +411,35 @@ int RunSimulation(const RunFlags& flags) {
   CheckMemory(EstimateRunMemory(scenario), MemoryMax(flags.memory_max), "simulating it", path);
   const Dataset dataset = BuildDataset(scenario, path);
   CheckSamplerConstructible(scenario, dataset, path);
-  ProgressBar bar(JobIterations(scenario, dataset));
+  const uint64_t job_iterations = JobIterations(scenario, dataset);
+  ProgressBar bar("iterations", flags.quiet);
   sim::SimOptions options;
+  const auto progress = [&bar, job_iterations](std::string_view what) {
+    return [&bar, job_iterations, what](int64_t now_ns, uint64_t iterations) {
+      if (!bar.enabled()) return;
+      bar.Update(iterations, job_iterations,
+                 fmt::format("{}virtual {:.0f} s", what, static_cast<double>(now_ns) / 1e9));
+    };
+  };
+  // --perfetto-last: where the run ends is known only after it; the simulation is deterministic,
+  // so a first run without any writer finds it.
+  int64_t end_ns = 0;
+  std::optional<uint64_t> first_hash;
+  if (!flags.perfetto.empty() && !flags.perfetto_flags.last.empty()) {
+    options.progress = progress("finding the end for --perfetto-last, ");
+    const sim::SimResult first = sim::Simulate(scenario, dataset, options);
+    end_ns = first.end_ns;
+    first_hash = first.trace_hash;
+    bar.Restart();
+  }
   // The writers stream into temporary files and rename them only after the run, so a failed
-  // run leaves nothing half-written.
+  // (or interrupted: model/temp_files.h) run leaves nothing half-written.
   std::unique_ptr<PerfettoWriter> perfetto;
   std::unique_ptr<TraceDirectoryWriter> trace;
   FanOutSink sinks;
   if (!flags.perfetto.empty()) {
-    perfetto = std::make_unique<PerfettoWriter>(flags.perfetto);
+    perfetto = std::make_unique<PerfettoWriter>(flags.perfetto, flags.perfetto_flags.records_max,
+                                                MakePerfettoWindow(flags.perfetto_flags, end_ns));
     sinks.Add(perfetto.get());
   }
   if (!flags.trace_dir.empty()) {
@@ -398,19 +448,26 @@ int RunSimulation(const RunFlags& flags) {
     sinks.Add(trace.get());
   }
   if (!sinks.empty()) options.trace = &sinks;
-  options.progress = [&bar](int64_t now_ns, uint64_t iterations) { bar.Update(now_ns, iterations); };
+  options.progress = progress("");
   const auto start = std::chrono::steady_clock::now();
   const sim::SimResult result = sim::Simulate(scenario, dataset, options);
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  bar.Clear();  // the report follows, maybe on the same terminal
+  PETRSIM_ASSERT(!first_hash || *first_hash == result.trace_hash);
   const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
   const std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall)
-                                      : FormatRunReport(scenario, path, dataset, result, wall);
+                                      : FormatRunReport(scenario, path, dataset, result, wall, flags.sets);
   if (perfetto) {
     perfetto->Finish({{"scenario", path},
                       {"outcome", OutcomeName(result.outcome)},
                       {"cause", CauseName(result.cause)},
                       {"seed", scenario.seed()},
                       {"job_seed", scenario.job().seed()}});
+    if (const auto& cut = perfetto->truncated_at()) {
+      const auto notice =
+          PerfettoTruncationNotice(flags.perfetto, *perfetto, "virtual time " + FormatVirtualTime(cut->at_ns));
+      std::fprintf(stderr, "%s\n", notice->c_str());
+    }
   }
   if (trace) trace->Finish();
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -37,6 +37,7 @@ CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags) {
   sweep->add_flag("--json", flags.json, "print a JSON object");
   sweep->add_flag("--csv", flags.csv, "print CSV, one line per combination");
   sweep->add_flag("--runs", flags.spec.json_runs, "with --json: list every run's record");
+  sweep->add_flag("--quiet", flags.quiet, "no progress bar on stderr (there is none when stderr is not a terminal)");
   return sweep;
 }
 
@@ -44,8 +45,11 @@ int RunSweepCommand(SweepFlags& flags, std::FILE* out) {
   for (const auto& flag : flags.vary) flags.spec.vary.push_back(ParseVary(flag));
   if (!flags.shard.empty()) flags.spec.shard = ParseShard(flags.shard);
   flags.spec.format = Format(flags.json, flags.csv);
-  ProgressBar bar(0);
-  flags.spec.progress = [&bar](uint64_t done, uint64_t total) { bar.Count(done, total); };
+  ProgressBar bar("runs", flags.quiet);
+  flags.spec.progress = [&bar](uint64_t done, uint64_t total) {
+    bar.Update(done, total);
+    if (done == total) bar.Clear();  // the table follows on the same terminal
+  };
   return RunSweep(flags.spec, out);
 }
 

@@ -19,6 +19,7 @@ struct SweepFlags {
   std::vector<std::string> vary;  // --vary path=v1,v2,... (repeatable)
   std::string shard;              // --shard K/N
   bool json = false, csv = false;
+  bool quiet = false;  // --quiet: no progress bar
 };
 
 struct MergeFlags {
@@ -28,8 +29,8 @@ struct MergeFlags {
 
 // Adds `sweep` to `app`; returns the subcommand.
 CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags);
-// Runs the parsed `sweep` (a progress line on a terminal's stderr), writing to `out`. Throws
-// ScenarioError on bad input (exit 2 in main).
+// Runs the parsed `sweep` (a progress bar with an ETA on a terminal's stderr unless --quiet),
+// writing to `out`. Throws ScenarioError on bad input (exit 2 in main).
 int RunSweepCommand(SweepFlags& flags, std::FILE* out);
 
 // Adds `merge` to `app`; returns the subcommand.

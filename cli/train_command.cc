@@ -33,7 +33,7 @@ CLI::App* AddTrainCommand(CLI::App& app) {
       "Train the real LibTorch StreamPETR from the scenario: runs petrsim_train (built beside petrsim when "
       "LibTorch is found) with the same arguments: SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] "
       "[--backend gloo|nccl] [--plan-sizes scenario|model] [--set f=v] [--trace DIR [--trace-ring N]] "
-      "[--replay TRACE_DIR]; --plan-sizes scenario (the default) issues the scenario's collectives with the "
+      "[--replay TRACE_DIR] [--quiet]; --plan-sizes scenario (the default) issues the scenario's collectives with the "
       "simulator's sizes and sequence numbers, model the plan rewritten for the small real model; "
       "`build/petrsim_train --help` for details. Exit 0 every rank finished, 1 a rank failed (sampler watchdog, "
       "collective watchdog, a rank killed), 2 bad input.");

@@ -5,12 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <set>
 
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_infos.h"
 #include "importers/nuscenes_tables.h"
 #include "model/error.h"
+#include "model/progress_line.h"
 
 namespace petrsim {
 namespace {
@@ -36,7 +39,25 @@ void AddFilterOptions(CLI::App& command, ImportFlags& flags) {
   command.add_flag("--no-filter-empty-gt", flags.no_filter_empty_gt,
                    "your config sets filter_empty_gt=False (frames without GT are not resampled)");
   command.add_option("--seq-split-num", flags.seq_split_num, "seq_split_num of your config (default 2)");
+  command.add_flag("--quiet", flags.quiet,
+                   "no progress bar on stderr (a long import draws one when stderr is a terminal)");
 }
+
+// The progress bar of the files being read (model/progress_line.h), in bytes.
+class ImportProgress {
+ public:
+  explicit ImportProgress(bool quiet) : start_(Clock::now()), line_(stderr, !quiet && StderrIsTerminal()) {}
+  bool enabled() const { return line_.enabled(); }
+  void Show(uint64_t done, uint64_t total) {
+    line_.Draw(done, total, std::chrono::duration<double>(Clock::now() - start_).count(), "bytes", "read");
+  }
+  void Clear() { line_.Clear(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_;
+  ProgressLine line_;
+};
 
 ImportFilters ToFilters(const ImportFlags& flags) {
   ImportFilters filters;
@@ -88,7 +109,15 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
   const ImportFilters filters = ToFilters(flags);
   std::vector<ImportedSubDataset> data;
   std::string description;
+  ImportProgress bar(flags.quiet);
   if (import.get_subcommand("mmdet3d-infos")->parsed()) {
+    // The bar counts the bytes of every file (one that cannot be read is its reader's to report).
+    uint64_t total = 0, before = 0;
+    for (const std::string& path : flags.infos) {
+      std::error_code error;
+      const auto size = std::filesystem::file_size(path, error);
+      if (!error) total += size;
+    }
     const std::vector<std::string> names = SplitList(flags.names);
     if (!names.empty() && names.size() != flags.infos.size()) {
       throw ScenarioError(
@@ -99,7 +128,15 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
       Mmdet3dInfosOptions options;
       options.name = names.empty() ? "" : names[i];
       options.use_valid_flag = filters.use_valid_flag;
+      if (bar.enabled()) {
+        options.progress = [&](uint64_t done, uint64_t size) {
+          bar.Show(before + done, std::max(total, before + size));
+        };
+      }
       data.push_back(ReadMmdet3dInfos(flags.infos[i], options));
+      std::error_code error;
+      const auto size = std::filesystem::file_size(flags.infos[i], error);
+      before += error ? 0 : size;
       description += " " + flags.infos[i];
       if (!data.back().version.empty()) description += " (" + data.back().version + ")";
     }
@@ -109,6 +146,7 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
     options.version = flags.version;
     options.splits = SplitList(flags.split);
     options.split_file = flags.split_file;
+    if (bar.enabled()) options.progress = [&](uint64_t done, uint64_t total) { bar.Show(done, total); };
     data = ReadNuScenesTables(options);
     description = fmt::format("petrsim import nuscenes: {} {}, split(s)", flags.dataroot, flags.version);
     for (const auto& sub : data) description += " " + sub.name;
@@ -119,6 +157,7 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
       throw ScenarioError(fmt::format("two sub-datasets are named '{}'; name them with --name", sub.name));
     }
   }
+  bar.Clear();  // the summary follows, maybe on the same terminal
   // Summarized before writing, so that a summary that fails leaves no file behind either.
   const ImportSummary summary = Summarize(data, filters);
   WriteScenarioFile(data, filters, description, flags.output);

@@ -5,8 +5,10 @@
 // Filter options (recorded in the scenario's `filters`; defaults are StreamPETR's):
 //   --classes car,truck,...  --range -51.2,-51.2,-5,51.2,51.2,3  --no-valid-flag
 //   --no-filter-empty-gt  --seq-split-num N
-// The scenario is written atomically; the summary (frames, scenes, groups, frames and groups
-// with zero GT after the filters) goes to standard output.
+// The scenario is written atomically (nothing is left of it, not even its .tmp, when the import
+// fails or is interrupted); the summary (frames, scenes, groups, frames and groups with zero GT
+// after the filters) goes to standard output. While the files are read, a progress bar with an
+// ETA is drawn on stderr when it is a terminal (not with --quiet).
 #pragma once
 
 #include <cstdio>
@@ -32,6 +34,7 @@ struct ImportFlags {
   bool no_valid_flag = false;
   bool no_filter_empty_gt = false;
   uint32_t seq_split_num = 2;
+  bool quiet = false;  // no progress bar
 };
 
 // Adds `import` with its two sources to `app`; returns the `import` subcommand.

@@ -18,6 +18,7 @@
 #include "model/error.h"
 #include "model/scenario_defaults.h"
 #include "model/sequence_groups.h"
+#include "model/temp_files.h"
 
 namespace petrsim {
 namespace {
@@ -96,10 +97,11 @@ double ScenarioCoordinate(float value) {
   return out;
 }
 
-// Writes to `path`.tmp, renamed onto `path` by Commit; removed if never committed.
+// Writes to `path`.tmp, renamed onto `path` by Commit; removed if never committed, or on Ctrl-C
+// (model/temp_files.h).
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp") {
+  explicit AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp"), registration_(tmp_path_) {
     file_ = std::fopen(tmp_path_.c_str(), "wb");
     if (file_ == nullptr) {
       throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
@@ -134,6 +136,7 @@ class AtomicFile {
  private:
   std::string path_;
   std::string tmp_path_;
+  TempFileRegistration registration_;
   std::FILE* file_ = nullptr;
 };
 

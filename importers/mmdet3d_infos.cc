@@ -279,6 +279,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   pickle.record_lists = {"infos", "data_list"};
   pickle.record_keys = KeptKeys();
   pickle.record_length_keys = {"sweeps"};
+  pickle.progress = options.progress;
   {
     const PickleDocument doc = ParsePickle(bytes, display_name, pickle);
     InfoReader(display_name, bytes.size(), options, out).ReadRoot(*doc.root);

@@ -7,6 +7,8 @@
 // with a clear message. The pickle is read with replay/pickle.h's numpy mode: no code runs.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,8 @@ struct Mmdet3dInfosOptions {
   std::string name;  // the sub-dataset's name; default: the file name without .pkl
   // mmdet3d reads info['valid_flag'] with use_valid_flag: a file without it is an error then.
   bool use_valid_flag = true;
+  // Called with (bytes of the pickle read, its size) as it is read (a progress bar). May be empty.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 // Reads `path`. Throws ScenarioError naming the file, the info index and key path, what was

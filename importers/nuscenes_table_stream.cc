@@ -14,7 +14,10 @@ namespace {
 // The file in 1 MiB chunks, as the character iterator nlohmann's parser reads.
 class ChunkedFile {
  public:
-  explicit ChunkedFile(std::FILE* file) : file_(file), buffer_(1 << 20) { Refill(); }
+  ChunkedFile(std::FILE* file, const std::function<void(uint64_t)>& on_bytes)
+      : file_(file), buffer_(1 << 20), on_bytes_(on_bytes) {
+    Refill();
+  }
   bool at_end() const { return pos_ == size_; }
   char current() const { return buffer_[pos_]; }
   void Advance() {
@@ -49,9 +52,11 @@ class ChunkedFile {
     size_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
     pos_ = 0;
     if (size_ == 0 && std::ferror(file_)) failed_ = true;
+    if (size_ > 0 && on_bytes_) on_bytes_(size_);
   }
   std::FILE* file_;
   std::vector<char> buffer_;
+  const std::function<void(uint64_t)>& on_bytes_;
   size_t size_ = 0;
   size_t pos_ = 0;
   bool failed_ = false;
@@ -177,7 +182,7 @@ class TableSax : public nlohmann::json_sax<nlohmann::json> {
   std::string error_;
 };
 
-void Table::Read(const OnRecord& on_record) {
+void Table::Read(const std::function<void(uint64_t bytes)>& on_bytes, const OnRecord& on_record) {
   std::FILE* file = std::fopen(path_.c_str(), "rb");
   if (file == nullptr) {
     throw ScenarioError(fmt::format("{}: cannot open nuScenes table: {}", path_, std::strerror(errno)));
@@ -186,7 +191,7 @@ void Table::Read(const OnRecord& on_record) {
     std::FILE* file;
     ~Closer() { std::fclose(file); }
   } closer{file};
-  ChunkedFile chunks(file);
+  ChunkedFile chunks(file, on_bytes);
   TableSax sax(*this, on_record);
   const bool ok = nlohmann::json::sax_parse(ChunkedFile::Iterator(&chunks), ChunkedFile::Iterator(), &sax);
   if (chunks.failed()) throw ScenarioError(fmt::format("{}: read error: {}", path_, std::strerror(errno)));

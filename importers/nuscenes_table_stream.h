@@ -56,8 +56,10 @@ class Table {
     fields_.resize(keys_.size());
   }
 
-  // Streams the file, calling `on_record` after each record.
-  void Read(const OnRecord& on_record);
+  // Streams the file, calling `on_record` after each record (and `on_bytes`, when not empty,
+  // with the size of each chunk read: a progress bar).
+  void Read(const OnRecord& on_record) { Read({}, on_record); }
+  void Read(const std::function<void(uint64_t bytes)>& on_bytes, const OnRecord& on_record);
 
   const std::string& path() const { return path_; }
   // The record's token (for messages) when "token" is a wanted key.

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -119,6 +121,18 @@ class TablesReader {
 
   std::vector<ImportedSubDataset> Read() {
     const std::vector<std::pair<std::string, std::vector<std::string>>> splits = ResolveSplits();
+    if (options_.progress) {
+      for (const char* table : {"category", "instance", "sensor", "calibrated_sensor", "scene", "sample", "sample_data",
+                                "ego_pose", "sample_annotation"}) {
+        std::error_code error;
+        const auto size = std::filesystem::file_size(Path(table), error);
+        if (!error) bytes_total_ += size;
+      }
+      on_bytes_ = [this](uint64_t bytes) {
+        bytes_done_ += bytes;
+        options_.progress(bytes_done_, std::max(bytes_done_, bytes_total_));
+      };
+    }
     ReadCategories();
     ReadInstances();
     ReadSensors();
@@ -256,11 +270,11 @@ class TablesReader {
 
   void ReadCategories() {
     Table table(Path("category"), {"token", "name"});
-    table.Read([&](const Table& t, uint64_t i) { categories_[t.String(i, 0)] = t.String(i, 1); });
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) { categories_[t.String(i, 0)] = t.String(i, 1); });
   }
   void ReadInstances() {
     Table table(Path("instance"), {"token", "category_token"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       const auto it = categories_.find(t.String(i, 1));
       if (it == categories_.end()) t.Fail(i, 1, fmt::format("category {} is not in category.json", t.String(i, 1)));
       instance_class_[t.String(i, 0)] = NuScenesDetectionName(it->second);
@@ -268,21 +282,21 @@ class TablesReader {
   }
   void ReadSensors() {
     Table table(Path("sensor"), {"token", "channel"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       if (t.String(i, 1) == "LIDAR_TOP") lidar_sensors_.insert(t.String(i, 0));
     });
     if (lidar_sensors_.empty()) throw ScenarioError(Path("sensor") + ": no sensor with channel LIDAR_TOP");
   }
   void ReadCalibratedSensors() {
     Table table(Path("calibrated_sensor"), {"token", "sensor_token", "translation", "rotation"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       if (lidar_sensors_.count(t.String(i, 1)) == 0) return;
       lidar_calibrations_.emplace(t.String(i, 0), ToPose(t, i, 2, 3));
     });
   }
   void ReadScenes() {
     Table table(Path("scene"), {"token", "name", "first_sample_token", "nbr_samples"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       SceneRecord scene{t.String(i, 0), t.String(i, 1), t.String(i, 2), t.Integer(i, 3)};
       if (!scene_by_name_.emplace(scene.name, scenes_.size()).second) {
         t.Fail(i, 1, fmt::format("scene name {} appears twice", scene.name));
@@ -292,7 +306,7 @@ class TablesReader {
   }
   void ReadSamples() {
     Table table(Path("sample"), {"token", "timestamp", "scene_token", "next"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       SampleRecord sample{t.Integer(i, 1), t.String(i, 2), t.String(i, 3), i};
       if (!samples_.emplace(t.String(i, 0), std::move(sample)).second) {
         t.Fail(i, 0, fmt::format("sample token {} appears twice", t.String(i, 0)));
@@ -330,7 +344,7 @@ class TablesReader {
   void ReadSampleData(const std::unordered_set<std::string>& wanted) {
     Table table(Path("sample_data"),
                 {"token", "sample_token", "ego_pose_token", "calibrated_sensor_token", "is_key_frame", "prev"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       // Every record is checked (the calls throw on a missing or mistyped field).
       const std::string& sample = t.String(i, 1);
       const bool key_frame = t.Bool(i, 4);
@@ -348,7 +362,7 @@ class TablesReader {
   }
   void ReadEgoPoses() {
     Table table(Path("ego_pose"), {"token", "translation", "rotation"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       if (wanted_poses_.count(t.String(i, 0)) == 0) return;
       poses_.emplace(t.String(i, 0), ToPose(t, i, 1, 2));
     });
@@ -356,7 +370,7 @@ class TablesReader {
   void ReadAnnotations(const std::unordered_set<std::string>& wanted) {
     Table table(Path("sample_annotation"),
                 {"token", "sample_token", "instance_token", "translation", "num_lidar_pts", "num_radar_pts"});
-    table.Read([&](const Table& t, uint64_t i) {
+    table.Read(on_bytes_, [&](const Table& t, uint64_t i) {
       // Every record is checked, also those of samples not imported: the table is the input.
       const std::string& sample = t.String(i, 1);
       const auto instance = instance_class_.find(t.String(i, 2));
@@ -431,6 +445,9 @@ class TablesReader {
 
   const NuScenesOptions& options_;
   std::string directory_;
+  // Progress (options_.progress): bytes of the tables read so far, of all of them.
+  std::function<void(uint64_t)> on_bytes_;
+  uint64_t bytes_done_ = 0, bytes_total_ = 0;
   std::unordered_map<std::string, std::string> categories_;
   std::unordered_map<std::string, std::string> instance_class_;
   std::unordered_set<std::string> lidar_sensors_;

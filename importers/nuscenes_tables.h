@@ -12,6 +12,7 @@
 // sample_data, ego_pose, sample_annotation.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct NuScenesOptions {
   std::vector<std::string> splits;
   // A JSON object {"split name": ["scene-0001", ...], ...} instead of the official lists.
   std::string split_file;
+  // Called with (bytes of the tables read, their total size) as they are read (a progress bar).
+  // May be empty.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 // One sub-dataset per split, named after it. Throws ScenarioError naming the table file, the

@@ -5,7 +5,7 @@
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
 //                 [--trace DIR [--trace-ring N]]   (rank_<r>.pbtrace files for `petrsim diagnose`)
-//                 [--replay TRACE_DIR [--replay-samples-only]] [--plan-sizes scenario|model]
+//                 [--replay TRACE_DIR [--replay-samples-only]] [--plan-sizes scenario|model] [--quiet]
 // --plan-sizes: the collectives' sizes. scenario (the default): the scenario's plan as the
 // simulator runs it (same collectives, sizes, sequence numbers; the real gradients packed into the
 // plan's DDP buckets, padded). model: the StreamPETR plan rewritten for the real, small model.
@@ -40,6 +40,7 @@
 
 #include "model/dataset.h"
 #include "model/error.h"
+#include "model/progress_line.h"
 #include "model/scenario_loader.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
@@ -88,9 +89,31 @@ uint16_t FreePort() {
   return port;
 }
 
-int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, petrsim::real::TrainOptions options) {
+// Rank 0's progress bar with an ETA (model/progress_line.h): on stderr when it is a terminal,
+// unless --quiet. In a job of local ranks they share the terminal; rank 0 speaks for them.
+class TrainProgress {
+ public:
+  explicit TrainProgress(bool enabled) : start_(Clock::now()), line_(stderr, enabled) {}
+  bool enabled() const { return line_.enabled(); }
+  void Show(uint64_t done, uint64_t total) {
+    line_.Draw(done, total, std::chrono::duration<double>(Clock::now() - start_).count(), "iterations");
+  }
+  void Clear() { line_.Clear(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_;
+  petrsim::ProgressLine line_;
+};
+
+int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, petrsim::real::TrainOptions options,
+            bool quiet) {
   try {
+    // Destroyed (the line erased) before a failure below is reported.
+    TrainProgress bar(options.rank == 0 && !quiet && petrsim::StderrIsTerminal());
+    if (bar.enabled()) options.on_iteration = [&bar](uint64_t done, uint64_t total) { bar.Show(done, total); };
     const auto result = petrsim::real::TrainRank(scenario, dataset, options);
+    bar.Clear();
     const auto& logged = result.logged_losses;  // as mmdet logs it: the mean over the ranks
     std::cout << "rank " << options.rank << ": " << logged.size() << " iterations, loss "
               << (logged.empty() ? 0.0 : logged.front()) << " -> " << (logged.empty() ? 0.0 : logged.back())
@@ -168,6 +191,9 @@ int main(int argc, char** argv) {
                                        "re-run a recorded job's sample order and getitem results (a trace directory)");
   app.add_flag("--replay-samples-only", replay_samples_only, "with --replay: replay the sample order only")
       ->needs(replay_option);
+  bool quiet = false;
+  app.add_flag("--quiet", quiet,
+               "no progress bar on stderr (rank 0 draws one, with an ETA, when stderr is a terminal)");
   app.footer(
       "Exit: 0 every rank finished; 1 a rank failed (sampler watchdog, collective watchdog, killed); 2 bad input.");
   try {
@@ -236,7 +262,7 @@ int main(int argc, char** argv) {
         std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
                   << scenario.job().world_size() << "; the sampler shards for job.world_size\n";
       }
-      return RunRank(scenario, dataset, options);
+      return RunRank(scenario, dataset, options, quiet);
     }
     if (nproc != scenario.job().world_size()) {
       throw petrsim::ScenarioError(path + ": --nproc " + std::to_string(nproc) + " but job.world_size is " +
@@ -264,7 +290,7 @@ int main(int argc, char** argv) {
         options.rank = r;
         options.local_rank = static_cast<int32_t>(r);
         options.trace_path = trace_path(r);
-        const int code = RunRank(scenario, dataset, options);
+        const int code = RunRank(scenario, dataset, options, quiet);
         std::cout.flush();  // _exit does not flush stdio
         std::cerr.flush();
         ::_exit(code);
@@ -285,6 +311,20 @@ int main(int argc, char** argv) {
       for (const auto& [pid, child] : children) ::kill(pid, signo);
     };
     const sigset_t termination = petrsim::real::TerminationSignals();
+    // What the launcher writes into a rank's trace carries the scenario the ranks ran, as theirs
+    // do (with --plan-sizes model the plan rewritten for the real model): made once, when first
+    // needed, after every fork (it builds the model).
+    std::optional<petrsim::Scenario> effective;
+    const auto effective_scenario = [&]() -> const petrsim::Scenario& {
+      if (!effective) {
+        try {
+          effective = petrsim::real::MakeRealJob(scenario, options.model, options.plan_sizes).scenario;
+        } catch (const std::exception&) {
+          effective = scenario;  // a plan the ranks refused: they ran nothing of it
+        }
+      }
+      return *effective;
+    };
     while (!children.empty()) {
       const timespec tick{0, 20'000'000};
       siginfo_t info{};
@@ -340,7 +380,7 @@ int main(int argc, char** argv) {
         exit.kind = petrsim::TraceKind::kProcessExit;
         exit.text = how;
         try {
-          petrsim::AppendToRankTrace(trace_path(child.rank), scenario, child.rank, nproc,
+          petrsim::AppendToRankTrace(trace_path(child.rank), effective_scenario(), child.rank, nproc,
                                      petrsim::Comm::Backend_Name(scenario.comm().backend()), {died, exit});
         } catch (const std::exception& error) {
           std::cerr << "petrsim_train: " << error.what() << "\n";

@@ -397,6 +397,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
         }
         r.iteration = iteration;
         recorder.Record(r);
+        if (options.on_iteration) options.on_iteration(iteration + 1, options.iterations);
         break;
       }
       case RankProgram::Kind::kDone:

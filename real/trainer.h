@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -107,6 +108,9 @@ struct TrainOptions {
   // recorded getitem that returned replaces the resample loop (a recorded livelock or error is
   // run again by the policy, under the watchdog). Not owned; may be null.
   const ReplaySource* replay = nullptr;
+  // Called on the rank's main thread after each iteration with (iterations done, iterations):
+  // petrsim_train's progress bar. May be empty.
+  std::function<void(uint64_t done, uint64_t total)> on_iteration;
 };
 
 struct TrainResult {

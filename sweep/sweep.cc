@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <string_view>
 
 #include "model/error.h"
@@ -174,9 +176,49 @@ SweepShard ParseShard(const std::string& text) {
   return shard;
 }
 
+std::optional<std::string> JobSeedOverlap(const SweepSpec& spec) {
+  if (spec.seeds <= 1) return std::nullopt;
+  constexpr uint64_t kJobSeedModulus = uint64_t{1} << 31;  // as sweep_run.cc wraps job.seed + i
+  for (const SweepAxis& axis : spec.vary) {
+    if (axis.path != "job.seed") continue;
+    // The values as --set reads them; one it refuses is CheckSweep's to report.
+    std::vector<uint64_t> seeds;
+    for (const std::string& value : axis.values) {
+      Scenario probe;
+      try {
+        ApplyOverride(probe, axis.path + "=" + value);
+      } catch (const ScenarioError&) {
+        return std::nullopt;
+      }
+      seeds.push_back(probe.job().seed() % kJobSeedModulus);
+    }
+    for (size_t a = 0; a < seeds.size(); ++a) {
+      for (size_t b = 0; b < seeds.size(); ++b) {
+        // Combination b's job seeds start `gap` after a's (modulo 2^31) and overlap a's when the
+        // gap is below --seeds: they share a's last seeds - gap job seeds.
+        const uint64_t gap = (seeds[b] + kJobSeedModulus - seeds[a]) % kJobSeedModulus;
+        if (a == b || gap >= spec.seeds) continue;
+        const uint64_t first = seeds[b], last = (seeds[a] + spec.seeds - 1) % kJobSeedModulus;
+        const std::string shared =
+            first == last ? fmt::format("job seed {}", first) : fmt::format("job seeds {}..{}", first, last);
+        std::vector<uint64_t> spaced;
+        for (size_t k = 0; k < seeds.size(); ++k) spaced.push_back((seeds[0] + k * spec.seeds) % kJobSeedModulus);
+        return fmt::format(
+            "--vary job.seed={} with --seeds {}: run i of a combination uses job.seed + i, so job.seed={} and "
+            "job.seed={} both run {}: those runs share their sampler streams, they are not independent samples; "
+            "give values at least {} apart (e.g. --vary job.seed={}) or --seeds 1",
+            fmt::join(axis.values, ","), spec.seeds, axis.values[a], axis.values[b], shared, spec.seeds,
+            fmt::join(spaced, ","));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 int RunSweep(const SweepSpec& spec, std::FILE* out) {
   SweepIdentity identity;
   const Scenario base = CheckSweep(spec, identity);
+  if (const auto overlap = JobSeedOverlap(spec)) std::fprintf(stderr, "petrsim sweep: warning: %s\n", overlap->c_str());
   const SweepShard shard = spec.shard.value_or(SweepShard{});
   const std::vector<uint64_t> runs = ShardRuns(identity.Runs(), shard);
   const std::vector<RunRecord> records = RunAll(base, identity, runs, spec);

@@ -97,6 +97,16 @@ SweepAxis ParseVary(const std::string& text);
 // Parses "K/N" with 1 <= K <= N. Throws ScenarioError naming --shard.
 SweepShard ParseShard(const std::string& text);
 
+// Run i of every combination adds i to job.seed, so with --vary job.seed=a,b,... and --seeds N
+// two combinations whose job seeds are less than N apart run some of the same job seeds (the
+// same sampler streams and worker RNGs: their runs are not independent samples). Returns the
+// warning that says so, naming the first such pair and the job seeds they share, e.g. for
+// --vary job.seed=0,1,2 --seeds 4: "--vary job.seed=0,1,2 with --seeds 4: run i of a combination
+// uses job.seed + i, so job.seed=0 and job.seed=1 both run job seeds 1..3 ..."; nothing when no
+// --vary axis is job.seed or the combinations' job seeds are disjoint. RunSweep prints it on
+// stderr (as "petrsim sweep: warning: ...") before the runs.
+std::optional<std::string> JobSeedOverlap(const SweepSpec& spec);
+
 // Runs the sweep and writes its table / JSON / CSV (or, with spec.shard, the shard file) to
 // `out`. Throws ScenarioError before writing anything on bad input or a failed run. Returns the
 // exit code, 0.

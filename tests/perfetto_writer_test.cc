@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "model/error.h"
 #include "model/scenario_loader.h"
@@ -200,6 +201,87 @@ TEST_F(PerfettoWriterTest, CountsRecordsPastTheLimitWithoutWritingThem) {
   int slices = 0;
   for (const auto& event : json["traceEvents"]) slices += event["ph"] != "M";
   EXPECT_EQ(slices, 2);
+}
+
+TEST_F(PerfettoWriterTest, SaysWhereTheLimitCutTheTimeline) {
+  PerfettoWriter writer(path_, /*records_max=*/2);
+  EXPECT_FALSE(writer.truncated_at());
+  RecordSample(writer);
+  // The third record, the first not written: rank 1's hung collective of iteration 4.
+  ASSERT_TRUE(writer.truncated_at());
+  EXPECT_EQ(writer.truncated_at()->iteration, 4u);
+  EXPECT_EQ(writer.truncated_at()->at_ns, 3'000'000);
+  writer.Finish(nullptr);
+  EXPECT_EQ(nlohmann::json::parse(ReadText(path_))["otherData"]["records_max"], 2);
+}
+
+// One compute slice per rank and iteration 0..5, iteration k from k s to k s + 0.5 s.
+void RecordIterations(PerfettoWriter& writer) {
+  for (uint64_t k = 0; k < 6; ++k) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      TraceRecord compute;
+      compute.kind = TraceKind::kCompute;
+      compute.rank = rank;
+      compute.iteration = k;
+      compute.start_ns = static_cast<int64_t>(k) * 1'000'000'000;
+      compute.end_ns = compute.start_ns + 500'000'000;
+      writer.Record(compute);
+    }
+  }
+}
+
+std::vector<uint64_t> SliceIterations(const nlohmann::json& json) {
+  std::vector<uint64_t> out;
+  for (const auto& event : json["traceEvents"]) {
+    if (event["ph"] == "X") out.push_back(event["args"]["iteration"]);
+  }
+  return out;
+}
+
+TEST_F(PerfettoWriterTest, AnIterationWindowKeepsOnlyItsIterations) {
+  PerfettoWindow window;
+  window.first_iteration = 2;
+  window.last_iteration = 3;
+  {
+    PerfettoWriter writer(path_, PerfettoWriter::kRecordsMaxDefault, window);
+    RecordIterations(writer);
+    EXPECT_EQ(writer.records_written(), 4u);
+    EXPECT_EQ(writer.records_outside_window(), 8u);
+    writer.Finish(nullptr);
+  }
+  const auto json = nlohmann::json::parse(ReadText(path_));
+  EXPECT_EQ(SliceIterations(json), (std::vector<uint64_t>{2, 2, 3, 3}));
+  EXPECT_EQ(json["otherData"]["window"]["iterations"], nlohmann::json({2, 3}));
+  EXPECT_EQ(json["otherData"]["records_outside_window"], 8);
+  EXPECT_EQ(json["otherData"]["truncated_records"], 0);
+}
+
+TEST_F(PerfettoWriterTest, ATimeWindowKeepsWhatEndsInIt) {
+  PerfettoWindow window;
+  window.from_ns = 4'200'000'000;  // iteration 4 ends at 4.5 s: in; 3 ends at 3.5 s: out
+  {
+    PerfettoWriter writer(path_, PerfettoWriter::kRecordsMaxDefault, window);
+    RecordIterations(writer);
+    writer.Finish(nullptr);
+  }
+  const auto json = nlohmann::json::parse(ReadText(path_));
+  EXPECT_EQ(SliceIterations(json), (std::vector<uint64_t>{4, 4, 5, 5}));
+  EXPECT_EQ(json["otherData"]["window"]["from_ns"], 4'200'000'000);
+}
+
+TEST_F(PerfettoWriterTest, TheLimitCountsOnlyRecordsInTheWindow) {
+  PerfettoWindow window;
+  window.first_iteration = 1;
+  window.last_iteration = 5;
+  PerfettoWriter writer(path_, /*records_max=*/3, window);
+  RecordIterations(writer);
+  EXPECT_EQ(writer.records_written(), 3u);
+  EXPECT_EQ(writer.records_outside_window(), 2u);
+  EXPECT_EQ(writer.records_truncated(), 7u);
+  ASSERT_TRUE(writer.truncated_at());
+  EXPECT_EQ(writer.truncated_at()->iteration, 2u);  // rank 1's slice of iteration 2
+  EXPECT_EQ(writer.truncated_at()->at_ns, 2'000'000'000);
+  writer.Finish(nullptr);
 }
 
 TEST_F(PerfettoWriterTest, AnUnfinishedWriterLeavesNoFile) {

@@ -63,5 +63,51 @@ TEST(WriteSampleStreamTest, JsonRowsParseAndFollowTheSampler) {
   EXPECT_EQ(last_iteration, 8u);
 }
 
+TEST(SampleFromTest, ParsesAnIterationOfTheJobOrNamesTheFlag) {
+  EXPECT_EQ(ParseSampleFrom("0", 12), 0u);
+  EXPECT_EQ(ParseSampleFrom("11", 12), 11u);
+  for (const char* bad : {"", "x", "-1", "+3", "1.5", "3x", "12", "99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    try {
+      ParseSampleFrom(bad, 12);
+      FAIL() << "accepted";
+    } catch (const ScenarioError& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("--from: ", 0), 0u) << error.what();
+    }
+  }
+}
+
+TEST(SampleFromTest, TheHeaderCountsTheRowsThatFollow) {
+  EXPECT_EQ(SampleHeader(100, 150, 42192, {}, 8, 800), "iterations 100..149 of 42192, ranks 0-7: 800 rows");
+  EXPECT_EQ(SampleHeader(0, 12, 12, {7}, 8, 1), "iterations 0..11 of 12, rank 7: 1 row");
+  EXPECT_EQ(SampleHeader(0, 12, 12, {0, 3, 5, 6, 7}, 8, 60), "iterations 0..11 of 12, ranks 0,3,5-7: 60 rows");
+  EXPECT_NE(SampleHeader(170, 200, 42192, {7}, 8, 0).find("0 rows (the stream ends before iteration 170"),
+            std::string::npos);
+}
+
+TEST(WriteSampleStreamTest, FromSkipsTheEarlierIterationsOfTheSameStream) {
+  const Scenario scenario = testing::ShippedScenario("tiny.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "tiny");
+  const auto rows_of = [&](uint64_t from) {
+    std::FILE* file = std::tmpfile();
+    SampleStreamOptions options;
+    WriteSampleStream(scenario, dataset, options, /*json=*/true, file, from);
+    std::rewind(file);
+    std::string text;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
+    std::fclose(file);
+    return nlohmann::json::parse(text);
+  };
+  const auto all = rows_of(0);
+  const auto later = rows_of(3);
+  nlohmann::json expected = nlohmann::json::array();
+  for (const auto& row : all) {
+    if (row["iteration"] >= 3) expected.push_back(row);
+  }
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(later, expected);
+}
+
 }  // namespace
 }  // namespace petrsim

@@ -354,5 +354,37 @@ TEST(RunSweepTest, SeedScenarioFewSeeds) {
   }
 }
 
+// --vary job.seed with --seeds N: run i adds i to job.seed, so values less than N apart share
+// job seeds. The warning names the pair and the seeds they share; spaced values get none.
+TEST(JobSeedOverlapTest, NamesTheFirstOverlapAndTheSharedSeeds) {
+  SweepSpec spec;
+  spec.vary = {ParseVary("job.seed=0,1,2")};
+  spec.seeds = 4;
+  const auto warning = JobSeedOverlap(spec);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("--vary job.seed=0,1,2 with --seeds 4"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("job.seed=0 and job.seed=1 both run job seeds 1..3"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("e.g. --vary job.seed=0,4,8"), std::string::npos) << *warning;
+  // One seed in common; the values in any order.
+  spec.vary = {ParseVary("job.seed=9,5")};
+  spec.seeds = 5;
+  ASSERT_TRUE(JobSeedOverlap(spec));
+  EXPECT_NE(JobSeedOverlap(spec)->find("job.seed=5 and job.seed=9 both run job seed 9:"), std::string::npos)
+      << *JobSeedOverlap(spec);
+}
+
+TEST(JobSeedOverlapTest, NoneForDisjointSeedsOneSeedOrAnotherAxis) {
+  SweepSpec spec;
+  spec.vary = {ParseVary("job.seed=0,4,8")};
+  spec.seeds = 4;
+  EXPECT_FALSE(JobSeedOverlap(spec));
+  spec.vary = {ParseVary("job.seed=0,1,2")};
+  spec.seeds = 1;
+  EXPECT_FALSE(JobSeedOverlap(spec));
+  spec.vary = {ParseVary("seed=0,1,2")};  // petrsim's own seed: the run seeds do not add to it
+  spec.seeds = 4;
+  EXPECT_FALSE(JobSeedOverlap(spec));
+}
+
 }  // namespace
 }  // namespace petrsim

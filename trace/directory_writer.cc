@@ -54,6 +54,9 @@ TraceDirectoryWriter::TraceDirectoryWriter(std::string directory, const Scenario
     throw ScenarioError(fmt::format("{}: cannot write traces there: not a directory", directory_));
   }
   header_common_ = MakeTraceHeader(scenario, scenario_path, world_size, backend, build_id).SerializeAsString();
+  // RankTracePath(directory_, r) + ".tmp" for every rank r.
+  tmp_registration_ =
+      TempFileRegistration((std::filesystem::path(directory_) / "rank_").string(), ".pbtrace.tmp", world_size_);
 }
 
 TraceDirectoryWriter::~TraceDirectoryWriter() {
@@ -196,6 +199,8 @@ void TraceDirectoryWriter::Finish() {
     RemoveTmpFiles();
     throw ScenarioError(write_error_);
   }
+  // Every rank's file or none: a Ctrl-C waits until the last rename.
+  const TerminationSignalsHeld held;
   for (uint32_t r = 0; r < world_size_; ++r) {
     const std::string final_path = RankTracePath(directory_, r);
     if (std::rename(TmpPath(r).c_str(), final_path.c_str()) != 0) {
@@ -210,6 +215,7 @@ void TraceDirectoryWriter::Finish() {
       throw ScenarioError(message);
     }
   }
+  tmp_registration_.Reset();
   finished_ = true;
 }
 

@@ -9,8 +9,9 @@
 // per rank per 64 MiB written. A rank's file is created, header first, on its first append;
 // Finish() appends what is left, creates the files of ranks that recorded nothing (header
 // only), and renames every "<dir>/rank_<r>.pbtrace.tmp" onto its final name. A writer destroyed
-// without Finish() removes the tmp files it created, so no half-written trace is left. Record()
-// never throws: the first write error stops all writing and Finish() reports it.
+// without Finish() removes the tmp files it created, and so does Ctrl-C (they are registered with
+// model/temp_files.h; the renames hold the signals until the last one), so no half-written trace
+// is left. Record() never throws: the first write error stops all writing and Finish() reports it.
 // Not thread-safe: callers serialize Record().
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "model/scenario.pb.h"
+#include "model/temp_files.h"
 #include "model/trace.pb.h"
 #include "model/trace_sink.h"
 #include "trace/trace_event.h"
@@ -78,6 +80,7 @@ class TraceDirectoryWriter : public TraceSink {
   const uint64_t ring_events_;
   std::vector<std::vector<std::string>> rings_;  // per rank, when ring_events_ > 0
   std::vector<uint64_t> ring_next_;              // per rank: events recorded
+  TempFileRegistration tmp_registration_;        // every rank's tmp file, for Ctrl-C
 };
 
 }  // namespace petrsim

@@ -49,10 +49,23 @@ const std::string& KindName(TraceKind kind) { return TraceEventKind_Name(static_
 
 }  // namespace
 
-PerfettoWriter::PerfettoWriter(std::string path, uint64_t records_max)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), records_max_(records_max) {
+nlohmann::json PerfettoWindow::Json() const {
+  if (all()) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  if (first_iteration || last_iteration) {
+    out["iterations"] = {first_iteration.value_or(0), last_iteration.value_or(UINT64_MAX)};
+  }
+  if (from_ns) out["from_ns"] = *from_ns;
+  return out;
+}
+
+PerfettoWriter::PerfettoWriter(std::string path, uint64_t records_max, PerfettoWindow window)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), records_max_(records_max), window_(window) {
+  // Registered before it exists: a Ctrl-C between the open and the registration would leave it.
+  tmp_registration_ = TempFileRegistration(tmp_path_);
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (file_ == nullptr) {
+    tmp_registration_.Reset();
     throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
   }
   buffer_.reserve(kBufferFlushBytes + 4096);
@@ -69,6 +82,7 @@ void PerfettoWriter::Abandon() {
     file_ = nullptr;
   }
   std::remove(tmp_path_.c_str());
+  tmp_registration_.Reset();
 }
 
 void PerfettoWriter::BeginEvent() {
@@ -128,8 +142,12 @@ void PerfettoWriter::Record(const TraceRecord& record) {
   // Sampler draws and single getitem attempts are in the trace files; on the timeline the load
   // slices already show them (index -> final index, attempts).
   if (record.kind == TraceKind::kSamplerDraw || record.kind == TraceKind::kGetItemAttempt) return;
+  if (!window_.Contains(record)) {
+    ++records_outside_window_;
+    return;
+  }
   if (records_written_ >= records_max_) {
-    ++records_truncated_;
+    if (records_truncated_++ == 0) truncated_at_ = Cut{record.iteration, record.start_ns};
     return;
   }
   ++records_written_;
@@ -250,6 +268,11 @@ void PerfettoWriter::Finish(const nlohmann::json& other_data) {
   nlohmann::json other = other_data.is_null() ? nlohmann::json::object() : other_data;
   other["records"] = records_written_;
   other["truncated_records"] = records_truncated_;
+  other["records_max"] = records_max_;
+  if (!window_.all()) {
+    other["window"] = window_.Json();
+    other["records_outside_window"] = records_outside_window_;
+  }
   buffer_ += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
   buffer_ += other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   buffer_ += "}\n";
@@ -267,6 +290,7 @@ void PerfettoWriter::Finish(const nlohmann::json& other_data) {
     Abandon();
     throw ScenarioError(fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
   }
+  tmp_registration_.Reset();
 }
 
 }  // namespace petrsim

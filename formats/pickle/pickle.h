@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -133,7 +134,11 @@ struct PickleOptions {
   std::vector<std::string> record_lists;
   std::vector<std::string> record_keys;
   std::vector<std::string> record_length_keys;
+  // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be
+  // empty.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
+inline constexpr uint64_t kPickleProgressBytes = uint64_t{1} << 22;
 
 // Parses `bytes` (the whole file). `display_name` (the path) starts every error message.
 // Throws PickleError when nothing usable was read (not a pickle, an unsupported opcode before

@@ -305,6 +305,8 @@ class Machine {
   const bool record_mode_;
   uint64_t pos_ = 0;
   uint64_t op_offset_ = 0;
+  // The next input offset at which options_.progress is called (never without one).
+  uint64_t next_progress_ = options_.progress ? kPickleProgressBytes : UINT64_MAX;
   std::vector<PickleNode*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PickleNode*> memo_;

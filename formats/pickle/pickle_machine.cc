@@ -72,6 +72,10 @@ const char* UnsupportedName(uint8_t op) {
 PickleNode* Machine::Run() {
   for (;;) {
     if (record_mode_ && (collect_pending_ || slab_used_ + kSlabMargin >= slab_.size())) Collect();
+    if (pos_ >= next_progress_) {
+      options_.progress(pos_, bytes_.size());
+      next_progress_ = pos_ + kPickleProgressBytes;
+    }
     op_offset_ = pos_;
     const uint8_t op = U8();
     switch (op) {
