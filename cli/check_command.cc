@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/scenario_args.h"
+#include "model/fixes.h"
 #include "model/iteration_plan.h"
 #include "model/memory_estimate.h"
 #include "model/outcome.h"
@@ -75,7 +76,7 @@ std::string Loader(const Job& job, uint32_t worker) {
 int CheckExitCode(const CheckReport& report) { return report.job_fails ? 1 : 0; }
 
 std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                              const CheckReport& report) {
+                              const CheckReport& report, const std::vector<Fix>& fixes) {
   const auto& job = scenario.job();
   const auto& stats = report.statistics;
   std::string out;
@@ -215,6 +216,10 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
     line("  (frames of the livelock pools are left out: their getitem never returns)");
   }
   line("");
+  if (!fixes.empty()) {
+    for (const auto& text : FixLines(fixes)) line(text);
+    line("");
+  }
   const int exit_code = CheckExitCode(report);
   std::string verdict;
   if (exit_code == 0) {
@@ -236,7 +241,7 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
 }
 
 std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                            const CheckReport& report) {
+                            const CheckReport& report, const std::vector<Fix>& fixes) {
   const auto& stats = report.statistics;
   nlohmann::json livelock = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
@@ -294,6 +299,7 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path, c
         {"extra_loads_per_epoch", stats.extra_loads_per_epoch},
         {"stream_breaks_per_epoch", stats.stream_breaks_per_epoch},
         {"epochs_in_job", stats.epochs_in_job}}},
+      {"fixes", FixesJson(fixes)},
   };
   return json.dump(2) + "\n";
 }
@@ -302,8 +308,9 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags) {
   auto* check =
       app.add_subcommand("check",
                          "Static pre-flight: prove the resample loop terminates, or list every pool it can never "
-                         "leave and when the sampler first hits it. Exit 0 proven, 1 livelock possible or job "
-                         "fails, 2 bad input.");
+                         "leave, when the sampler first hits it, and the fixes that make the job terminate, each "
+                         "checked again with it applied. Exit 0 proven, 1 livelock possible or job fails, 2 bad "
+                         "input.");
   check->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   check->add_flag("--json", flags.json, "print a JSON object");
   check->add_option("--set", flags.sets, kSetHelp);
@@ -316,8 +323,9 @@ int RunCheckCommand(const CheckFlags& flags) {
   CheckMemory(EstimateCheckMemory(scenario), MemoryMax(flags.memory_max), "the pre-flight check", flags.scenario_path);
   const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
   const CheckReport report = RunPreflight(scenario, dataset);
-  const std::string text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report)
-                                      : FormatCheckReport(scenario, flags.scenario_path, dataset, report);
+  const std::vector<Fix> fixes = ProveFixes(scenario, dataset, flags.scenario_path, report);
+  const std::string text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report, fixes)
+                                      : FormatCheckReport(scenario, flags.scenario_path, dataset, report, fixes);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return CheckExitCode(report);
 }

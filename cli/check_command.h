@@ -4,7 +4,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/dataset.h"
+#include "model/fixes.h"
 #include "model/preflight.h"
 #include "model/scenario.pb.h"
 
@@ -19,10 +22,12 @@ namespace petrsim {
 // built, a bounded getitem gives up in the exact replay, uneven batches); 2 on bad input.
 int CheckExitCode(const CheckReport& report);
 
+// `fixes` (ProveFixes, model/fixes.h) are printed before the verdict (text: FixLines) or as
+// the "fixes" key (JSON: FixesJson, model/fixes.h).
 std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                              const CheckReport& report);
+                              const CheckReport& report, const std::vector<Fix>& fixes = {});
 std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                            const CheckReport& report);
+                            const CheckReport& report, const std::vector<Fix>& fixes = {});
 
 // `petrsim check SCENARIO [--json] [--set f=v ...]`.
 struct CheckFlags {

@@ -41,13 +41,17 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   }
   std::optional<ScenarioCrossCheck> cross;
   if (scenario) cross = CrossCheck(diagnosis, *scenario, flags.scenario_path);
+  // Without --scenario, a livelock in petrsim traces gets its fixes from the scenario the traces recorded.
+  const std::vector<Fix> recorded_fixes = cross ? std::vector<Fix>{} : RecordedScenarioFixes(diagnosis);
   if (flags.json) {
     nlohmann::json json = DiagnosisJson(diagnosis);
     if (cross) json["scenario"] = CrossCheckJson(*cross);
+    json["fixes"] = FixesJson(cross ? cross->fixes : recorded_fixes);
     std::cout << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << FormatDiagnosis(diagnosis);
     if (cross) std::cout << FormatCrossCheck(*cross);
+    std::cout << FormatFixes(recorded_fixes, "on the scenario the traces recorded (what ran):");
   }
   return diagnosis.stuck.empty() && diagnosis.desyncs.empty() ? 0 : 1;
 }

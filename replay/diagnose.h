@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/fixes.h"
 #include "model/preflight.h"
 #include "model/scenario.pb.h"
 #include "model/stuck_getitem.h"
@@ -198,11 +199,20 @@ struct ScenarioCrossCheck {
   // petrsim traces: where the given scenario's plan first differs from the plan the trace recorded ("" when equal).
   // The sequence numbers are then placed in the recorded plan, the one that ran.
   std::string plan_difference;
+  // What makes the job terminate, each proven by re-running `check` on the scenario with it (model/fixes.h); empty
+  // when the scenario's check finds nothing to fix.
+  std::vector<Fix> fixes;
 };
 
 // Throws ScenarioError when S cannot be used (its dataset or sampler fails).
 ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name);
 std::string FormatCrossCheck(const ScenarioCrossCheck& cross);
+
+// Without --scenario: for a livelock found in petrsim traces, the fixes proven on the scenario the traces recorded
+// (empty when the diagnosis names no livelock or the traces carry no scenario).
+std::vector<Fix> RecordedScenarioFixes(const Diagnosis& diagnosis);
+// The fixes' text (FixLines) after a diagnosis, `preface` (if any) on the line before; "" when none.
+std::string FormatFixes(const std::vector<Fix>& fixes, const std::string& preface);
 nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross);
 
 std::string FormatDiagnosis(const Diagnosis& diagnosis);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/dataset.h"
+#include "model/error.h"
 #include "model/iteration_plan.h"
 #include "model/outcome.h"
 #include "model/preflight.h"
@@ -100,6 +101,7 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     cross.placed.push_back(placed);
   }
   const CheckReport check = RunPreflight(scenario, dataset);
+  if (NeedsFixes(check)) cross.fixes = ProveFixes(scenario, dataset, scenario_name, check);
   if (check.first_hit) {
     cross.check_hit = true;
     cross.hit_rank = check.first_hit->rank;
@@ -266,7 +268,28 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
                        cross.sim_seq, cross.sim_group, cross.sim_iteration);
   }
   out += fmt::format("\n  verdict: {}\n", cross.verdict);
+  out += FormatFixes(cross.fixes, "");
   return out;
+}
+
+std::string FormatFixes(const std::vector<Fix>& fixes, const std::string& preface) {
+  if (fixes.empty()) return "";
+  std::string out = "\n" + (preface.empty() ? "" : preface + "\n");
+  for (const std::string& line : FixLines(fixes)) out += line + "\n";
+  return out;
+}
+
+std::vector<Fix> RecordedScenarioFixes(const Diagnosis& diagnosis) {
+  if (!diagnosis.recorded_scenario || !diagnosis.cause_detail || diagnosis.cause_detail->kind != "livelock") return {};
+  const Scenario& scenario = *diagnosis.recorded_scenario;
+  try {
+    const Dataset dataset = BuildDataset(scenario, "the trace's scenario");
+    const CheckReport check = RunPreflight(scenario, dataset);
+    if (!NeedsFixes(check)) return {};
+    return ProveFixes(scenario, dataset, "the trace's scenario", check);
+  } catch (const ScenarioError&) {
+    return {};  // the recorded scenario cannot be rebuilt here (e.g. an imported dataset's files are gone)
+  }
 }
 
 nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
@@ -330,6 +353,7 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
            cross.plan_difference.empty() ? nlohmann::json(nullptr) : nlohmann::json(cross.plan_difference)},
           {"notes", cross.notes},
           {"consistent_with_livelock", cross.consistent},
+          {"fixes", FixesJson(cross.fixes)},
           {"verdict", cross.verdict}};
 }
 

@@ -322,6 +322,20 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   EXPECT_TRUE(cross.consistent) << cross.verdict;
   EXPECT_EQ(cross.hit_rank, result.stuck->rank);
   EXPECT_TRUE(cross.plan_difference.empty()) << cross.plan_difference;
+  // The diagnosis ends with what makes the job terminate, proven on the scenario: with --scenario, and without it from
+  // the scenario the traces recorded; the global policy is among the proven fixes, in_group's own bounded form not.
+  for (const std::vector<Fix>& fixes : {cross.fixes, RecordedScenarioFixes(diagnosis)}) {
+    const auto global =
+        std::find_if(fixes.begin(), fixes.end(), [](const Fix& f) { return f.set == "resample.policy=global"; });
+    ASSERT_NE(global, fixes.end());
+    EXPECT_TRUE(global->proven);
+    const auto drop =
+        std::find_if(fixes.begin(), fixes.end(), [](const Fix& f) { return f.kind == "drop_frames" && !f.recut; });
+    ASSERT_NE(drop, fixes.end());
+    EXPECT_EQ(drop->scene_name, result.stuck->scene_name);
+    EXPECT_EQ(drop->first_index, result.stuck->pool_first);
+  }
+  EXPECT_EQ(CrossCheckJson(cross)["fixes"].size(), cross.fixes.size());
 
   // Another release's DDP issues other collectives at startup: the trace carries the scenario it ran, so --scenario
   // says the plans differ and still places the sequence number in the plan that ran.
@@ -341,6 +355,7 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   const ScenarioCrossCheck other = CrossCheck(diagnosis, fixed, "fixed");
   EXPECT_FALSE(other.consistent);
   EXPECT_FALSE(other.check_hit);
+  EXPECT_TRUE(other.fixes.empty()) << "nothing to fix where nothing hangs";
 }
 
 TEST(Diagnose, ACutTraceIsReadUpToTheCut) {

@@ -344,18 +344,18 @@ TEST(TrainingLog, TheSeedJobsLog) {
 
 TEST(TrainingLog, ReadsTorchrunsFailureSummaryAndTheHeartbeatMonitor) {
   // torchrun's ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors) and 2.3's heartbeat monitor.
-  const TrainingLog log = ReadText(
-      "summary",
-      Join({"[rank2]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 2] Heartbeat monitor timed out! Process will be "
-            "terminated after dumping debug info. workMetaList_.size()=1",
-            "============================================================", "tools/train.py FAILED",
-            "------------------------------------------------------------", "Failures:", "[1]:",
-            "  time      : 2024-06-01_10:21:36", "  host      : node01", "  rank      : 1 (local_rank: 1)",
-            "  exitcode  : -6 (pid: 12346)", "  error_file: <N/A>",
-            "  traceback : Signal 6 (SIGABRT) received by PID 12346",
-            "------------------------------------------------------------", "Root Cause (first observed failure):",
-            "[0]:", "  time      : 2024-06-01_10:21:35", "  host      : node01", "  rank      : 0 (local_rank: 0)",
-            "  exitcode  : 1 (pid: 12345)"}));
+  const TrainingLog log =
+      ReadText("summary",
+               Join({"[rank2]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 2] Heartbeat monitor timed out! Process will be "
+                     "terminated after dumping debug info. workMetaList_.size()=1",
+                     "============================================================", "tools/train.py FAILED",
+                     "------------------------------------------------------------",
+                     "Failures:", "[1]:", "  time      : 2024-06-01_10:21:36", "  host      : node01",
+                     "  rank      : 1 (local_rank: 1)", "  exitcode  : -6 (pid: 12346)", "  error_file: <N/A>",
+                     "  traceback : Signal 6 (SIGABRT) received by PID 12346",
+                     "------------------------------------------------------------",
+                     "Root Cause (first observed failure):", "[0]:", "  time      : 2024-06-01_10:21:35",
+                     "  host      : node01", "  rank      : 0 (local_rank: 0)", "  exitcode  : 1 (pid: 12345)"}));
   EXPECT_TRUE(log.ranks.at(2).heartbeat_timeout);
   EXPECT_EQ(log.ranks.at(1).exit_code, -6);
   EXPECT_EQ(log.ranks.at(0).exit_code, 1);
