@@ -193,9 +193,10 @@ struct ScenarioCrossCheck {
   std::string predicted_op, predicted_frame;
   // Training logs without SeqNum: the hang's iteration bound and whether op and frame match the plan's step.
   std::optional<IterationBound> log_bound;
-  std::optional<bool> log_op_matches, log_frame_matches;
-  std::string log_frame;           // the waiting ranks' frame as logged
-  std::vector<std::string> notes;  // e.g. the log's seed differs from the scenario's
+  std::optional<bool> log_op_matches, log_frame_matches;  // unset: the log does not print it
+  bool from_log = false;                                  // the recordings are a training log
+  std::string log_frame;                                  // the waiting ranks' frame as logged
+  std::vector<std::string> notes;                         // e.g. the log's seed differs from the scenario's
   // petrsim traces: where the given scenario's plan first differs from the plan the trace recorded ("" when equal).
   // The sequence numbers are then placed in the recorded plan, the one that ran.
   std::string plan_difference;

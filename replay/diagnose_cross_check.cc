@@ -130,6 +130,7 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     }
   }
   if (diagnosis.log) {
+    cross.from_log = true;
     const TrainingLog& log = *diagnosis.log;
     if (log.seed && *log.seed != static_cast<int64_t>(scenario.job().seed())) {
       cross.notes.push_back(fmt::format("the log's seed is {} (`Set random seed to`), the scenario's job.seed {}",
@@ -185,10 +186,12 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
                        static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
     if (stuck.seq == 0 && diagnosis.log) {
       // A log without SeqNum: the iteration the log bounds, the op and the frame must all fit the plan's step.
-      cross.log_op_matches = stuck.op == cross.predicted_op;
-      same_place = cross.log_bound && cross.log_bound->first <= cross.hit_iteration &&
-                   cross.hit_iteration <= cross.log_bound->last && *cross.log_op_matches &&
-                   cross.log_frame_matches.value_or(true);
+      // What the log does not print cannot contradict: no op (Gloo names its transport wait, not the
+      // collective), no iteration line (the hang is anywhere in the job), no traceback.
+      if (!stuck.op.empty() && stuck.op != "?") cross.log_op_matches = stuck.op == cross.predicted_op;
+      const bool in_bound = !cross.log_bound || (cross.log_bound->first <= cross.hit_iteration &&
+                                                 cross.hit_iteration <= cross.log_bound->last);
+      same_place = in_bound && cross.log_op_matches.value_or(true) && cross.log_frame_matches.value_or(true);
     }
     if (rank_missing && same_place) cross.consistent = true;
   }
@@ -230,6 +233,8 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
       if (cross.log_bound) {
         out +=
             fmt::format("; the log bounds the hang to iteration {}..{}", cross.log_bound->first, cross.log_bound->last);
+      } else {
+        out += " and no iteration line: it places the hang nowhere within the job";
       }
       out += "\n";
       continue;
@@ -253,6 +258,8 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
                        cross.predicted_op, cross.predicted_frame);
     if (cross.log_op_matches) {
       out += fmt::format("  the log's op {} the plan's\n", *cross.log_op_matches ? "matches" : "differs from");
+    } else if (cross.from_log) {
+      out += "  the log names no collective (Gloo prints the transport wait that timed out, not the op)\n";
     }
     if (cross.log_frame_matches) {
       out += fmt::format("  the log's frame ({}) {} the plan's\n", cross.log_frame,

@@ -162,9 +162,12 @@ std::string FormatLogSection(const Diagnosis& d) {
       for (const LogTimeout& t : rank.timeouts) {
         if (!IsTimeout(t)) continue;
         const std::string group = !t.pg_desc.empty() ? t.pg_desc : t.pg == "0" ? "default_pg" : "pg " + t.pg;
-        timeout =
-            fmt::format("{} {}{}{}", t.op.empty() ? "?" : t.op, group, t.seq ? fmt::format(" seq {}", *t.seq) : "",
-                        t.numel_in ? fmt::format(" numel {}", *t.numel_in) : "");
+        timeout = fmt::format("{} {}{}{}",
+                              !t.op.empty()         ? t.op
+                              : t.gloo_wait.empty() ? "?"
+                                                    : "? (Gloo " + t.gloo_wait + ")",
+                              group, t.seq ? fmt::format(" seq {}", *t.seq) : "",
+                              t.numel_in ? fmt::format(" numel {}", *t.numel_in) : "");
         waited = fmt::format("{} of {}", t.ran_for_ms ? std::to_string(*t.ran_for_ms) : "?",
                              t.timeout_ms ? std::to_string(*t.timeout_ms) : "?");
         break;
@@ -219,6 +222,7 @@ nlohmann::json LogJson(const Diagnosis& d) {
                           {"last_enqueued", opt(t.last_enqueued)},
                           {"last_completed", opt(t.last_completed)},
                           {"backend", t.backend},
+                          {"gloo_wait", t.gloo_wait},
                           {"line", fmt::format("{}:{}", t.where.file, t.where.line)}});
     }
     nlohmann::json frame = nullptr;

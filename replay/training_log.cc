@@ -616,9 +616,10 @@ class LogParser {
     t.where = Here(number);
     t.group_rank = MessageRank(rest);
     t.timeout_ms = UintAfter(rest, "Timed out waiting ");
+    // `Timed out waiting 5000ms for recv operation`: the transport wait, not the collective.
     if (const size_t f = rest.find("ms for "); f != string_view::npos) {
       const size_t end = rest.find(" operation", f);
-      if (end != string_view::npos) t.op = std::string(rest.substr(f + 7, end - f - 7));
+      if (end != string_view::npos) t.gloo_wait = std::string(rest.substr(f + 7, end - f - 7));
     }
     const auto rank = RankOf(p, t.group_rank);
     if (!rank) {

@@ -45,7 +45,8 @@ struct LogTimeout {
   std::string pg_desc;   // 2.4+: `(default_pg)`
   std::optional<uint32_t> group_rank;  // `[Rank r]`
   std::optional<uint64_t> seq;         // SeqNum= (1.11+) or `Timeout at NCCL work: n` (2.3+)
-  std::string op;                      // OpType=, e.g. ALLREDUCE; Gloo: the wait's op ("recv"); "" unknown
+  std::string op;                      // OpType=, e.g. ALLREDUCE; "" unknown (Gloo never prints it)
+  std::string gloo_wait;               // Gloo: the transport wait that timed out ("recv"), not the collective
   std::optional<uint64_t> numel_in, numel_out;
   std::optional<uint64_t> timeout_ms, ran_for_ms;
   std::optional<uint64_t> last_enqueued, last_completed;
