@@ -1,5 +1,7 @@
 // `petrsim import`: scenarios from a user's real dataset metadata.
 //   petrsim import mmdet3d-infos A.pkl [B.pkl ...] -o OUT.pbtxt [--name a,b] [filter options]
+//   petrsim import mmdet3d-config CONFIG.py [--data-root DIR] [--infos A.pkl ...] [--gpus N] -o OUT.pbtxt
+//       (the job and its filters from the config, read without running it; importers/mmdet3d_config_job.h)
 //   petrsim import nuscenes --dataroot DIR --version v1.0-trainval --split train,val -o OUT.pbtxt
 //       [--split-file splits.json] [filter options]
 // Filter options (recorded in the scenario's `filters`; defaults are StreamPETR's):
@@ -35,6 +37,12 @@ struct ImportFlags {
   bool no_filter_empty_gt = false;
   uint32_t seq_split_num = 2;
   bool quiet = false;  // no progress bar
+  // mmdet3d-config: the config (.py, .json, or a training log with mmcv's `Config:` block), the data root its
+  // ann_file paths are joined to, the info files in ann_file's order (instead), and the GPU count.
+  std::string config;
+  std::string config_data_root;
+  std::vector<std::string> config_infos;
+  uint32_t gpus = 0;  // 0: the config's
 };
 
 // Adds `import` with its two sources to `app`; returns the `import` subcommand.

@@ -87,14 +87,18 @@ void AppendFloat(std::string& out, float value) {
   out.append(buffer, result.ptr);
 }
 
-// The scenario's value of a float32 coordinate: the shortest decimal that reads back as that
-// float32, read as a double, so that the text, binary and JSON scenarios hold the same double.
-double ScenarioCoordinate(float value) {
-  char buffer[32];
-  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  double out = 0;
-  std::from_chars(buffer, written.ptr, out);
-  return out;
+void AppendInteger(std::string& out, uint32_t value) {
+  char buffer[16];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+// Whether a frame's boxes need a num_radar_pts column (left out when every count is 0).
+bool HasRadarPoints(const ImportedSubDataset& sub, const ImportedFrame& frame) {
+  for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+    if (sub.boxes[b].num_radar_pts != 0) return true;
+  }
+  return false;
 }
 
 // Writes to `path`.tmp, renamed onto `path` by Commit; removed if never committed, or on Ctrl-C
@@ -146,7 +150,7 @@ bool EndsWith(const std::string& text, std::string_view suffix) {
 
 // The scenario without its dataset: name, description, filters, grouping.
 Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                const std::string& description) {
+                const std::string& description, const ScenarioOverlay* overlay) {
   Scenario scenario;
   std::string name = "imported";
   for (size_t i = 0; i < data.size(); ++i) name += (i == 0 ? ": " : " + ") + data[i].name;
@@ -155,6 +159,16 @@ Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters
   *scenario.mutable_filters() = FiltersProto(filters);
   scenario.mutable_grouping()->set_seq_mode(true);
   scenario.mutable_grouping()->set_seq_split_num(filters.seq_split_num);
+  if (overlay != nullptr) {
+    const Scenario& f = overlay->fields;
+    if (f.has_filters()) *scenario.mutable_filters() = f.filters();
+    if (f.has_grouping()) *scenario.mutable_grouping() = f.grouping();
+    if (f.has_sampler()) *scenario.mutable_sampler() = f.sampler();
+    if (f.has_job()) *scenario.mutable_job() = f.job();
+    if (f.has_plan()) *scenario.mutable_plan() = f.plan();
+    if (f.has_comm()) *scenario.mutable_comm() = f.comm();
+    if (f.has_pipeline()) *scenario.mutable_pipeline() = f.pipeline();
+  }
   return scenario;
 }
 
@@ -190,7 +204,9 @@ void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
     if (rule_starts) {
       ImportedScene scene;
       const auto known = names.find(frame.scene_token);
-      std::string name = known != names.end() ? known->second : frame.scene_token;
+      std::string name = known != names.end()        ? known->second
+                         : !frame.scene_name.empty() ? frame.scene_name
+                                                     : frame.scene_token;
       if (!name.empty() && ++name_uses[name] > 1) name += fmt::format(" (part {})", name_uses[name]);
       scene.name = name;
       scene.frame_begin = k;
@@ -317,8 +333,58 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
   return summary;
 }
 
-std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path) {
-  std::string out = fmt::format("wrote {}\n", output_path);
+std::string FormatFilterSettings(const ImportFilters& filters) {
+  const std::vector<std::string>& classes = filters.classes.empty() ? NuScenesClasses() : filters.classes;
+  std::string class_list;
+  for (size_t i = 0; i < classes.size(); ++i) class_list += (i ? ", " : "") + classes[i];
+  struct Setting {
+    const char* key;  // in ImportFilters::origins
+    std::string name, value, option, set;
+  };
+  const auto flag = [](bool value) { return value ? "true" : "false"; };
+  const std::vector<Setting> settings = {
+      {"filter_empty_gt", "filter_empty_gt", flag(filters.filter_empty_gt),
+       filters.filter_empty_gt ? "--no-filter-empty-gt" : "(leave out --no-filter-empty-gt)",
+       fmt::format("--set filters.filter_empty_gt={}", flag(!filters.filter_empty_gt))},
+      {"use_valid_flag", "use_valid_flag", flag(filters.use_valid_flag),
+       filters.use_valid_flag ? "--no-valid-flag" : "(leave out --no-valid-flag)",
+       fmt::format("--set filters.use_valid_flag={}", flag(!filters.use_valid_flag))},
+      {"classes", "class_names", fmt::format("{} (below)", classes.size()), "--classes a,b,...",
+       "--set filters.classes=a,b,..."},
+      {"range", "point_cloud_range", fmt::format("x, y in ({}, {})", filters.bev_range_min_m, filters.bev_range_max_m),
+       "--range x0,y0,z0,x1,y1,z1", "--set filters.bev_range_min_m=X0 --set filters.bev_range_max_m=X1"},
+      {"seq_mode", "seq_mode", "true", "-", "--set grouping.seq_mode=false"},
+      {"seq_split_num", "seq_split_num", std::to_string(filters.seq_split_num), "--seq-split-num N",
+       "--set grouping.seq_split_num=N"},
+  };
+  bool assumed_any = false;
+  std::string rows;
+  for (const Setting& setting : settings) {
+    const auto origin = filters.origins.find(setting.key);
+    const bool assumed = origin == filters.origins.end();
+    assumed_any |= assumed;
+    rows += fmt::format("  {:<17}  {:<22}  {:<18}  {:<26}  {}\n", setting.name, setting.value,
+                        assumed ? "assumed" : origin->second, setting.option, setting.set);
+  }
+  std::string out = assumed_any ? "filters and grouping written into the scenario (\"assumed\": petrsim's default, "
+                                  "StreamPETR's reference config,\nnot read from your config: check each against it):\n"
+                                : "filters and grouping written into the scenario:\n";
+  out += fmt::format("  {:<17}  {:<22}  {:<18}  {:<26}  {}\n", "setting", "value", "from", "change it at import",
+                     "or on the scenario (check, sample, sweep, run)");
+  out += rows;
+  out += "  class_names: " + class_list + "\n";
+  if (filters.origins.count("filter_empty_gt") == 0 && filters.filter_empty_gt) {
+    out +=
+        "  (filter_empty_gt true is mmdet3d's default, which a config without it gets; StreamPETR's current configs, "
+        "e.g. stream_petr_r50_flash_704_bs2_seq_24e.py, set filter_empty_gt=False: then no frame is resampled and "
+        "the job cannot livelock)\n";
+  }
+  return out;
+}
+
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path,
+                          const std::string& written) {
+  std::string out = fmt::format("wrote {}{}\n", output_path, written);
   size_t width = 5;
   for (const auto& counts : summary.subdatasets) width = std::max(width, counts.name.size());
   out += fmt::format("  {:<{}}  {:>8}  {:>6}  {:>6}  {:>14}  {:>14}  {:>9}  {:>9}\n", "", width, "frames", "scenes",
@@ -329,28 +395,24 @@ std::string FormatSummary(const ImportSummary& summary, const ImportFilters& fil
   };
   for (const auto& counts : summary.subdatasets) row(counts);
   if (summary.subdatasets.size() > 1) row(summary.total);
-  const std::vector<std::string>& classes = filters.classes.empty() ? NuScenesClasses() : filters.classes;
-  std::string class_list;
-  for (size_t i = 0; i < classes.size(); ++i) class_list += (i ? ", " : "") + classes[i];
   out += fmt::format(
       "groups: seq_split_num {} chunks per scene; the sampler sees {} group(s) (sub-datasets' "
       "flags are concatenated without offset)\n",
       filters.seq_split_num, summary.sampler_groups);
-  out += fmt::format("filters: {} class(es) ({}), BEV range ({}, {}) m, use_valid_flag {}, filter_empty_gt {}\n",
-                     classes.size(), class_list, filters.bev_range_min_m, filters.bev_range_max_m,
-                     filters.use_valid_flag, filters.filter_empty_gt);
+  out += FormatFilterSettings(filters);
   for (const auto& warning : summary.warnings) out += "warning: " + warning + "\n";
   out += fmt::format("next: petrsim check {}\n", output_path);
   return out;
 }
 
 Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                    const std::string& description) {
-  Scenario scenario = Header(data, filters, description);
+                    const std::string& description, const ScenarioOverlay* overlay) {
+  Scenario scenario = Header(data, filters, description, overlay);
   for (const auto& sub : data) {
     SubDataset* out = scenario.mutable_dataset()->add_subdatasets();
     out->set_name(sub.name);
     ExplicitData* explicit_data = out->mutable_explicit_();
+    for (const auto& name : sub.class_names) explicit_data->add_class_names(name);
     for (const auto& scene : sub.scenes) {
       Scene* scene_out = explicit_data->add_scenes();
       if (!scene.name.empty()) scene_out->set_name(scene.name);
@@ -358,15 +420,22 @@ Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFil
         const ImportedFrame& frame = sub.frames[f];
         Frame* frame_out = scene_out->add_frames();
         frame_out->set_token(frame.token);
+        if (frame.box_begin == frame.box_end) continue;
+        BoxColumns& columns = *frame_out->mutable_box_columns();
+        const uint32_t n = frame.box_end - frame.box_begin;
+        columns.mutable_class_index()->Reserve(static_cast<int>(n));
+        columns.mutable_x()->Reserve(static_cast<int>(n));
+        columns.mutable_y()->Reserve(static_cast<int>(n));
+        columns.mutable_num_lidar_pts()->Reserve(static_cast<int>(n));
+        const bool radar = HasRadarPoints(sub, frame);
         for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
           const ImportedBox& box = sub.boxes[b];
-          Box* box_out = frame_out->add_boxes();
-          box_out->set_name(sub.class_names[box.class_index]);
-          box_out->set_x(ScenarioCoordinate(box.x));
-          box_out->set_y(ScenarioCoordinate(box.y));
-          box_out->set_num_lidar_pts(box.num_lidar_pts);
-          if (box.num_radar_pts != 0) box_out->set_num_radar_pts(box.num_radar_pts);
-          if (box.valid_flag >= 0) box_out->set_valid_flag(box.valid_flag != 0);
+          columns.add_class_index(box.class_index);
+          columns.add_x(box.x);
+          columns.add_y(box.y);
+          columns.add_num_lidar_pts(box.num_lidar_pts);
+          if (radar) columns.add_num_radar_pts(box.num_radar_pts);
+          if (box.valid_flag >= 0) columns.add_valid_flag_differs(b - frame.box_begin);
         }
       }
     }
@@ -374,12 +443,12 @@ Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFil
   return scenario;
 }
 
-void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                       const std::string& description, const std::string& path) {
-  if (EndsWith(path, ".pb") || EndsWith(path, ".json")) {
-    const Scenario scenario = ToScenario(data, filters, description);
+uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                           const std::string& description, const std::string& path, const ScenarioOverlay* overlay) {
+  if (ScenarioFileFormatOf(path) != ScenarioFileFormat::kText) {
+    const Scenario scenario = ToScenario(data, filters, description, overlay);
     std::string bytes;
-    if (EndsWith(path, ".pb")) {
+    if (ScenarioFileFormatOf(path) == ScenarioFileFormat::kBinary) {
       PETRSIM_ASSERT(scenario.SerializeToString(&bytes));
     } else {
       google::protobuf::util::JsonPrintOptions options;
@@ -391,25 +460,41 @@ void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Import
     AtomicFile file(path);
     file.Write(bytes);
     file.Commit();
-    return;
+    return bytes.size();
   }
   AtomicFile file(path);
+  uint64_t written = 0;
   std::string out =
       "# A petrsim scenario written by `petrsim import` (model/scenario.proto documents every "
       "field).\n"
-      "# Boxes: x, y are centres in the lidar frame, rounded to float32 as mmdet3d's range filter\n"
-      "# compares them. Fields not written here take petrsim's defaults, StreamPETR's reference\n"
-      "# configuration (8 ranks x 2 samples per GPU, 4 workers, the infinite group sampler,\n"
-      "# in_group resampling, one epoch); set your job's with --set, e.g.\n"
+      "# Each frame's boxes are columns (BoxColumns), one value per box: class_index into the\n"
+      "# sub-dataset's class_names, x, y (centres in the lidar frame, rounded to float32 as mmdet3d's\n"
+      "# range filter compares them), num_lidar_pts, num_radar_pts (none: all 0), and\n"
+      "# valid_flag_differs: the boxes whose stored valid_flag is not what their points give.\n"
+      "# Fields not written here take petrsim's defaults, StreamPETR's reference configuration\n"
+      "# (8 ranks x 2 samples per GPU, 4 workers, the infinite group sampler, in_group resampling,\n"
+      "# one epoch); set your job's with --set, e.g.\n"
       "#   petrsim check THIS --set job.world_size=16 --set job.epochs=24\n";
   std::string header;
-  google::protobuf::TextFormat::PrintToString(Header(data, filters, description), &header);
+  if (overlay != nullptr && !overlay->comments.empty()) {
+    out += "#\n# Where each value of the job came from:\n";
+    for (const std::string& line : overlay->comments) out += "#   " + line + "\n";
+  }
+  google::protobuf::TextFormat::PrintToString(Header(data, filters, description, overlay), &header);
   out += header;
   out += "dataset {\n";
+  const auto flush = [&] {
+    file.Write(out);
+    written += out.size();
+    out.clear();
+  };
   for (const auto& sub : data) {
-    std::vector<std::string> quoted;
-    for (const auto& name : sub.class_names) quoted.push_back(Quote(name));
     out += "  subdatasets {\n    name: " + Quote(sub.name) + "\n    explicit {\n";
+    if (!sub.class_names.empty()) {
+      out += "      class_names: [";
+      for (size_t c = 0; c < sub.class_names.size(); ++c) out += (c ? ", " : "") + Quote(sub.class_names[c]);
+      out += "]\n";
+    }
     for (const auto& scene : sub.scenes) {
       out += "      scenes {\n";
       if (!scene.name.empty()) out += "        name: " + Quote(scene.name) + "\n";
@@ -420,34 +505,48 @@ void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Import
           out += " }\n";
           continue;
         }
-        out += "\n";
+        out += "\n          box_columns {\n";
+        const auto column = [&](const char* name, auto value_of) {
+          out += "            ";
+          out += name;
+          out += ": [";
+          for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+            if (b != frame.box_begin) out += ", ";
+            value_of(sub.boxes[b]);
+          }
+          out += "]\n";
+        };
+        column("class_index", [&](const ImportedBox& box) { AppendInteger(out, box.class_index); });
+        column("x", [&](const ImportedBox& box) { AppendFloat(out, box.x); });
+        column("y", [&](const ImportedBox& box) { AppendFloat(out, box.y); });
+        column("num_lidar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_lidar_pts); });
+        if (HasRadarPoints(sub, frame)) {
+          column("num_radar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_radar_pts); });
+        }
+        std::string differs;
         for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
-          const ImportedBox& box = sub.boxes[b];
-          out += "          boxes { name: ";
-          out += quoted[box.class_index];
-          out += " x: ";
-          AppendFloat(out, box.x);
-          out += " y: ";
-          AppendFloat(out, box.y);
-          out += " num_lidar_pts: ";
-          out += std::to_string(box.num_lidar_pts);
-          if (box.num_radar_pts != 0) out += " num_radar_pts: " + std::to_string(box.num_radar_pts);
-          if (box.valid_flag >= 0) out += box.valid_flag ? " valid_flag: true" : " valid_flag: false";
-          out += " }\n";
+          if (sub.boxes[b].valid_flag < 0) continue;
+          if (!differs.empty()) differs += ", ";
+          AppendInteger(differs, b - frame.box_begin);
         }
-        out += "        }\n";
-        if (out.size() > (1u << 20)) {
-          file.Write(out);
-          out.clear();
-        }
+        if (!differs.empty()) out += "            valid_flag_differs: [" + differs + "]\n";
+        out += "          }\n        }\n";
+        if (out.size() > (1u << 20)) flush();
       }
       out += "      }\n";
     }
     out += "    }\n  }\n";
   }
   out += "}\n";
-  file.Write(out);
+  flush();
   file.Commit();
+  return written;
+}
+
+ScenarioFileFormat ScenarioFileFormatOf(const std::string& path) {
+  if (EndsWith(path, ".pb")) return ScenarioFileFormat::kBinary;
+  if (EndsWith(path, ".json")) return ScenarioFileFormat::kJson;
+  return ScenarioFileFormat::kText;
 }
 
 }  // namespace petrsim

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct ImportedFrame {
   std::string token;
   int64_t timestamp = 0;
   std::string scene_token;  // empty when the source has none
+  std::string scene_name;   // the nuScenes scene name, when the source has it (else empty)
   uint32_t sweeps = 0;      // lidar sweeps before the keyframe (only 0 vs > 0 matters)
   uint32_t box_begin = 0;
   uint32_t box_end = 0;
@@ -67,12 +69,18 @@ struct ImportFilters {
   bool use_valid_flag = true;
   bool filter_empty_gt = true;
   uint32_t seq_split_num = 2;
+  // Where each value came from, by setting ("filter_empty_gt", "use_valid_flag", "classes",
+  // "range", "seq_split_num"): the option that set it (e.g. "--no-valid-flag") or a config's
+  // "file:line". A setting not listed is petrsim's default, an assumption the summary says how
+  // to change.
+  std::map<std::string, std::string> origins;
 };
 
 // Frames in the source's order (the converter's) with boxes: sorts them by timestamp (stably,
 // as Python's sorted), cuts scenes with the zero-sweeps rule, names each scene by
-// `scene_names[its first frame's scene_token]` when given, else by that token, and counts the
-// frames where a scene_token change and the rule disagree.
+// `scene_names[its first frame's scene_token]` when given, else by that frame's scene_name,
+// else by its scene_token, and counts the frames where a scene_token change and the rule
+// disagree.
 void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
                              const std::vector<std::pair<std::string, std::string>>& scene_names = {});
 
@@ -101,17 +109,36 @@ struct ImportSummary {
   std::vector<std::string> warnings;
 };
 ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters);
-std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path);
+// `written` follows the path on the first line, e.g. " (binary protobuf, 15.5 MB)".
+std::string FormatSummary(const ImportSummary& summary, const ImportFilters& filters, const std::string& output_path,
+                          const std::string& written = "");
+// The summary's table of the filter settings: each value, where it came from ("assumed" for
+// petrsim's default), and the option and the --set that change it.
+std::string FormatFilterSettings(const ImportFilters& filters);
 
-// The scenario: the data as explicit sub-datasets, the filters, and petrsim's defaults
-// (StreamPETR's reference configuration) for everything else.
+// The scenario: the data as explicit sub-datasets (each frame's boxes as BoxColumns, the class
+// names in explicit.class_names), the filters, and petrsim's defaults (StreamPETR's reference
+// configuration) for everything else.
+// What a config sets beyond the dataset (`import mmdet3d-config`): the messages `fields` has (job, grouping,
+// filters, sampler, plan, comm, pipeline) replace the import's defaults; `comments` (where each value came from)
+// head a text file, one `# ` line each.
+struct ScenarioOverlay {
+  Scenario fields;
+  std::vector<std::string> comments;
+};
 Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                    const std::string& description);
+                    const std::string& description, const ScenarioOverlay* overlay = nullptr);
+
+// The encoding a scenario file gets from its name: binary protobuf for ".pb", the protobuf JSON
+// mapping for ".json", the text format for any other name (".pbtxt").
+enum class ScenarioFileFormat { kText, kBinary, kJson };
+ScenarioFileFormat ScenarioFileFormatOf(const std::string& path);
 
 // Writes the scenario to `path` atomically (a temporary file renamed at the end; nothing is left
-// on error): the protobuf text format, or binary for a .pb name, or the JSON mapping for .json.
-// Text is written directly (a trainval import has over a million boxes).
-void WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                       const std::string& description, const std::string& path);
+// on error) in the encoding its name gives (ScenarioFileFormatOf). Text is written directly,
+// each frame's box columns as lists (`x: [12.5, -3.25]`). Returns the bytes written.
+uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                           const std::string& description, const std::string& path,
+                           const ScenarioOverlay* overlay = nullptr);
 
 }  // namespace petrsim

@@ -25,7 +25,7 @@ using Type = PickleNode::Type;
 // The info keys the importer reads; the reader drops every other value while it parses (the
 // cameras, sweeps' details and 2D annotations are most of a real file).
 const std::vector<std::string>& KeptKeys() {
-  static const std::vector<std::string> keys = {"token",    "timestamp",     "scene_token",   "gt_boxes",
+  static const std::vector<std::string> keys = {"token",    "timestamp",     "scene_token",   "scene_name", "gt_boxes",
                                                 "gt_names", "num_lidar_pts", "num_radar_pts", "valid_flag"};
   return keys;
 }
@@ -42,12 +42,21 @@ class InfoReader {
       : file_(file), file_bytes_(file_bytes), options_(options), out_(out) {}
 
   void ReadRoot(const PickleNode& root) {
-    if (root.type != Type::kDict) {
-      Fail("top level", fmt::format("expected a dict with 'infos' and 'metadata' (an mmdet3d 1.0 "
-                                    "info file), found a {}",
+    const PickleNode* infos = nullptr;
+    if (root.type == Type::kList) {
+      // The older format: the infos without the dict around them.
+      infos = &root;
+      out_.warnings.push_back(
+          "the infos are a bare list, without the dict(infos=..., metadata=...) around them (the older "
+          "format, which mmdet3d's Custom3DDataset.load_annotations reads; its NuScenesDataset reads "
+          "data['infos'] and data['metadata']['version'], so check that your dataset class reads a list)");
+    } else if (root.type != Type::kDict) {
+      Fail("top level", fmt::format("expected a dict with 'infos' and 'metadata' (an mmdet3d 1.0 info file) or a "
+                                    "list of infos (the older format), found a {}",
                                     DescribePickleValue(root)));
+    } else {
+      infos = root.Get("infos");
     }
-    const PickleNode* infos = root.Get("infos");
     if (infos == nullptr) {
       if (root.Get("data_list") != nullptr) {
         Fail("top level",
@@ -72,6 +81,14 @@ class InfoReader {
     if (infos->items.empty()) Fail("infos", "the list is empty (no frame to import)");
     out_.frames.reserve(infos->items.size());
     for (size_t i = 0; i < infos->items.size(); ++i) ReadInfo(*infos->items[i], i);
+    if (infos_without_lidar_pts_ > 0) {
+      out_.warnings.push_back(fmt::format(
+          "{} info(s) without 'num_lidar_pts' (the first: infos[{}]): mmdet3d reads it only with "
+          "use_valid_flag=False, so their boxes count as valid by their stored valid_flag; the scenario gives "
+          "such a box 1 lidar point when its flag is true and none when false, so --set "
+          "filters.use_valid_flag=false on it is not what mmdet3d would do (it needs num_lidar_pts then)",
+          infos_without_lidar_pts_, first_info_without_lidar_pts_));
+    }
   }
 
  private:
@@ -126,6 +143,13 @@ class InfoReader {
       }
       frame.scene_token = scene_token->text;
     }
+    // Some converters (BEVDet's) store the nuScenes scene name too: the scenes are named by it.
+    if (const PickleNode* scene_name = info.Get("scene_name"); scene_name != nullptr) {
+      if (scene_name->type != Type::kString) {
+        Fail(Where(i, "scene_name"), fmt::format("expected a str, found {}", DescribePickleValue(*scene_name)));
+      }
+      frame.scene_name = scene_name->text;
+    }
     ReadBoxes(info, i, frame);
     out_.frames.push_back(std::move(frame));
   }
@@ -144,14 +168,23 @@ class InfoReader {
                                              DescribePickleValue(boxes)));
     }
     const PickleNode& names = Need(info, i, "gt_names", no_gt);
-    const PickleNode& lidar = Need(info, i, "num_lidar_pts", no_gt);
-    const PickleNode& radar = Need(info, i, "num_radar_pts", no_gt);
+    // What mmdet3d's NuScenesDataset.get_ann_info reads: valid_flag with use_valid_flag, else
+    // num_lidar_pts (> 0); num_radar_pts never (the converter's valid_flag counts it). Each may
+    // be absent when mmdet3d does not read it.
     const PickleNode* valid = info.Get("valid_flag");
     if (valid == nullptr && options_.use_valid_flag) {
       Fail(fmt::format("infos[{}]", i),
            "missing key 'valid_flag' (mmdet3d reads it with use_valid_flag; "
            "import with --no-valid-flag if your config sets use_valid_flag=False)");
     }
+    const PickleNode* lidar = info.Get("num_lidar_pts");
+    if (lidar == nullptr && !options_.use_valid_flag) {
+      Fail(fmt::format("infos[{}]", i),
+           "missing key 'num_lidar_pts' (mmdet3d reads it with use_valid_flag=False: a box is valid when "
+           "num_lidar_pts > 0)");
+    }
+    if (lidar == nullptr && infos_without_lidar_pts_++ == 0) first_info_without_lidar_pts_ = i;
+    const PickleNode* radar = info.Get("num_radar_pts");
     // An empty frame's arrays come out of np.array([]) as float64: any dtype is fine at length 0.
     auto check_1d = [&](const PickleNode& array, const char* key, const char* kinds, const char* expected) {
       if (n == 0 && Empty1D(array)) return;
@@ -168,8 +201,8 @@ class InfoReader {
                                              DescribePickleValue(names)));
     }
     check_1d(names, "gt_names", "UO", "a str array");
-    check_1d(lidar, "num_lidar_pts", "iu", "an int array");
-    check_1d(radar, "num_radar_pts", "iu", "an int array");
+    if (lidar != nullptr) check_1d(*lidar, "num_lidar_pts", "iu", "an int array");
+    if (radar != nullptr) check_1d(*radar, "num_radar_pts", "iu", "an int array");
     if (valid != nullptr) check_1d(*valid, "valid_flag", "b", "a bool array");
 
     // An array shared between infos (one memo entry fetched again) costs the file a few bytes
@@ -193,8 +226,12 @@ class InfoReader {
         Fail(fmt::format("infos[{}].gt_boxes[{}]", i, b),
              fmt::format("expected a finite BEV centre, found ({}, {})", x, y));
       }
-      box.num_lidar_pts = Count(lidar, b, i, "num_lidar_pts");
-      box.num_radar_pts = Count(radar, b, i, "num_radar_pts");
+      if (lidar != nullptr) {
+        box.num_lidar_pts = Count(*lidar, b, i, "num_lidar_pts");
+      } else {
+        box.num_lidar_pts = NumpyInt(*valid, b) != 0 ? 1 : 0;  // only the stored flag is known
+      }
+      box.num_radar_pts = radar != nullptr ? Count(*radar, b, i, "num_radar_pts") : 0;
       if (valid != nullptr) {
         const bool flag = NumpyInt(*valid, b) != 0;
         const bool counted = uint64_t{box.num_lidar_pts} + box.num_radar_pts > 0;
@@ -261,6 +298,8 @@ class InfoReader {
   const Mmdet3dInfosOptions& options_;
   ImportedSubDataset& out_;
   std::unordered_map<std::string, uint32_t> classes_;
+  uint64_t infos_without_lidar_pts_ = 0;
+  size_t first_info_without_lidar_pts_ = 0;
   Cache unicode_cache_;
   Cache bytes_cache_;
 };
@@ -277,6 +316,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   pickle.numpy = true;
   pickle.salvage = false;  // a cut file is an error here, not a partial dataset
   pickle.record_lists = {"infos", "data_list"};
+  pickle.record_top_list = true;  // the older format: a bare list of infos
   pickle.record_keys = KeptKeys();
   pickle.record_length_keys = {"sweeps"};
   pickle.progress = options.progress;

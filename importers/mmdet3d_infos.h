@@ -1,10 +1,14 @@
 // mmdet3d 1.0 nuScenes info files (nuscenes_infos_*.pkl, StreamPETR's *_temporal_infos_*.pkl):
 // {'infos': [info, ...], 'metadata': {'version': ...}} with numpy arrays, as the converter
-// writes them through mmcv (pickle protocol 2; 3-5 are read too). One file becomes one
-// sub-dataset: its frames sorted by timestamp, scenes cut at frames without lidar sweeps
-// (cross-checked with scene_token), and per frame the boxes (gt_names, gt_boxes[:, 0:2],
-// num_lidar_pts, num_radar_pts, valid_flag). mmdet3d 1.x files ({'data_list': ...}) are refused
-// with a clear message. The pickle is read with replay/pickle.h's numpy mode: no code runs.
+// writes them through mmcv (pickle protocol 2; 3-5 are read too); the dicts may be
+// collections.OrderedDict, and the older format's bare list of infos is read too. One file
+// becomes one sub-dataset: its frames sorted by timestamp, scenes cut at frames without lidar
+// sweeps (cross-checked with scene_token; named by scene_name when the infos have it, else by
+// scene_token), and per frame the boxes (gt_names, gt_boxes[:, 0:2], num_lidar_pts,
+// num_radar_pts, valid_flag). As in mmdet3d's NuScenesDataset.get_ann_info, valid_flag is needed
+// only with use_valid_flag and num_lidar_pts only without it; num_radar_pts is never needed
+// (absent: 0). mmdet3d 1.x files ({'data_list': ...}) are refused with a clear message. The
+// pickle is read with formats/pickle's numpy mode: no code runs.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +22,8 @@ namespace petrsim {
 
 struct Mmdet3dInfosOptions {
   std::string name;  // the sub-dataset's name; default: the file name without .pkl
-  // mmdet3d reads info['valid_flag'] with use_valid_flag: a file without it is an error then.
+  // mmdet3d reads info['valid_flag'] with use_valid_flag and info['num_lidar_pts'] without it: a
+  // file without the one it reads is an error.
   bool use_valid_flag = true;
   // Called with (bytes of the pickle read, its size) as it is read (a progress bar). May be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -69,6 +69,10 @@ class DatasetBuilder {
   std::vector<PendingScene> ReadExplicit(int s, const ExplicitData& data) const {
     const std::string prefix = SubDatasetName(scenario_, s) + "-";
     std::vector<PendingScene> scenes(data.scenes_size());
+    const bool use_valid_flag = scenario_.filters().use_valid_flag();
+    // Box columns: whether each entry of the class table is a target class, looked up once.
+    std::vector<bool> target(data.class_names_size());
+    for (int c = 0; c < data.class_names_size(); ++c) target[c] = filter_.IsTargetClass(data.class_names(c));
     for (int i = 0; i < data.scenes_size(); ++i) {
       const Scene& scene = data.scenes(i);
       PendingScene& pending = scenes[i];
@@ -80,10 +84,13 @@ class DatasetBuilder {
       }
       for (const Frame& frame : scene.frames()) {
         uint32_t gt = 0;
+        uint32_t boxes = static_cast<uint32_t>(frame.boxes_size());
         if (frame.has_gt_count()) {
           gt = frame.gt_count();
+        } else if (frame.has_box_columns()) {
+          gt = CountKept(frame.box_columns(), target, use_valid_flag);
+          boxes = static_cast<uint32_t>(frame.box_columns().class_index_size());
         } else {
-          const bool use_valid_flag = scenario_.filters().use_valid_flag();
           for (const Box& box : frame.boxes()) {
             // A stored valid_flag decides validity under use_valid_flag (mmdet3d reads the flag).
             const bool stored_flag = use_valid_flag && box.has_valid_flag();
@@ -93,10 +100,34 @@ class DatasetBuilder {
           }
         }
         pending.gt_counts.push_back(gt);
-        pending.box_counts.push_back(static_cast<uint32_t>(frame.boxes_size()));
+        pending.box_counts.push_back(boxes);
       }
     }
     return scenes;
+  }
+
+  // The boxes of one frame's columns that survive the filters: each exactly as the Box with the
+  // same values (the stored valid flag of a box in valid_flag_differs is the opposite of its
+  // point counts', and decides under use_valid_flag).
+  uint32_t CountKept(const BoxColumns& columns, const std::vector<bool>& target, bool use_valid_flag) const {
+    const int n = columns.class_index_size();
+    const bool radar = columns.num_radar_pts_size() == n;
+    int next_differs = 0;
+    uint32_t gt = 0;
+    for (int b = 0; b < n; ++b) {
+      uint32_t lidar = columns.num_lidar_pts(b);
+      uint32_t radar_pts = radar ? columns.num_radar_pts(b) : 0;
+      if (next_differs < columns.valid_flag_differs_size() &&
+          columns.valid_flag_differs(next_differs) == static_cast<uint32_t>(b)) {
+        ++next_differs;
+        if (use_valid_flag) {
+          lidar = (uint64_t{lidar} + radar_pts) > 0 ? 0 : 1;  // the stored flag, opposite to the counts'
+          radar_pts = 0;
+        }
+      }
+      gt += filter_.Keeps(target[columns.class_index(b)], columns.x(b), columns.y(b), lidar, radar_pts);
+    }
+    return gt;
   }
 
   std::vector<PendingScene> ReadSynthetic(int s) const {

@@ -100,8 +100,72 @@ void CheckSynthetic(Violations& v, const std::string& path, const SyntheticData&
   }
 }
 
+// One column of a frame's box columns: the first value `bad` refuses (with how many more it
+// refuses), as "<path>.<column>[i]: <rule>, got <value>".
+template <typename Column, typename Bad>
+void CheckColumn(Violations& v, const std::string& path, const char* column, const Column& values,
+                 const std::string& rule, Bad bad) {
+  int first = -1;
+  int more = 0;
+  for (int i = 0; i < values.size(); ++i) {
+    if (!bad(values.Get(i))) continue;
+    if (first < 0) {
+      first = i;
+    } else {
+      ++more;
+    }
+  }
+  if (first < 0) return;
+  const std::string suffix = more > 0 ? " (and " + std::to_string(more) + " more in this column)" : "";
+  v.Add(Index(path + "." + column, first), rule, std::to_string(values.Get(first)) + suffix);
+}
+
+void CheckBoxColumns(Violations& v, const std::string& path, const BoxColumns& columns, int class_names) {
+  const int n = columns.class_index_size();
+  const auto check_length = [&](const char* column, int size, bool may_be_empty) {
+    if (size == n || (may_be_empty && size == 0)) return;
+    v.Add(path + "." + column,
+          std::string("must hold one value per box") + (may_be_empty ? " (or none)" : "") + ", as class_index does (" +
+              std::to_string(n) + " boxes)",
+          std::to_string(size) + " value(s)");
+  };
+  check_length("x", columns.x_size(), false);
+  check_length("y", columns.y_size(), false);
+  check_length("num_lidar_pts", columns.num_lidar_pts_size(), false);
+  check_length("num_radar_pts", columns.num_radar_pts_size(), true);
+  CheckColumn(v, path, "class_index", columns.class_index(),
+              "must be < the number of the sub-dataset's explicit.class_names (" + std::to_string(class_names) + ")",
+              [&](uint32_t index) { return index >= static_cast<uint32_t>(class_names); });
+  const auto not_finite = [](float value) { return !std::isfinite(value); };
+  CheckColumn(v, path, "x", columns.x(), "must be finite", not_finite);
+  CheckColumn(v, path, "y", columns.y(), "must be finite", not_finite);
+  for (int i = 0; i < columns.valid_flag_differs_size(); ++i) {
+    const uint32_t box = columns.valid_flag_differs(i);
+    const std::string at = Index(path + ".valid_flag_differs", i);
+    if (box >= static_cast<uint32_t>(n)) {
+      v.Add(at, "must be a box index < the frame's box count (" + std::to_string(n) + ")", box);
+      break;
+    }
+    if (i > 0 && box <= columns.valid_flag_differs(i - 1)) {
+      v.Add(at,
+            "must be above the previous index (" + std::to_string(columns.valid_flag_differs(i - 1)) +
+                "): ascending, each box once",
+            box);
+      break;
+    }
+  }
+}
+
 void CheckExplicit(Violations& v, const std::string& path, const ExplicitData& data) {
   if (data.scenes_size() == 0) v.AddPlain(path + ".scenes", "must list at least one scene");
+  std::set<std::string> class_names;
+  for (int c = 0; c < data.class_names_size(); ++c) {
+    const std::string& name = data.class_names(c);
+    if (name.empty()) v.AddPlain(Index(path + ".class_names", c), "must not be empty");
+    if (!name.empty() && !class_names.insert(name).second) {
+      v.Add(Index(path + ".class_names", c), "must not repeat a name", "\"" + name + "\"");
+    }
+  }
   for (int s = 0; s < data.scenes_size(); ++s) {
     const auto& scene = data.scenes(s);
     const std::string scene_path = Index(path + ".scenes", s);
@@ -113,16 +177,22 @@ void CheckExplicit(Violations& v, const std::string& path, const ExplicitData& d
     }
     for (int f = 0; f < scene.frames_size(); ++f) {
       const auto& frame = scene.frames(f);
-      const std::string frame_path = Index(scene_path + ".frames", f);
-      if (frame.has_gt_count() && frame.boxes_size() > 0) {
-        v.AddPlain(frame_path, "give either boxes or gt_count, not both");
+      // Paths are built only for a frame with something to report (a trainval import has a
+      // million boxes).
+      const auto frame_path = [&] { return Index(scene_path + ".frames", f); };
+      if (int{frame.has_gt_count()} + int{frame.boxes_size() > 0} + int{frame.has_box_columns()} > 1) {
+        v.AddPlain(frame_path(), "give at most one of boxes, gt_count and box_columns");
       }
       for (int b = 0; b < frame.boxes_size(); ++b) {
         const auto& box = frame.boxes(b);
-        const std::string box_path = Index(frame_path + ".boxes", b);
+        if (!box.name().empty() && std::isfinite(box.x()) && std::isfinite(box.y())) continue;
+        const std::string box_path = Index(frame_path() + ".boxes", b);
         if (box.name().empty()) v.AddPlain(box_path + ".name", "must be set (a class name)");
         if (!std::isfinite(box.x())) v.Add(box_path + ".x", "must be finite", box.x());
         if (!std::isfinite(box.y())) v.Add(box_path + ".y", "must be finite", box.y());
+      }
+      if (frame.has_box_columns()) {
+        CheckBoxColumns(v, frame_path() + ".box_columns", frame.box_columns(), data.class_names_size());
       }
     }
   }

@@ -12,6 +12,8 @@ What it writes, all from one small made-up nuScenes-like recording (5 scenes, 35
   mini_infos_val.pkl          writes from those tables, in its exact shapes, dumped like mmcv
                               (pickle protocol 2): {'infos': [...], 'metadata': {...}}
   mini_infos_val_p{3,4,5}.pkl the val file again in pickle protocols 3, 4 and 5
+  shapes/*.pkl                the val file in the other shapes mmdet3d reads (OrderedDicts, a
+                              bare list, scene_name, no num_radar_pts, only valid_flag)
   disagree_infos.pkl          infos whose zero-sweeps scene starts disagree with scene_token
   numpy_values_p{2,3,4,5}.pkl numpy arrays and scalars of every dtype the reader supports
   bad/*.pkl, bad_nuscenes_*/  malformed inputs (truncated, wrong types, missing keys, a pickle
@@ -31,6 +33,7 @@ sample_data; infos in sample.json order, split by scene. StreamPETR then sorts b
 starts a scene at every frame without sweeps.
 """
 
+import collections
 import json
 import math
 import os
@@ -446,7 +449,6 @@ def write_bad(good_infos):
     variant('no_gt.pkl', lambda i: [i.pop(k) for k in ['gt_boxes', 'gt_names', 'gt_velocity', 'num_lidar_pts',
                                                        'num_radar_pts', 'valid_flag']], index=0)
     dump(os.path.join(bad, 'infos_not_list.pkl'), {'infos': {'a': 1}, 'metadata': {}})
-    dump(os.path.join(bad, 'top_list.pkl'), good_infos[:2])
     dump(os.path.join(bad, 'data_list.pkl'), {'metainfo': {'dataset': 'nuscenes'},
                                                'data_list': [{'sample_idx': 0, 'token': 'x', 'instances': []}]})
     # Code: os.system through __reduce__ (GLOBAL 'posix system' in protocol 2), and builtins.eval
@@ -462,6 +464,25 @@ def write_bad(good_infos):
     bad_shape = arr.replace(b'K\x01K\x01\x86', b'K\x02K\x07\x86')
     with open(os.path.join(bad, 'array_shape_mismatch.pkl'), 'wb') as f:
         f.write(bad_shape)
+
+
+def write_shapes(val, scene_names, metadata):
+    """The val file in the other shapes mmdet3d reads (shapes/): the dicts as OrderedDicts, the older
+    format's bare list of infos, infos naming their scene (scene_name, as BEVDet's converter stores
+    it), infos without num_radar_pts, and infos with only the stored valid_flag (no point counts:
+    mmdet3d reads num_lidar_pts only with use_valid_flag=False). pickle writes each as Python does."""
+    shapes = os.path.join(OUT, 'shapes')
+    os.makedirs(shapes)
+    ordered = collections.OrderedDict([('infos', [collections.OrderedDict(i) for i in val]),
+                                       ('metadata', collections.OrderedDict(metadata))])
+    dump(os.path.join(shapes, 'ordered_dict.pkl'), ordered)
+    dump(os.path.join(shapes, 'bare_list.pkl'), val)
+    named = [dict(i, scene_name=name) for i, name in zip(val, scene_names)]
+    dump(os.path.join(shapes, 'scene_name.pkl'), {'infos': named, 'metadata': metadata})
+    no_radar = [{k: v for k, v in i.items() if k != 'num_radar_pts'} for i in val]
+    dump(os.path.join(shapes, 'no_radar.pkl'), {'infos': no_radar, 'metadata': metadata})
+    flag_only = [{k: v for k, v in i.items() if k not in ('num_lidar_pts', 'num_radar_pts')} for i in val]
+    dump(os.path.join(shapes, 'flag_only.pkl'), {'infos': flag_only, 'metadata': metadata})
 
 
 def write_bad_nuscenes(tables):
@@ -514,6 +535,7 @@ def main():
     dump(os.path.join(OUT, 'mini_infos_val.pkl'), {'infos': val, 'metadata': metadata})
     for protocol in (3, 4, 5):
         dump(os.path.join(OUT, 'mini_infos_val_p%d.pkl' % protocol), {'infos': val, 'metadata': metadata}, protocol)
+    write_shapes(val, [s['scene_name'] for s in samples if s['split'] != 'mini_train'], metadata)
 
     # Zero-sweeps starts that disagree with scene_token: frame 3 of the first scene loses its
     # sweeps (a new scene starts there for StreamPETR), the second scene's first frame keeps

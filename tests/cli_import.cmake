@@ -27,6 +27,10 @@ endfunction()
 expect_success("import mmdet3d-infos" import mmdet3d-infos ${DATA}/mini_infos_train.pkl ${DATA}/mini_infos_val.pkl -o ${out})
 expect_in("import summary" "  total                   35       5      10               9               2        138         60" "${stdout}")
 expect_in("import summary" "next: petrsim check ${out}" "${stdout}")
+# Without a config, the summary says which filter values it assumed and how to change each.
+expect_in("import summary" "filter_empty_gt    true                    assumed             --no-filter-empty-gt        --set filters.filter_empty_gt=false" "${stdout}")
+expect_in("import summary" "use_valid_flag     true                    assumed             --no-valid-flag" "${stdout}")
+expect_in("import summary" "seq_split_num      2                       assumed             --seq-split-num N" "${stdout}")
 execute_process(COMMAND ${PETRSIM} check ${out} OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr RESULT_VARIABLE code)
 if(NOT code EQUAL 1)
   message(FATAL_ERROR "check of the imported scenario: exit ${code}, expected 1 (a livelock)\n${stdout}\n${stderr}")
@@ -53,6 +57,8 @@ expect_in("check of json.pb" "frames with zero GT after the filters: 9 of 35" "$
 # The filter options are recorded in the scenario.
 expect_success("import with options" import mmdet3d-infos ${DATA}/mini_infos_val.pkl -o ${WORK_DIR}/options.pbtxt
                --classes car,pedestrian --range -30,-30,-5,30,30,3 --no-valid-flag --name val)
+expect_in("options summary" "use_valid_flag     false                   --no-valid-flag" "${stdout}")
+expect_in("options summary" "point_cloud_range  x, y in (-30, 30)       --range" "${stdout}")
 file(READ ${WORK_DIR}/options.pbtxt scenario)
 expect_in("options" "use_valid_flag: false" "${scenario}")
 expect_in("options" "bev_range_min_m: -30" "${scenario}")
@@ -74,7 +80,6 @@ set(cases
   "mmdet3d-infos ${bad}/lidar_pts_float.pkl|lidar_pts_float.pkl: infos[0].num_lidar_pts: expected an int array of shape (6,) (one per gt_boxes row), found float64 array of shape (6,)"
   "mmdet3d-infos ${bad}/no_gt.pkl|no_gt.pkl: infos[0]: missing key 'gt_boxes'"
   "mmdet3d-infos ${bad}/infos_not_list.pkl|infos_not_list.pkl: infos: expected a list, found a dict"
-  "mmdet3d-infos ${bad}/top_list.pkl|top_list.pkl: top level: expected a dict with 'infos' and 'metadata'"
   "mmdet3d-infos ${bad}/data_list.pkl|data_list.pkl: top level: this is an mmdet3d 1.x info file"
   "mmdet3d-infos ${bad}/calls_system.pkl|calls_system.pkl: byte 21: refused global posix.system"
   "mmdet3d-infos ${bad}/calls_eval.pkl|calls_eval.pkl: byte 29: refused global builtins.eval"

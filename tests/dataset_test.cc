@@ -2,6 +2,10 @@
 #include "model/dataset.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
 
 #include "model/error.h"
 #include "tests/scenario_text.h"
@@ -229,6 +233,73 @@ TEST(DatasetTest, DropEmptyGroupsWithoutSeqModeDropsAnEmptySubDataset) {
   EXPECT_EQ(dataset.subdatasets()[1].chunks_dropped, 1u);
   EXPECT_EQ(dataset.subdatasets()[1].frames_dropped, 3u);
   EXPECT_EQ(dataset.groups_num(), 1);
+}
+
+}  // namespace
+}  // namespace petrsim
+
+namespace petrsim {
+namespace {
+
+// A frame's boxes given as BoxColumns count exactly as the same boxes given as Box messages,
+// under both use_valid_flag settings: class names in and out of filters.classes, centres at the
+// range's float32 edges, boxes with no points, and stored valid flags that differ from the counts.
+RC_GTEST_PROP(DatasetTest, BoxColumnsCountAsTheSameBoxes, ()) {
+  const std::vector<std::string> names = {"car", "pedestrian", "animal", "barrier", "movable_object.debris"};
+  const auto coordinate = rc::gen::oneOf(
+      rc::gen::element(51.2f, -51.2f, std::nextafter(51.2f, 0.0f), std::nextafter(-51.2f, 0.0f), 0.0f, 60.0f),
+      rc::gen::map(rc::gen::inRange(-6000, 6000), [](int v) { return static_cast<float>(v) / 100.0f; }));
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset {
+      subdatasets {
+        explicit {
+          scenes {
+            frames {}
+            frames {}
+          }
+        }
+      }
+    }
+    grouping { seq_mode: false }
+    job { world_size: 1 samples_per_gpu: 1 }
+  )pb");
+  ExplicitData* data = scenario.mutable_dataset()->mutable_subdatasets(0)->mutable_explicit_();
+  for (const std::string& name : names) data->add_class_names(name);
+  Frame* as_boxes = data->mutable_scenes(0)->mutable_frames(0);
+  BoxColumns* columns = data->mutable_scenes(0)->mutable_frames(1)->mutable_box_columns();
+  const int n = *rc::gen::inRange(0, 40);
+  const bool with_radar = *rc::gen::arbitrary<bool>();
+  for (int b = 0; b < n; ++b) {
+    const auto c = *rc::gen::inRange<uint32_t>(0, names.size());
+    const float x = *coordinate;
+    const float y = *coordinate;
+    const uint32_t lidar = *rc::gen::element(0u, 0u, 1u, 7u);
+    const uint32_t radar = with_radar ? *rc::gen::element(0u, 0u, 2u) : 0u;
+    const bool differs = *rc::gen::element(false, false, true);
+    Box* box = as_boxes->add_boxes();
+    box->set_name(names[c]);
+    box->set_x(x);
+    box->set_y(y);
+    box->set_num_lidar_pts(lidar);
+    box->set_num_radar_pts(radar);
+    if (differs) box->set_valid_flag(lidar + radar == 0);
+    columns->add_class_index(c);
+    columns->add_x(x);
+    columns->add_y(y);
+    columns->add_num_lidar_pts(lidar);
+    if (with_radar) columns->add_num_radar_pts(radar);
+    if (differs) columns->add_valid_flag_differs(static_cast<uint32_t>(b));
+  }
+  if (*rc::gen::arbitrary<bool>()) {
+    scenario.mutable_filters()->add_classes("car");
+    scenario.mutable_filters()->add_classes("barrier");
+  }
+  for (const bool use_valid_flag : {true, false}) {
+    scenario.mutable_filters()->set_use_valid_flag(use_valid_flag);
+    const Dataset dataset = BuildDataset(scenario, "t");
+    RC_ASSERT(dataset.frame(0).gt_count == dataset.frame(1).gt_count);
+    RC_ASSERT(dataset.frame(0).boxes == dataset.frame(1).boxes);
+  }
 }
 
 }  // namespace

@@ -142,6 +142,64 @@ TEST(Mmdet3dInfos, EveryPickleProtocolGivesTheSameDataset) {
   }
 }
 
+// expected.json's counts of the val file alone (its second sub-dataset) in `variant`.
+nlohmann::json ExpectedVal(const std::string& variant) {
+  const nlohmann::json sub = Expected()[variant]["subdatasets"][1];
+  nlohmann::json total = sub;
+  return {{"subdatasets", {sub}}, {"total", total}};
+}
+
+ImportedSubDataset ReadShape(const std::string& file, bool use_valid_flag = true) {
+  Mmdet3dInfosOptions options;
+  options.name = "mini_infos_val";
+  options.use_valid_flag = use_valid_flag;
+  return ReadMmdet3dInfos(kData + "shapes/" + file, options);
+}
+
+// The shapes mmdet3d reads besides {'infos': [...], 'metadata': ...} of plain dicts, as Python's
+// pickle writes them (scripts/make_import_fixtures.py): each gives the val file's dataset.
+TEST(Mmdet3dInfos, TheOtherShapesMmdet3dReadsGiveTheSameDataset) {
+  const ImportedSubDataset plain = ReadMmdet3dInfos(kData + "mini_infos_val.pkl", {});
+  const Scenario want = ToScenario({plain}, {}, "");
+  for (const char* file : {"ordered_dict.pkl", "bare_list.pkl"}) {
+    const ImportedSubDataset sub = ReadShape(file);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ToScenario({sub}, {}, ""), want)) << file;
+  }
+  // The older format is read, with a warning that says what mmdet3d's NuScenesDataset expects.
+  const ImportedSubDataset list = ReadShape("bare_list.pkl");
+  ASSERT_EQ(list.warnings.size(), 1u);
+  EXPECT_NE(list.warnings[0].find("the infos are a bare list"), std::string::npos) << list.warnings[0];
+
+  // scene_name names the scenes; nothing else changes.
+  ImportedSubDataset named = ReadShape("scene_name.pkl");
+  ASSERT_EQ(named.scenes.size(), 2u);
+  EXPECT_EQ(named.scenes[0].name, "scene-0103");
+  EXPECT_EQ(named.scenes[1].name, "scene-0916");
+  EXPECT_NE(plain.scenes[0].name, "scene-0103");  // without scene_name: the scene_token
+  for (size_t i = 0; i < named.scenes.size(); ++i) named.scenes[i].name = plain.scenes[i].name;
+  for (auto& frame : named.frames) frame.scene_name.clear();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ToScenario({named}, {}, ""), want));
+
+  // No num_radar_pts: mmdet3d never reads it (the stored valid_flag counts radar points).
+  ImportFilters no_valid_flag;
+  no_valid_flag.use_valid_flag = false;
+  CheckCounts({ReadShape("no_radar.pkl")}, {}, ExpectedVal("default"));
+  CheckCounts({ReadShape("no_radar.pkl", false)}, no_valid_flag, ExpectedVal("no_valid_flag"));
+
+  // Only the stored flag: enough with use_valid_flag (a warning says what it cannot do); without
+  // it mmdet3d reads num_lidar_pts, so the import refuses.
+  const ImportedSubDataset flag_only = ReadShape("flag_only.pkl");
+  CheckCounts({flag_only}, {}, ExpectedVal("default"));
+  ASSERT_EQ(flag_only.warnings.size(), 1u);
+  EXPECT_NE(flag_only.warnings[0].find("info(s) without 'num_lidar_pts' (the first: infos[0])"), std::string::npos)
+      << flag_only.warnings[0];
+  const std::string error = ErrorOf([&] { ReadShape("flag_only.pkl", false); });
+  EXPECT_NE(error.find("flag_only.pkl: infos[0]: missing key 'num_lidar_pts' (mmdet3d reads it with "
+                       "use_valid_flag=False"),
+            std::string::npos)
+      << error;
+}
+
 TEST(Mmdet3dInfos, ScenesFollowTheZeroSweepsRuleAndDisagreementsAreReported) {
   const nlohmann::json expected = Expected();
   const ImportedSubDataset sub = ReadMmdet3dInfos(kData + "disagree_infos.pkl", {});
@@ -176,7 +234,6 @@ TEST(Mmdet3dInfos, BadFilesGetPreciseErrors) {
       {"lidar_pts_float.pkl", "infos[0].num_lidar_pts: expected an int array of shape (6,)"},
       {"no_gt.pkl", "infos[0]: missing key 'gt_boxes' (a test-split info file has no annotations"},
       {"infos_not_list.pkl", "infos_not_list.pkl: infos: expected a list, found a dict"},
-      {"top_list.pkl", "top_list.pkl: top level: expected a dict with 'infos' and 'metadata'"},
       {"data_list.pkl", "data_list.pkl: top level: this is an mmdet3d 1.x info file"},
       {"calls_system.pkl", "calls_system.pkl: byte 21: refused global posix.system"},
       {"calls_eval.pkl", "calls_eval.pkl: byte 29: refused global builtins.eval"},

@@ -143,7 +143,7 @@ TEST(PickleNumpy, RefusesOtherGlobalsByNameAndOffset) {
   EXPECT_NE(error.find("refused global builtins.eval"), std::string::npos) << error;
   EXPECT_EQ(offset, 29u);  // STACK_GLOBAL, after its two strings
   // GLOBAL with names that are allowed elsewhere, or look alike.
-  for (const std::string& global : {std::string("collections\nOrderedDict\n"), std::string("numpy\nload\n"),
+  for (const std::string& global : {std::string("collections\ndefaultdict\n"), std::string("numpy\nload\n"),
                                     std::string("numpy.core.multiarray\n_reconstruct_\n"),
                                     std::string("builtins\nbytearray\n"), std::string("os\nsystem\n")}) {
     const std::string bytes = Bytes({0x80, 2, 'c'}) + global + Bytes({')', 'R', '.'});
@@ -173,6 +173,17 @@ TEST(PickleNumpy, AllowedGlobalsAreInterpretedOnlyAsNumpyUsesThem) {
   // BUILD on a dict (an object's __setstate__ would run code).
   error = ErrorOf(Bytes({0x80, 2, '}', '}', 'b', '.'}), Numpy());
   EXPECT_NE(error.find("BUILD on a dict"), std::string::npos) << error;
+  // collections.OrderedDict with arguments, and with a state (an OrderedDict subclass's
+  // attributes).
+  error = ErrorOf(Bytes({0x80, 2, 'c'}) + "collections\nOrderedDict\n" + Bytes({']', 0x85, 'R', '.'}), Numpy());
+  EXPECT_NE(error.find("collections.OrderedDict() with arguments"), std::string::npos) << error;
+  error = ErrorOf(Bytes({0x80, 2, 'c'}) + "collections\nOrderedDict\n" + Bytes({')', 'R', '}', 'b', '.'}), Numpy());
+  EXPECT_NE(error.find("BUILD on a dict"), std::string::npos) << error;
+  // Without numpy mode (Flight Recorder dumps) it is refused like every global.
+  PickleOptions plain = Numpy();
+  plain.numpy = false;
+  error = ErrorOf(Bytes({0x80, 2, 'c'}) + "collections\nOrderedDict\n" + Bytes({')', 'R', '.'}), plain);
+  EXPECT_NE(error.find("unsupported pickle opcode GLOBAL"), std::string::npos) << error;
   // NEWOBJ stays refused.
   error = ErrorOf(Bytes({0x80, 2, 'N', ')', 0x81, '.'}), Numpy());
   EXPECT_NE(error.find("unsupported pickle opcode NEWOBJ"), std::string::npos) << error;

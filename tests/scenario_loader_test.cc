@@ -266,7 +266,39 @@ std::vector<BadCase> BadCases() {
        WithSubDataset("explicit { scenes { frames { gt_count: 1 boxes { name: \"car\" } } "
                       "frames { gt_count: 1 } } }"),
        {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0]:",
-        "give either boxes or gt_count, not both"}},
+        "give at most one of boxes, gt_count and box_columns"}},
+      {"frame with boxes and box_columns",
+       WithSubDataset("explicit { class_names: \"car\" scenes { frames { boxes { name: \"car\" } "
+                      "box_columns { class_index: [0] x: [1] y: [1] num_lidar_pts: [1] } } "
+                      "frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0]:",
+        "give at most one of boxes, gt_count and box_columns"}},
+      {"box column shorter than class_index",
+       WithSubDataset("explicit { class_names: \"car\" scenes { frames { "
+                      "box_columns { class_index: [0, 0] x: [1, 2] y: [1] num_lidar_pts: [1, 1] } } "
+                      "frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0].box_columns.y:",
+        "must hold one value per box, as class_index does (2 boxes)", "1 value(s)"}},
+      {"box column class_index past class_names",
+       WithSubDataset("explicit { class_names: \"car\" scenes { frames { "
+                      "box_columns { class_index: [0, 1, 3] x: [1, 2, 3] y: [1, 2, 3] num_lidar_pts: [1, 1, 1] } } "
+                      "frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "frames[0].box_columns.class_index[1]:",
+        "must be < the number of the sub-dataset's explicit.class_names (1)", "(and 1 more in this column)"}},
+      {"box column x not finite",
+       WithSubDataset("explicit { class_names: \"car\" scenes { frames { "
+                      "box_columns { class_index: [0] x: [inf] y: [1] num_lidar_pts: [1] } } "
+                      "frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "frames[0].box_columns.x[0]:", "must be finite"}},
+      {"valid_flag_differs not ascending",
+       WithSubDataset("explicit { class_names: \"car\" scenes { frames { "
+                      "box_columns { class_index: [0, 0] x: [1, 2] y: [1, 2] num_lidar_pts: [1, 1] "
+                      "valid_flag_differs: [1, 1] } } frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "frames[0].box_columns.valid_flag_differs[1]:", "must be above the previous index (1)"}},
+      {"class_names repeated",
+       WithSubDataset("explicit { class_names: [\"car\", \"car\"] scenes { frames { gt_count: 1 } "
+                      "frames { gt_count: 1 } } }"),
+       {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.class_names[1]:", "must not repeat a name", "\"car\""}},
       {"box without a class name",
        WithSubDataset("explicit { scenes { frames { boxes { x: 1 } } frames { gt_count: 1 } } }"),
        {"bad.pbtxt: ", "dataset.subdatasets[0].explicit.scenes[0].frames[0].boxes[0].name", "must be set"}},

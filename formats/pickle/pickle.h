@@ -15,10 +15,12 @@
 //   numpy.core.multiarray.scalar                                       (numpy scalars)
 //   _codecs.encode(str, 'latin1') and bytes()                          (how protocol 2 writes
 //                                                                       bytes, e.g. array data)
+//   collections.OrderedDict()                                          (an empty dict, then
+//                                                                       SETITEM(S): a kDict)
 // with numpy 2's numpy._core.* names as aliases, and BINBYTES8 and BYTEARRAY8 (protocol 5's
-// in-band array buffers). Any other global (os.system, builtins.eval, collections.OrderedDict,
-// ...) is refused with its module.name and byte offset; so are the numpy dtypes petrsim does not
-// read (structured, datetime, complex, float16, big-endian).
+// in-band array buffers). Any other global (os.system, builtins.eval, ...) is refused with its
+// module.name and byte offset; so are the numpy dtypes petrsim does not read (structured,
+// datetime, complex, float16, big-endian).
 //
 // Limits against hostile files: every length is checked against the bytes left; integers
 // wider than 64 bits are refused; values are nodes of one arena (a memo reference shares the
@@ -132,6 +134,9 @@ struct PickleOptions {
   // references first, keeps only memoized values that are referenced again, and reuses the
   // nodes nothing can reach any more; nothing is salvaged. Empty: every value is kept.
   std::vector<std::string> record_lists;
+  // Record mode for a top-level list too: its items are records (mmdet3d's older info files, a
+  // bare list of infos). Needs record_lists to be non-empty (record mode on).
+  bool record_top_list = false;
   std::vector<std::string> record_keys;
   std::vector<std::string> record_length_keys;
   // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be

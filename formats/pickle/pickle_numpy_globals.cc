@@ -17,13 +17,14 @@ enum Global : int64_t {
   kFromBuffer,       // numpy.core.numeric._frombuffer(buffer, dtype, shape, order)
   kCodecsEncode,     // _codecs.encode(str, 'latin1'): protocol 2's bytes
   kBytesGlobal,      // bytes(): protocol 2's empty bytes
+  kOrderedDict,      // collections.OrderedDict(): an empty dict, filled by SETITEM(S)
 };
 
 struct AllowedGlobal {
   std::string_view module, name;
   Global global;
 };
-constexpr std::array<AllowedGlobal, 11> kAllowedGlobals = {{
+constexpr std::array<AllowedGlobal, 12> kAllowedGlobals = {{
     {"numpy.core.multiarray", "_reconstruct", kReconstruct},
     {"numpy._core.multiarray", "_reconstruct", kReconstruct},
     {"numpy", "ndarray", kNdarray},
@@ -35,11 +36,12 @@ constexpr std::array<AllowedGlobal, 11> kAllowedGlobals = {{
     {"_codecs", "encode", kCodecsEncode},
     {"__builtin__", "bytes", kBytesGlobal},
     {"builtins", "bytes", kBytesGlobal},
+    {"collections", "OrderedDict", kOrderedDict},
 }};
 constexpr const char* kAllowedList =
     "numpy.core.multiarray._reconstruct, numpy.ndarray, numpy.dtype, "
     "numpy.core.multiarray.scalar, numpy.core.numeric._frombuffer (or numpy._core.*), "
-    "_codecs.encode(str, 'latin1') and bytes()";
+    "_codecs.encode(str, 'latin1'), bytes() and collections.OrderedDict()";
 
 }  // namespace
 
@@ -188,6 +190,13 @@ PickleNode* Machine::Reduce(PickleNode* callable, PickleNode* args) {
     case kBytesGlobal:
       if (!args->items.empty()) Fail("bytes() with arguments (petrsim reads protocol 2's empty bytes only)");
       return New(PickleNode::Type::kBytes);
+    case kOrderedDict:
+      // OrderedDict.__reduce__ pickles the class called without arguments, then its items with
+      // SETITEM(S): a plain dict here (a dict keeps insertion order too).
+      if (!args->items.empty()) {
+        Fail("collections.OrderedDict() with arguments (petrsim reads the empty call pickle writes, then its items)");
+      }
+      return New(PickleNode::Type::kDict);
   }
   Fail(fmt::format("REDUCE of {} (not interpreted)", callable->text));
 }

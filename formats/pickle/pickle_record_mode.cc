@@ -150,8 +150,10 @@ void MemoFetches::Scan(std::string_view bytes) {
 }
 
 // At EMPTY_LIST: whether the new list is the value of a record_lists key of the top-level dict
-// (stack: the dict, then its MARK and keys and values, the key last; or the dict and the key).
+// (stack: the dict, then its MARK and keys and values, the key last; or the dict and the key),
+// or, with record_top_list, the top-level value itself.
 bool Machine::IsRecordListKey() const {
+  if (options_.record_top_list && stack_.empty() && marks_.empty()) return true;  // the top-level list
   if (stack_.size() < 2 || stack_[0]->type != PickleNode::Type::kDict) return false;
   const PickleNode* key = stack_.back();
   if (key->type != PickleNode::Type::kString) return false;

@@ -1,0 +1,52 @@
+# `petrsim import mmdet3d-config` end to end (issue 18): a config in the shape of StreamPETR's (tests/data/configs/
+# streampetr) over the importers' mini info files laid out as its ann_file names them under --data-root: the older
+# train+val form imports with each value's file:line in the scenario and livelocks in `check`; the current config
+# is proven to terminate; bad input exits 2 with nothing written.
+# Arguments: -DPETRSIM=... -DCONFIGS=tests/data/configs/streampetr -DDATA=tests/data/importers -DWORK_DIR=...
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR}/root)
+configure_file(${DATA}/mini_infos_train.pkl ${WORK_DIR}/root/nuscenes2d_temporal_infos_train.pkl COPYONLY)
+configure_file(${DATA}/mini_infos_val.pkl ${WORK_DIR}/root/nuscenes2d_temporal_infos_val.pkl COPYONLY)
+
+function(run expected_code label)
+  execute_process(COMMAND ${PETRSIM} ${ARGN} OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr RESULT_VARIABLE code)
+  if(NOT code EQUAL expected_code)
+    message(FATAL_ERROR "${label}: exit ${code}, expected ${expected_code}\n${stdout}\n${stderr}")
+  endif()
+  set(stdout "${stdout}" PARENT_SCOPE)
+  set(stderr "${stderr}" PARENT_SCOPE)
+endfunction()
+function(expect_in label text haystack)
+  string(FIND "${haystack}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${label}: expected \"${text}\" in:\n${haystack}")
+  endif()
+endfunction()
+
+set(old ${WORK_DIR}/trainval.pbtxt)
+run(0 "import the train+val config" import mmdet3d-config ${CONFIGS}/stream_petr_r50_704_trainval_24e.py
+    --data-root ${WORK_DIR}/root --gpus 2 -o ${old})
+expect_in("summary" "filters.filter_empty_gt = true  # default (mmdet3d Custom3DDataset: filter_empty_gt=True)" "${stdout}")
+file(READ ${old} scenario)
+expect_in("provenance in the file" "#   plan.streampetr.decoder_layers = 3  # " "${scenario}")
+expect_in("provenance in the file" "stream_petr_r50_704_trainval_24e.py:21 (decoder.num_layers)" "${scenario}")
+expect_in("the job in the file" "world_size: 2" "${scenario}")
+run(1 "check of the train+val config" check ${old})
+expect_in("check" "verdict: the job hangs" "${stdout}")
+
+set(current ${WORK_DIR}/current.pbtxt)
+run(0 "import the current config" import mmdet3d-config ${CONFIGS}/stream_petr_r50_704_bs2_seq_24e.py
+    --data-root ${WORK_DIR}/root --gpus 2 -o ${current})
+run(0 "check of the current config" check ${current})
+expect_in("check" "verdict: proven" "${stdout}")
+
+# Bad input: exit 2, nothing on stdout, no file.
+set(bad ${WORK_DIR}/bad.pbtxt)
+run(2 "missing infos" import mmdet3d-config ${CONFIGS}/stream_petr_r50_704_trainval_24e.py --gpus 2 -o ${bad})
+expect_in("missing infos" "nuscenes2d_temporal_infos_train.pkl: cannot open info file" "${stderr}")
+file(WRITE ${WORK_DIR}/import.py "import os\nnum_gpus = 8\n")
+run(2 "a config that imports" import mmdet3d-config ${WORK_DIR}/import.py -o ${bad})
+expect_in("a config that imports" "import.py:1:1: an import is not supported" "${stderr}")
+if(EXISTS ${bad} OR NOT stdout STREQUAL "")
+  message(FATAL_ERROR "bad input left ${bad} or printed:\n${stdout}")
+endif()

@@ -1,0 +1,1 @@
+num_gpus: int = 8

@@ -1,0 +1,2 @@
+num_epochs = 24
+num_epochs += 6

@@ -1,0 +1,4 @@
+_base_ = [
+    '../_base_/default_runtime.py',
+    '../_base_/datasets/nus-3d-missing.py'
+]

@@ -1,0 +1,3 @@
+_base_ = [
+    '../_base_/default_runtime.py',
+    3]

@@ -1,0 +1,5 @@
+num_gpus = 8
+
+
+class Schedule:
+    epochs = 24

@@ -1,0 +1,2 @@
+num_gpus = 8
+large = num_gpus >= 8

@@ -1,0 +1,3 @@
+pipeline = []
+for name in ['LoadImage', 'Normalize']:
+    pipeline = pipeline + [dict(type=name)]

@@ -1,0 +1,2 @@
+# a config that imports a class
+from mmcv import Config

@@ -1,0 +1,2 @@
+name = 'stream_petr'
+work_dir = f'./work_dirs/{name}'

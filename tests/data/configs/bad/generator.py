@@ -1,0 +1,2 @@
+sizes = [1, 2, 3]
+total = dict(x for x in sizes)

@@ -1,0 +1,2 @@
+num_gpus = 8
+    batch_size = 2

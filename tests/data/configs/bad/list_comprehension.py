@@ -1,0 +1,3 @@
+classes = ('car', 'truck')
+class_names = [
+    c for c in classes]

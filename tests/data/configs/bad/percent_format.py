@@ -1,0 +1,1 @@
+work_dir = './work_dirs/%s' % 'stream_petr'

@@ -1,0 +1,1 @@
+cfg = dict([('type', 'AdamW')])

@@ -1,0 +1,1 @@
+classes = {'car', 'truck'}

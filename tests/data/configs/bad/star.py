@@ -1,0 +1,2 @@
+collect_keys = ['lidar2img', 'intrinsics']
+keys = [*collect_keys, 'img']

@@ -1,0 +1,2 @@
+# two names at once
+num_gpus, batch_size = 8, 2

@@ -1,0 +1,3 @@
+data = dict(
+    samples_per_gpu=2,
+    train=dict(type='CustomNuScenesDataset']

@@ -1,0 +1,2 @@
+model = dict(
+    type='Petr3D',

@@ -1,0 +1,3 @@
+# the closing quote is missing
+data_root = './data/nuscenes/
+num_gpus = 8

@@ -1,0 +1,3 @@
+num_gpus = 8
+doc = '''a string that
+never ends

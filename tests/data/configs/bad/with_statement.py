@@ -1,0 +1,2 @@
+with open('classes.txt') as f:
+    class_names = f.read()

@@ -1,0 +1,3 @@
+# The other half of the cycle.
+b = 2
+_base_ = ['./cycle_a.py']
