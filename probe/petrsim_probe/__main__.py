@@ -1,0 +1,60 @@
+"""python -m petrsim_probe --trace-dir DIR [options] -- SCRIPT [ARGS...]   (or -m MODULE ARGS...)
+
+Runs a training script with the probe installed, without editing it; under torchrun:
+    torchrun --nproc_per_node N --redirects 2 --tee 2 -m petrsim_probe --trace-dir DIR -- train.py ...
+"""
+
+import argparse
+import os
+import runpy
+import sys
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        ours, target = argv[:cut], argv[cut + 1:]
+    else:
+        ours, target = argv, []
+    parser = argparse.ArgumentParser(
+        prog="python -m petrsim_probe",
+        description="Run a PyTorch training script with petrsim_probe recording petrsim traces.",
+        epilog="Everything after `--` is the script and its arguments (or -m MODULE ARGS).")
+    parser.add_argument("--trace-dir", required=True, help="directory for rank_<r>.pbtrace")
+    parser.add_argument("--scenario", help="a binary petrsim scenario (.pb) or a petrsim trace whose "
+                                           "header holds one, embedded in every trace header")
+    parser.add_argument("--livelock-attempts", help="watchdog: loads without GT from one pool "
+                                                    "(default 100)")
+    parser.add_argument("--livelock-seconds", help="watchdog: seconds spent in them (default 5)")
+    args = parser.parse_args(ours)
+    if not target:
+        parser.error("expected `-- SCRIPT [ARGS...]` (or `-- -m MODULE [ARGS...]`) after the options")
+
+    import petrsim_probe
+
+    try:
+        petrsim_probe.install(args.trace_dir, scenario=args.scenario,
+                              livelock_attempts=args.livelock_attempts,
+                              livelock_seconds=args.livelock_seconds)
+    except petrsim_probe.ProbeError as e:
+        sys.stderr.write("{}\n".format(e))
+        return 2
+    if target[0] == "-m":
+        if len(target) < 2:
+            parser.error("-m needs a module name")
+        sys.argv = [target[1]] + target[2:]
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+        return 0
+    script = target[0]
+    if not os.path.isfile(script):
+        sys.stderr.write("python -m petrsim_probe: {}: no such script\n".format(script))
+        return 2
+    sys.argv = target
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

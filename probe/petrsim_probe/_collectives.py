@@ -1,0 +1,326 @@
+"""Collective hooks: every collective with its process group, c10d sequence number, op, numel, dtype.
+
+- The `torch.distributed` functions (all_reduce, broadcast, ...) are wrapped in both namespaces
+  (torch.distributed and torch.distributed.distributed_c10d, whose own helpers such as
+  all_gather_object call them by their module-global names).
+- DistributedDataParallel issues its collectives from C++ (construction, buffer broadcasts,
+  bucket rebuild, gradient buckets). Its process group is replaced by a Python ProcessGroup that
+  forwards every call to the real group and records it (torch 1.13's PyProcessGroup trampoline
+  lets the C++ reducer call Python overrides). Where torch cannot subclass ProcessGroup, DDP runs
+  unwrapped and its collectives are not recorded (a warning says so).
+- Sequence numbers: c10d's own per-group counter (`_get_sequence_number_for_group`), counted
+  from the value right after the group was created (Gloo starts it at a random number, NCCL at
+  0), so the first collective of a group is 1, as in `petrsim plan`. A group created before the
+  probe was installed counts from the probe's first sight of it.
+A blocking collective is recorded when it returns (or raises: completed=false); an asynchronous
+one when its future completes; whatever is still open when the process ends is recorded then,
+with completed=false.
+"""
+
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from . import wire
+from ._recorder import now_ns
+
+_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3,
+           torch.int32: 4, torch.int64: 5, torch.uint8: 6}
+ASYNC_WORKER = -2  # TraceEvent.worker of non-blocking collectives (DDP gradient buckets)
+
+# function name -> (op, index of the tensor (or list) measured, the parameter names)
+_FUNCTIONS = {
+    "all_reduce": ("allreduce", 0),
+    "broadcast": ("broadcast", 0),
+    "reduce": ("reduce", 0),
+    "all_gather": ("allgather", 1),
+    "all_gather_into_tensor": ("allgather", 1),
+    "_all_gather_base": ("allgather", 1),
+    "reduce_scatter": ("reduce_scatter", 0),
+    "reduce_scatter_tensor": ("reduce_scatter", 0),
+    "_reduce_scatter_base": ("reduce_scatter", 0),
+    "all_to_all": ("alltoall", 1),
+    "all_to_all_single": ("alltoall", 1),
+    "barrier": ("barrier", None),
+}
+
+
+def _measure(value):
+    """(numel, dtype code) of a tensor or a list of tensors."""
+    if isinstance(value, (list, tuple)):
+        numel = 0
+        dtype = 0
+        for t in value:
+            numel += t.numel()
+            dtype = _DTYPES.get(t.dtype, 0)
+        return numel, dtype
+    if value is None:
+        return 0, 0
+    return value.numel(), _DTYPES.get(value.dtype, 0)
+
+
+def _caller_text():
+    """The Python frame that called the collective (what a traceback of a hang would end in)."""
+    frame = sys._getframe(2)
+    code = frame.f_code
+    return "{}:{} in {}".format(code.co_filename, frame.f_lineno, code.co_name)
+
+
+class CollectiveHooks:
+    def __init__(self, probe):
+        self.probe = probe
+        self.bases = {}  # process group -> its sequence number when the probe first saw it
+        self.originals = []
+        self.recorder_class = None
+        self.ddp_unrecorded_warned = False
+
+    # -- groups ---------------------------------------------------------------------------------
+
+    def group_name(self, pg):
+        if pg is c10d._get_default_group():
+            return "default_pg"
+        name = c10d._pg_names.get(pg)
+        return str(name) if name is not None else "pg_{}".format(id(pg))
+
+    def seq_of(self, pg):
+        """The group's current c10d sequence number, relative to its base."""
+        raw = pg._get_sequence_number_for_group()
+        base = self.bases.get(pg)
+        if base is None:
+            base = self.bases[pg] = raw
+        return raw - base
+
+    def note_group(self, pg):
+        if pg is not None and pg not in self.bases:
+            try:
+                self.bases[pg] = pg._get_sequence_number_for_group()
+            except (RuntimeError, AttributeError):
+                pass
+
+    # -- the torch.distributed functions --------------------------------------------------------
+
+    def _wrap_function(self, name, original, op_name, tensor_pos):
+        import inspect
+
+        params = list(inspect.signature(original).parameters)
+        group_pos = params.index("group") if "group" in params else None
+        async_pos = params.index("async_op") if "async_op" in params else None
+        tensor_name = params[tensor_pos] if tensor_pos is not None else None
+        op = wire.OPS[op_name]
+        hooks = self
+        probe = self.probe
+
+        def wrapper(*args, **kwargs):
+            if probe.recorder.role != -1 or not probe.active:
+                return original(*args, **kwargs)
+            group = args[group_pos] if group_pos is not None and len(args) > group_pos \
+                else kwargs.get("group")
+            if hooks.recorder_class is not None and isinstance(group, hooks.recorder_class):
+                return original(*args, **kwargs)  # DDP's recorded group records it itself
+            if group is None or group is c10d.GroupMember.WORLD:
+                pg = c10d._get_default_group()
+            elif c10d._rank_not_in_group(group):
+                return original(*args, **kwargs)
+            else:
+                pg = group
+            async_op = args[async_pos] if async_pos is not None and len(args) > async_pos \
+                else kwargs.get("async_op", False)
+            if tensor_name is None:
+                numel, dtype = 0, 0
+            else:
+                value = args[tensor_pos] if len(args) > tensor_pos else kwargs.get(tensor_name)
+                numel, dtype = _measure(value)
+            seq = hooks.seq_of(pg) + 1  # the number this call takes
+            start = now_ns()
+            info = (hooks.group_name(pg), seq, op, numel, dtype, start, probe.iteration,
+                    -1, _caller_text())
+            rec = probe.recorder
+            token = rec.open_collective(info)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                if rec.close_collective(token) is not None:
+                    hooks._record(info, now_ns(), completed=False)
+                raise
+            actual = hooks.seq_of(pg)
+            if actual > seq:
+                info = info[:1] + (actual,) + info[2:]
+            if async_op and result is not None:
+                hooks._on_completion(result, token, info)
+            elif rec.close_collective(token) is not None:
+                hooks._record(info, now_ns())
+            return result
+
+        wrapper.__name__ = name
+        wrapper.__doc__ = original.__doc__
+        wrapper.__wrapped__ = original
+        return wrapper
+
+    def _record(self, info, end_ns, completed=True):
+        group, seq, op, numel, dtype, start, iteration, worker, text = info
+        self.probe.recorder.event(wire.COLLECTIVE, start, end_ns, worker=worker,
+                                  iteration=iteration, process_group=group, seq=seq, op=op,
+                                  numel=numel, dtype=dtype, completed=completed, text=text)
+
+    def _on_completion(self, work, token, info):
+        """Records an asynchronous collective when its future completes."""
+        rec = self.probe.recorder
+        # The pending entry carries the real sequence number from now on.
+        with rec.lock:
+            if token in rec.pending:
+                rec.pending[token] = info
+        try:
+            future = work.get_future()
+        except (RuntimeError, AttributeError):
+            rec.close_collective(token)
+            self._record(info, now_ns())
+            return
+
+        def done(f):
+            ok = True
+            try:
+                f.value()
+            except BaseException:
+                ok = False
+            if rec.close_collective(token) is not None:
+                self._record(info, now_ns(), completed=ok)
+
+        future.add_done_callback(done)
+
+    # -- DistributedDataParallel ----------------------------------------------------------------
+
+    def _make_recorder_class(self):
+        hooks = self
+        probe = self.probe
+
+        class RecordedProcessGroup(dist.ProcessGroup):
+            """Forwards every collective DDP issues to the real group, recording it."""
+
+            def __init__(self, inner):
+                super().__init__(inner.rank(), inner.size())
+                self.inner = inner
+                hooks.note_group(inner)
+
+            def getBackendName(self):
+                return self.inner.getBackendName() if hasattr(self.inner, "getBackendName") \
+                    else "petrsim_probe"
+
+            def _issue(self, op, measured, call, worker=-1, text="DDP"):
+                if probe.recorder.role != -1 or not probe.active:
+                    return call()
+                numel, dtype = _measure(measured)
+                start = now_ns()
+                work = call()
+                info = (hooks.group_name(self.inner), hooks.seq_of(self.inner), wire.OPS[op],
+                        numel, dtype, start, probe.iteration, worker, text)
+                token = probe.recorder.open_collective(info)
+                hooks._on_completion(work, token, info)
+                return work
+
+            def allreduce(self, tensors, opts=None):
+                opts = opts if opts is not None else dist.AllreduceOptions()
+                return self._issue("allreduce", tensors,
+                                   lambda: self.inner.allreduce(tensors, opts), ASYNC_WORKER,
+                                   "DDP allreduce (gradient bucket)")
+
+            def broadcast(self, tensors, opts=None):
+                opts = opts if opts is not None else dist.BroadcastOptions()
+                return self._issue("broadcast", tensors,
+                                   lambda: self.inner.broadcast(tensors, opts),
+                                   text="DDP broadcast")
+
+            def allgather(self, outputs, inputs, opts=None):
+                opts = opts if opts is not None else dist.AllgatherOptions()
+                return self._issue("allgather", inputs,
+                                   lambda: self.inner.allgather(outputs, inputs, opts),
+                                   text="DDP allgather")
+
+            def barrier(self, opts=None):
+                opts = opts if opts is not None else dist.BarrierOptions()
+                return self._issue("barrier", None, lambda: self.inner.barrier(opts),
+                                   text="DDP barrier")
+
+        return RecordedProcessGroup
+
+    def _wrap_ddp(self):
+        import inspect
+
+        DDP = torch.nn.parallel.DistributedDataParallel
+        original = DDP.__init__
+        signature = inspect.signature(original)
+        hooks = self
+        probe = self.probe
+
+        def __init__(ddp_self, *args, **kwargs):
+            if not probe.active or probe.recorder.role != -1:
+                return original(ddp_self, *args, **kwargs)
+            bound = signature.bind(ddp_self, *args, **kwargs)
+            pg = bound.arguments.get("process_group")
+            if pg is None:
+                pg = c10d._get_default_group()
+            if hooks.recorder_class is None:
+                try:
+                    hooks.recorder_class = hooks._make_recorder_class()
+                    hooks.recorder_class(pg)  # can this torch subclass ProcessGroup?
+                except Exception as e:  # noqa: BLE001 - any failure means: not on this torch
+                    hooks.recorder_class = False
+                    warnings.warn("petrsim_probe: DistributedDataParallel's own collectives "
+                                  "are not recorded on torch {} ({}: {}); their sequence "
+                                  "numbers still count".format(torch.__version__,
+                                                               type(e).__name__, e))
+            if hooks.recorder_class:
+                bound.arguments["process_group"] = hooks.recorder_class(pg)
+            return original(*bound.args, **bound.kwargs)
+
+        __init__.__wrapped__ = original
+        DDP.__init__ = __init__
+        self.originals.append((DDP, "__init__", original))
+
+    # -- installing -----------------------------------------------------------------------------
+
+    def install(self):
+        probe = self.probe
+        for name, (op_name, tensor_pos) in _FUNCTIONS.items():
+            original = getattr(c10d, name, None)
+            if original is None:
+                continue
+            wrapper = self._wrap_function(name, original, op_name, tensor_pos)
+            for module in (c10d, dist):
+                if getattr(module, name, None) is original:
+                    setattr(module, name, wrapper)
+                    self.originals.append((module, name, original))
+        hooks = self
+        for name in ("init_process_group", "new_group"):
+            original = getattr(c10d, name)
+
+            def make(name, original):
+                def wrapper(*args, **kwargs):
+                    result = original(*args, **kwargs)
+                    if name == "init_process_group":
+                        hooks.note_group(c10d._get_default_group())
+                        probe.ensure_open()
+                    elif result is not None and result is not c10d.GroupMember.NON_GROUP_MEMBER:
+                        hooks.note_group(result)
+                    return result
+
+                wrapper.__name__ = name
+                wrapper.__doc__ = original.__doc__
+                wrapper.__wrapped__ = original
+                return wrapper
+
+            wrapper = make(name, original)
+            for module in (c10d, dist):
+                if getattr(module, name, None) is original:
+                    setattr(module, name, wrapper)
+                    self.originals.append((module, name, original))
+        if dist.is_initialized():
+            self.note_group(c10d._get_default_group())
+        self._wrap_ddp()
+
+    def uninstall(self):
+        for owner, name, original in reversed(self.originals):
+            setattr(owner, name, original)
+        self.originals = []

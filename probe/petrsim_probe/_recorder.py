@@ -1,0 +1,137 @@
+"""One process's recorder: buffers encoded TraceEvents and appends them to its rank's file.
+
+Every process of a rank (the main process and its forked DataLoader workers) appends to the same
+`rank_<r>.pbtrace`, opened once by the main process with O_APPEND before the workers fork: each
+flush is one write() of whole length-delimited messages, so the processes' records never
+interleave inside a message and a killed process leaves a readable prefix. The main process
+writes the header when it opens the file (the rank is known then). What is still open when the
+process ends (collectives issued and not completed, a getitem a worker is still in) is recorded
+by `dump()` with completed=false: at exit, on an uncaught exception, on SIGTERM and when the
+livelock watchdog stops the job.
+
+Thread safety: record() and flush() take one lock (DDP's collectives complete on Gloo's threads).
+"""
+
+import os
+import threading
+import time
+
+from . import wire
+
+now_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the clock std::chrono::steady_clock reads on Linux
+
+
+class ProbeError(RuntimeError):
+    """Bad use of the probe (a bad trace directory, bad bounds): says what to change."""
+
+
+class Recorder:
+    FLUSH_BYTES = 1 << 16
+
+    def __init__(self, trace_dir, build_id, scenario=b"", scenario_path=""):
+        self.trace_dir = trace_dir
+        self.build_id = build_id
+        self.scenario = scenario
+        self.scenario_path = scenario_path
+        self.lock = threading.Lock()
+        self.buf = bytearray()
+        self.fd = -1
+        self.path = None
+        self.rank = None
+        self.world_size = None
+        self.role = -1  # -1: the rank's main process; >= 0: DataLoader worker id
+        self.owner_pid = os.getpid()
+        self.write_error = None
+        # Open collectives: token -> (process_group, seq, op, numel, dtype, start_ns, iteration,
+        # worker, text). Recorded with completed=false by dump().
+        self.pending = {}
+        self._next_token = 0
+        self.dumped = False
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def open(self, rank, world_size, backend):
+        """Creates rank_<rank>.pbtrace (truncating an older one) and writes its header."""
+        if self.fd >= 0:
+            return
+        if not (0 <= rank < world_size):
+            raise ProbeError("petrsim_probe: rank {} is not in [0, world_size {})".format(
+                rank, world_size))
+        self.rank, self.world_size = rank, world_size
+        self.path = os.path.join(self.trace_dir, "rank_{}.pbtrace".format(rank))
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise ProbeError("petrsim_probe: {}: cannot open for writing: {}".format(
+                self.path, e.strerror)) from None
+        seed = 0
+        header = wire.encode_header(rank, world_size, backend, self.build_id, self.scenario,
+                                    self.scenario_path, seed)
+        try:
+            os.write(fd, wire.delimited(header))
+        except OSError as e:
+            os.close(fd)
+            raise ProbeError("petrsim_probe: {}: write error: {}".format(self.path, e.strerror)) \
+                from None
+        os.set_inheritable(fd, False)  # forked workers inherit it anyway; exec'd programs do not
+        self.fd = fd
+
+    def after_fork_in_worker(self, worker_id):
+        """In a forked DataLoader worker: drop what the main process had buffered or open."""
+        self.lock = threading.Lock()
+        self.buf = bytearray()
+        self.pending = {}
+        self.role = worker_id
+        self.owner_pid = os.getpid()
+        self.dumped = False
+
+    # -- records --------------------------------------------------------------------------------
+
+    def record(self, message):
+        with self.lock:
+            self.buf += wire.delimited(message)
+            if len(self.buf) >= self.FLUSH_BYTES and self.fd >= 0:
+                self._flush_locked()
+
+    def event(self, kind, start_ns, end_ns, **fields):
+        self.record(wire.encode_event(kind, start_ns, end_ns, **fields))
+
+    def flush(self):
+        with self.lock:
+            self._flush_locked()
+
+    def _flush_locked(self):
+        if self.fd < 0 or not self.buf or self.write_error is not None:
+            return
+        data = bytes(self.buf)
+        self.buf.clear()
+        try:
+            # One write() of whole messages: O_APPEND keeps the processes' writes apart.
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError as e:
+            self.write_error = "{}: write error: {}".format(self.path, e.strerror)
+
+    # -- open collectives -----------------------------------------------------------------------
+
+    def open_collective(self, info):
+        with self.lock:
+            token = self._next_token
+            self._next_token += 1
+            self.pending[token] = info
+        return token
+
+    def close_collective(self, token):
+        with self.lock:
+            return self.pending.pop(token, None)
+
+    def dump_pending_collectives(self, end_ns):
+        with self.lock:
+            items = sorted(self.pending.values(), key=lambda info: info[5])
+            self.pending.clear()
+        for group, seq, op, numel, dtype, start_ns, iteration, worker, text in items:
+            self.event(wire.COLLECTIVE, start_ns, end_ns, worker=worker, iteration=iteration,
+                       process_group=group, seq=seq, op=op, numel=numel, dtype=dtype,
+                       completed=False, text=text)
