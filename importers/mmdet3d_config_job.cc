@@ -450,15 +450,36 @@ ConfigJob ReadConfigJob(const Config& config, const ConfigJobOptions& options) {
              fmt::format("expected IterBasedRunner or EpochBasedRunner, found '{}'", type));
     }
   }
-  const ConfigValue* eval = config.Find("evaluation.interval");
-  const int64_t* eval_interval = eval != nullptr ? eval->AsInt() : nullptr;
-  const bool eval_within = eval_interval != nullptr && *eval_interval > 0 && s.job().has_iterations() &&
-                           static_cast<uint64_t>(*eval_interval) < s.job().iterations();
-  if (eval != nullptr && (eval_within || !s.job().has_iterations())) {
-    out.notes.push_back(fmt::format(
-        "evaluation.interval = {} ({}): the evaluation hook's collectives are not in the plan; a job that evaluates "
-        "before it ends issues more collectives than petrsim counts from then on",
-        eval->Repr(), eval->where));
+  // The evaluation hook (registered by mmdet's train script unless --no-validate): its collectives
+  // in the plan every evaluation.interval iterations (epochs for an EpochBasedRunner).
+  if (const ConfigValue* eval = config.Find("evaluation.interval")) {
+    const auto v = r.Int(eval, "evaluation.interval", 1, int64_t{1} << 40);
+    const bool by_epoch = config.Find("runner.type") != nullptr && config.Find("runner.type")->AsString() != nullptr &&
+                          *config.Find("runner.type")->AsString() == "EpochBasedRunner";
+    std::optional<int64_t> iterations = *v;
+    if (by_epoch) iterations = iters_per_epoch ? std::optional<int64_t>(*v * *iters_per_epoch) : std::nullopt;
+    if (!iterations || *iterations > int64_t{UINT32_MAX}) {
+      out.notes.push_back(fmt::format(
+          "evaluation.interval = {} epoch(s) ({}): without num_iters_per_epoch petrsim cannot place the evaluation "
+          "hook's collectives in the plan (set plan.streampetr.evaluation_interval to its iteration count)",
+          *v, eval->where));
+    } else {
+      StreamPetrPlan* plan = s.mutable_plan()->mutable_streampetr();
+      plan->set_evaluation_interval(static_cast<uint32_t>(*iterations));
+      record("plan.streampetr.evaluation_interval", std::to_string(*iterations),
+             From(eval, by_epoch ? "evaluation.interval, epochs x num_iters_per_epoch" : "evaluation.interval"));
+      if (const ConfigValue* bn = config.Find("evaluation.broadcast_bn_buffer")) {
+        const auto b = r.Bool(bn, "evaluation.broadcast_bn_buffer");
+        plan->set_evaluation_broadcast_bn_buffer(b.value_or(true));
+        record("plan.streampetr.evaluation_broadcast_bn_buffer", *b ? "true" : "false",
+               From(bn, "evaluation.broadcast_bn_buffer"));
+      }
+      if (const ConfigValue* gpu = config.Find("evaluation.gpu_collect")) {
+        const auto b = r.Bool(gpu, "evaluation.gpu_collect");
+        plan->set_evaluation_gpu_collect(b.value_or(false));
+        record("plan.streampetr.evaluation_gpu_collect", *b ? "true" : "false", From(gpu, "evaluation.gpu_collect"));
+      }
+    }
   }
 
   // Communication and seed.

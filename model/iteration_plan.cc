@@ -32,6 +32,11 @@ const char kLogVarLengthFrame[] = "mmdet/models/detectors/base.py, in _parse_los
 const char kLossValueFrame[] =
     "mmdet/models/detectors/base.py, in _parse_losses: dist.all_reduce(loss_value.div_(dist.get_world_size()))";
 const char kSeedFrame[] = "mmdet/core/utils/dist_utils.py, in sync_random_seed: dist.broadcast(random_num, src=0)";
+const char kBnBroadcastFrame[] =
+    "projects/mmdet3d_plugin/core/evaluation/eval_hooks.py, in _do_evaluate: dist.broadcast(module.";
+const char kDirBroadcastFrame[] =
+    "projects/mmdet3d_plugin/core/apis/test.py, in collect_results_cpu: dist.broadcast(dir_tensor, 0)";
+const char kBarrierFrame[] = "projects/mmdet3d_plugin/core/apis/test.py, in collect_results_cpu: dist.barrier()";
 const char kLoggerFrame[] =
     "mmcv/runner/hooks/logger/text.py, in _get_max_memory: dist.reduce(mem_mb, 0, op=dist.ReduceOp.MAX)";
 
@@ -92,6 +97,55 @@ ModelPlan StreamPetr(const StreamPetrPlan& p, Sampler::Kind sampler) {
   return plan;
 }
 
+// The evaluation hook's collectives (StreamPetrPlan.evaluation_interval), each due every `interval` iterations:
+// the BatchNorm buffers of `ddp` (running_var, then running_mean, per module), then the results' collection.
+std::vector<PeriodicCollective> Evaluation(const StreamPetrPlan& p, const DdpModel& ddp) {
+  std::vector<PeriodicCollective> out;
+  const auto add = [&](Collective c) {
+    PeriodicCollective& periodic = out.emplace_back();
+    *periodic.mutable_collective() = std::move(c);
+    periodic.set_every_iterations(p.evaluation_interval());
+  };
+  const auto numel = [](const DdpTensor& t) {
+    uint64_t n = 1;
+    for (const uint64_t d : t.shape()) n *= d;
+    return n;
+  };
+  const auto ends_with = [](const std::string& name, const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (p.evaluation_broadcast_bn_buffer()) {
+    // A BatchNorm registers running_mean, running_var, num_batches_tracked in that order; `repeat`
+    // stands for consecutive tensors of one kind, so a module's buffers are never folded together.
+    const auto& tensors = ddp.tensors();
+    for (int i = 0; i + 1 < tensors.size(); ++i) {
+      const DdpTensor& mean = tensors[i];
+      const DdpTensor& var = tensors[i + 1];
+      if (mean.kind() != DdpTensor::buffer || var.kind() != DdpTensor::buffer ||
+          !ends_with(mean.name(), "running_mean") || !ends_with(var.name(), "running_var") ||
+          mean.name().substr(0, mean.name().size() - 12) != var.name().substr(0, var.name().size() - 11)) {
+        continue;
+      }
+      const std::string module =
+          mean.name().size() > 13 ? mean.name().substr(0, mean.name().size() - 13) : std::string("(root)");
+      for (uint32_t k = 0; k < mean.repeat(); ++k) {
+        const std::string name = mean.repeat() > 1 ? module + "#" + std::to_string(k) : module;
+        add(Make("evaluation: broadcast " + name + ".running_var", Collective::broadcast, Collective::sum, numel(var),
+                 var.dtype(), true, std::string(kBnBroadcastFrame) + "running_var, 0)"));
+        add(Make("evaluation: broadcast " + name + ".running_mean", Collective::broadcast, Collective::sum, numel(mean),
+                 mean.dtype(), true, std::string(kBnBroadcastFrame) + "running_mean, 0)"));
+      }
+    }
+  }
+  if (p.evaluation_gpu_collect()) {
+    add(Make("evaluation: collect_results broadcast of the tmpdir name", Collective::broadcast, Collective::sum, 512,
+             Collective::uint8, true, kDirBroadcastFrame));
+  }
+  add(Make("evaluation: collect_results barrier", Collective::barrier, Collective::sum, 1, Collective::float32, true,
+           kBarrierFrame));
+  return out;
+}
+
 }  // namespace
 
 ExpandedPlan ExpandPlan(const Scenario& scenario) {
@@ -110,6 +164,10 @@ ExpandedPlan ExpandPlan(const Scenario& scenario) {
     model = StreamPetr(source.streampetr(), scenario.sampler().kind());
     ddp = has_ddp ? source.ddp() : StreamPetrReferenceDdpModel(source.streampetr().decoder_layers());
     has_ddp = true;
+    if (source.streampetr().evaluation_interval() > 0) {
+      const std::vector<PeriodicCollective> evaluation = Evaluation(source.streampetr(), ddp);
+      model.periodic.insert(model.periodic.end(), evaluation.begin(), evaluation.end());
+    }
   }
 
   ExpandedPlan plan;

@@ -75,7 +75,7 @@ TEST(ConfigImport, TheOlderTrainValFormLivelocksAndEqualsTheHandWrittenScenario)
                   "pedestrian", "traffic_cone"]
       }
       sampler { kind: infinite_group_each_sample_in_batch }
-      plan { streampetr { decoder_layers: 3 log_interval: 10 checkpoint_interval: 2134 } }
+      plan { streampetr { decoder_layers: 3 log_interval: 10 checkpoint_interval: 2134 evaluation_interval: 51216 } }
       comm { backend: nccl }
       pipeline {
         ops { resize_crop_flip_rot_image { training: true rand_flip: true } }

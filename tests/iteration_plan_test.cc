@@ -60,6 +60,55 @@ TEST(IterationPlanTest, StreamPetrDefaultIsTheReferenceJobOnTorch19) {
   EXPECT_EQ(plan.checkpoint_interval, 1758u);
 }
 
+// The evaluation hook (CustomDistEvalHook + custom_multi_gpu_test): after the logger's reduce,
+// every BatchNorm's running_var then running_mean broadcast from rank 0, then collect_results_cpu's
+// barrier (and with gpu_collect the tmpdir name's 512-byte broadcast before it).
+TEST(IterationPlanTest, TheEvaluationHooksCollectivesComeEveryEvaluationInterval) {
+  Scenario scenario;
+  scenario.mutable_plan()->mutable_streampetr()->set_evaluation_interval(100);
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  const DdpModel model = StreamPetrReferenceDdpModel(6);
+  std::vector<const DdpTensor*> means;
+  for (const DdpTensor& t : model.tensors()) {
+    if (t.kind() == DdpTensor::buffer && t.name().ends_with(".running_mean")) means.push_back(&t);
+  }
+  ASSERT_GT(means.size(), 50u);  // ResNet-50's BatchNorms
+  ASSERT_EQ(plan.periodic.size(), 1 + 2 * means.size() + 1);
+  EXPECT_EQ(plan.periodic[0].collective().name(), "logger reduce(MAX) of max memory");
+  for (size_t m = 0; m < means.size(); ++m) {
+    const std::string module = means[m]->name().substr(0, means[m]->name().size() - 13);
+    const Collective& var = plan.periodic[1 + 2 * m].collective();
+    const Collective& mean = plan.periodic[2 + 2 * m].collective();
+    EXPECT_EQ(var.name(), "evaluation: broadcast " + module + ".running_var");
+    EXPECT_EQ(mean.name(), "evaluation: broadcast " + module + ".running_mean");
+    EXPECT_EQ(var.op(), Collective::broadcast);
+    EXPECT_EQ(mean.numel(), means[m]->shape(0));
+    EXPECT_EQ(var.numel(), means[m]->shape(0));
+    EXPECT_EQ(plan.periodic[1 + 2 * m].every_iterations(), 100u);
+  }
+  EXPECT_EQ(plan.periodic.back().collective().op(), Collective::barrier);
+  EXPECT_NE(plan.periodic.back().collective().python_frame().find("collect_results_cpu: dist.barrier()"),
+            std::string::npos);
+  // Placed after iteration 99 (mmcv's every_n_iters), after that iteration's logger reduce.
+  const uint64_t before = CollectivesBefore(plan, "default_pg", 99);
+  const uint64_t per = plan.per_iteration.size();
+  const auto at = LocateCollective(plan, "default_pg", before + per + 2, 1000);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->iteration, 99u);
+  EXPECT_EQ(at->step, plan.periodic[1].collective().name());
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 100), before + per + plan.periodic.size());
+  EXPECT_EQ(CollectivesBefore(plan, "default_pg", 101), before + 2 * per + plan.periodic.size());
+
+  // broadcast_bn_buffer=False: the barrier alone; gpu_collect: the tmpdir broadcast first.
+  scenario.mutable_plan()->mutable_streampetr()->set_evaluation_broadcast_bn_buffer(false);
+  scenario.mutable_plan()->mutable_streampetr()->set_evaluation_gpu_collect(true);
+  const ExpandedPlan gpu = ExpandPlan(scenario);
+  ASSERT_EQ(gpu.periodic.size(), 3u);
+  EXPECT_EQ(gpu.periodic[1].collective().dtype(), Collective::uint8);
+  EXPECT_EQ(gpu.periodic[1].collective().numel(), 512u);
+  EXPECT_EQ(gpu.periodic[2].collective().op(), Collective::barrier);
+}
+
 TEST(IterationPlanTest, EpochSamplersSyncNoSeed) {
   Scenario scenario;
   scenario.mutable_sampler()->set_kind(Sampler::distributed_group);
