@@ -3,7 +3,7 @@
 # its all-empty chunk, the sampler watchdog stops rank 1 (worker 1, batch 5: what `petrsim check`
 # predicts) when its main process needs that batch, the job stops through the store with rank 0
 # left in iteration 5's first all_reduce, at the sequence number the simulator names for the same
-# scenario, and the exit status is 1, the whole run within 10 s; its traces go to `petrsim
+# scenario, and the exit status is 1, long before the collective timeout; its traces go to `petrsim
 # diagnose`.
 # (`petrsim train` runs petrsim_train with the same arguments.)
 # (--quiet: no progress bar; there is none anyway with stderr not a terminal.)
@@ -25,12 +25,14 @@ endif()
 set(trace ${WORK_DIR}/train_cli_trace)
 file(REMOVE_RECURSE ${trace})
 string(TIMESTAMP start "%s")
-execute_process(COMMAND ${TRAIN} ${SCENARIO} --backend gloo --nproc 2 --timeout-ms 20000 --trace ${trace}
+# The bound is the collective timeout, not a speed goal (a loaded CI machine takes longer): the
+# job must be stopped by the sampler watchdog (the messages below), never by the timeout.
+execute_process(COMMAND ${TRAIN} ${SCENARIO} --backend gloo --nproc 2 --timeout-ms 120000 --trace ${trace}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
 string(TIMESTAMP end "%s")
 math(EXPR seconds "${end} - ${start}")
-if(NOT code EQUAL 1 OR seconds GREATER 10)
-  message(FATAL_ERROR "in_group: exit ${code} after ${seconds} s, expected 1 within 10 s\n${out}\n${err}")
+if(NOT code EQUAL 1 OR seconds GREATER 110)
+  message(FATAL_ERROR "in_group: exit ${code} after ${seconds} s, expected 1 before the 120 s collective timeout\n${out}\n${err}")
 endif()
 # Rank 0 learns of the stop either from its monitor thread ("stops: ...") or at its own next wait
 # ("stopped by another rank: ..."), whichever comes first: both name rank 1's livelock.
