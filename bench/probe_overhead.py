@@ -10,7 +10,11 @@ median overhead in percent. `--step-sleep-ms` adds compute per step: the referen
 is a few milliseconds, far shorter than a real detector's (StreamPETR: ~0.5 s), so the fixed
 per-iteration cost of the probe weighs more here than in a real job.
 
+The CPU seconds of each whole job (torchrun, ranks, workers; from wait4) are printed too: on a
+shared machine they move less with the other load than the step time does.
+
   python3 bench/probe_overhead.py [--iterations 200] [--repeats 3] [--step-sleep-ms 0]
+                                  [--baseline-probe DIR]
 """
 
 import argparse
@@ -33,73 +37,109 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(mode, iterations, step_sleep_ms, tmp):
+def run(mode, iterations, step_sleep_ms, tmp, probe_dirs):
     exe = shutil.which("torchrun")
     command = ([exe] if exe else [sys.executable, "-m", "torch.distributed.run"]) + [
         "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
         "--redirects", "2", "--tee", "2", "--max_restarts", "0", "--log_dir",
         os.path.join(tmp, "logs_{}".format(mode)), JOB, "--iterations", str(iterations),
         "--step-sleep-ms", str(step_sleep_ms)]
-    if mode == "probe":
-        command += ["--trace-dir", os.path.join(tmp, "traces")]
+    if mode != "importable" and mode != "off":
+        command += ["--trace-dir", os.path.join(tmp, "traces_" + mode)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if mode != "off":
-        env["PYTHONPATH"] = os.path.join(REPO, "probe")
-    out = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, timeout=600).stdout.decode(errors="replace")
+        env["PYTHONPATH"] = probe_dirs.get(mode, probe_dirs["probe"])
+    log_path = os.path.join(tmp, "out_{}.log".format(mode))
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+        # wait4: the CPU time of torchrun and every process it (or its ranks) reaped: the ranks,
+        # their DataLoader workers.
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    with open(log_path, "rb") as log:
+        out = log.read().decode(errors="replace")
     times = [float(t) for t in re.findall(r"Iter \[\d+/\d+\].*?time: ([0-9.]+)", out)]
-    if len(times) < 2:
-        raise SystemExit("probe_overhead: the {} run printed no iteration times:\n{}".format(
-            mode, out[-2000:]))
-    return statistics.mean(times[1:]) * 1e3  # ms per step, without the first 10 iterations
+    if len(times) < 2 or process.returncode != 0:
+        raise SystemExit("probe_overhead: the {} run failed (exit {}) or printed no iteration "
+                         "times:\n{}".format(mode, process.returncode, out[-2000:]))
+    # ms per step, without the first 10 iterations; CPU seconds of the whole job
+    return statistics.mean(times[1:]) * 1e3, usage.ru_utime + usage.ru_stime
 
 
-def micro(count):
-    """Per-call costs in one process (1-rank Gloo group, a 1-worker-free DataLoader): what the
-    probe adds to one blocking scalar all_reduce and to one __getitem__ with its sampler draw."""
-    import time
+def micro(count, probe_dir):
+    """Per-call costs, measured in one process with the probe installed (1-rank Gloo group, a
+    DataLoader loading in the main process), each interleaved with the same call unrecorded and
+    taken as the best of many rounds (robust to other load on the machine): a blocking scalar
+    all_reduce (the wrapper vs the function it wraps), a forward/backward of the reference job's
+    MLP under DistributedDataParallel (DDP on the probe's recording ProcessGroup vs DDP on the
+    real group: the C++ -> Python trampoline and the done-callbacks of its gradient buckets), and
+    a batch of 2 getitems with its sampler draws (the recorded DataLoader vs a second one)."""
     code = r'''
-import os, sys, time, datetime, torch, torch.distributed as dist
-sys.path.insert(0, os.path.join(sys.argv[1], "probe"))
-if sys.argv[3] == "probe":
-    import petrsim_probe; petrsim_probe.install(sys.argv[4])
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[5])
+import os, sys, time, torch, torch.distributed as dist
+from torch import nn
+sys.path.insert(0, sys.argv[1])
+import petrsim_probe; petrsim_probe.install(sys.argv[3])
+torch.set_num_threads(1)
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[4])
 dist.init_process_group("gloo", rank=0, world_size=1)
-n = int(sys.argv[2]); t = torch.ones(1)
-for _ in range(200): dist.all_reduce(t)
-start = time.perf_counter()
-for _ in range(n): dist.all_reduce(t)
-collective_us = (time.perf_counter() - start) / n * 1e6
+n = int(sys.argv[2])
+def best(f, calls, rounds=30):
+    b = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls): f()
+        b = min(b, time.perf_counter() - start)
+    return b / calls * 1e6
+def pair(plain, recorded, calls):
+    p = r = float("inf")
+    for _ in range(3):  # interleaved, so that both see the same load
+        p = min(p, best(plain, calls)); r = min(r, best(recorded, calls))
+    return p, r
+t = torch.ones(1)
+original = dist.all_reduce.__wrapped__
+coll = pair(lambda: original(t), lambda: dist.all_reduce(t), max(1, n // 30))
 class D(torch.utils.data.Dataset):
     flag = None
     def __len__(self): return 1 << 30
     def prepare_train_data(self, i): return dict(gt_labels_3d=torch.ones(3))
     def __getitem__(self, i): return self.prepare_train_data(i)
-loader = torch.utils.data.DataLoader(D(), batch_size=2, num_workers=0, collate_fn=lambda b: b)
-it = iter(loader)
-for _ in range(200): next(it)
-start = time.perf_counter()
-for _ in range(n): next(it)
-batch_us = (time.perf_counter() - start) / n * 1e6
-print(collective_us, batch_us)
+recorded_it = iter(torch.utils.data.DataLoader(D(), batch_size=2, num_workers=0,
+                                               collate_fn=lambda b: b))
+plain_it = iter(torch.utils.data.DataLoader(D(), batch_size=2, num_workers=0,
+                                            collate_fn=lambda b: b))
+batch = pair(lambda: next(plain_it), lambda: next(recorded_it), max(1, n // 30))
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 640), nn.ReLU(), nn.Linear(640, 640), nn.ReLU(),
+                         nn.Linear(640, 8))
+DDP = nn.parallel.DistributedDataParallel
+recorded_ddp = DDP(mlp(), broadcast_buffers=False)
+plain_ddp = DDP.__new__(DDP)
+DDP.__init__.__wrapped__(plain_ddp, mlp(), broadcast_buffers=False)
+x = torch.ones(2, 16)
+def step(model):
+    model(x).pow(2).sum().backward()
+for _ in range(20): step(plain_ddp); step(recorded_ddp)
+ddp = pair(lambda: step(plain_ddp), lambda: step(recorded_ddp), max(1, n // 300))
+print(*coll, *batch, *ddp)
 dist.destroy_process_group()
+os._exit(0)
 '''
     tmp = tempfile.mkdtemp(prefix="petrsim_probe_micro_")
     try:
-        out = {}
-        for mode in ("off", "probe"):
-            r = subprocess.run([sys.executable, "-c", code, REPO, str(count), mode,
-                                os.path.join(tmp, "traces"), str(free_port())],
-                               stdout=subprocess.PIPE, check=True, timeout=600,
-                               env=dict(os.environ, OMP_NUM_THREADS="1"))
-            out[mode] = [float(x) for x in r.stdout.split()]
+        r = subprocess.run([sys.executable, "-c", code, probe_dir, str(count),
+                            os.path.join(tmp, "traces"), str(free_port())],
+                           stdout=subprocess.PIPE, check=True, timeout=600,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        c0, c1, b0, b1, d0, d1 = [float(x) for x in r.stdout.split()]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    (c0, b0), (c1, b1) = out["off"], out["probe"]
-    print("micro: blocking scalar all_reduce {:.1f} us -> {:.1f} us (+{:.1f} us); a batch of 2 "
-          "getitems in the main process {:.1f} us -> {:.1f} us (+{:.1f} us)".format(
-              c0, c1, c1 - c0, b0, b1, b1 - b0))
-    return c1 - c0, b1 - b0
+    print("micro ({}): blocking scalar all_reduce {:.1f} -> {:.1f} us (+{:.1f}); a batch of 2 "
+          "getitems in the main process {:.1f} -> {:.1f} us (+{:.1f}); a DDP forward/backward "
+          "(2 gradient buckets) {:.0f} -> {:.0f} us (+{:.0f})".format(
+              probe_dir, c0, c1, c1 - c0, b0, b1, b1 - b0, d0, d1, d1 - d0), flush=True)
+    return c1 - c0, b1 - b0, d1 - d0
 
 
 def main():
@@ -109,27 +149,47 @@ def main():
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--step-sleep-ms", type=float, default=0.0)
+    parser.add_argument("--baseline-probe", metavar="DIR",
+                        help="also run a second probe (DIR holds its petrsim_probe package, e.g. "
+                             "an older version from `git show`), interleaved with the others")
     args = parser.parse_args()
     if args.micro:
-        micro(args.micro)
+        micro(args.micro, os.path.join(REPO, "probe"))
+        if args.baseline_probe:
+            micro(args.micro, os.path.abspath(args.baseline_probe))
         return 0
     if args.iterations < 20 or args.iterations % 10:
         raise SystemExit("probe_overhead: --iterations must be a multiple of 10, >= 20")
     tmp = tempfile.mkdtemp(prefix="petrsim_probe_bench_")
+    probe_dirs = {"probe": os.path.join(REPO, "probe")}
     results = {"off": [], "importable": [], "probe": []}
+    if args.baseline_probe:
+        if not os.path.isfile(os.path.join(args.baseline_probe, "petrsim_probe", "__init__.py")):
+            raise SystemExit("probe_overhead: --baseline-probe {}: no petrsim_probe/__init__.py "
+                             "in it".format(args.baseline_probe))
+        probe_dirs["baseline"] = os.path.abspath(args.baseline_probe)
+        results["baseline"] = []
+    print("load average before: {}".format(" ".join(open("/proc/loadavg").read().split()[:3])),
+          flush=True)
     try:
         for repeat in range(args.repeats):
             for mode in results:
-                ms = run(mode, args.iterations, args.step_sleep_ms, tmp)
-                results[mode].append(ms)
-                print("run {} {:<10} {:8.3f} ms/step".format(repeat, mode, ms), flush=True)
+                ms, cpu = run(mode, args.iterations, args.step_sleep_ms, tmp, probe_dirs)
+                results[mode].append((ms, cpu))
+                print("run {} {:<10} {:8.3f} ms/step  {:6.2f} CPU s (all processes)".format(
+                    repeat, mode, ms, cpu), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    off = statistics.median(results["off"])
-    for mode in ("importable", "probe"):
-        ms = statistics.median(results[mode])
-        print("{:<10} median {:8.3f} ms/step vs {:8.3f} without: {:+.2f}%".format(
-            mode, ms, off, (ms - off) / off * 100))
+    print("load average after: {}".format(" ".join(open("/proc/loadavg").read().split()[:3])))
+    off = statistics.median(ms for ms, _ in results["off"])
+    off_cpu = statistics.median(cpu for _, cpu in results["off"])
+    for mode in list(results)[1:]:
+        ms = statistics.median(m for m, _ in results[mode])
+        cpu = statistics.median(c for _, c in results[mode])
+        print("{:<10} median {:8.3f} ms/step vs {:8.3f} without: {:+.2f}% ({:+.3f} ms/step); "
+              "CPU {:.2f} s vs {:.2f} s ({:+.2f} ms per step over {} steps)".format(
+                  mode, ms, off, (ms - off) / off * 100, ms - off, cpu, off_cpu,
+                  (cpu - off_cpu) / args.iterations * 1e3, args.iterations))
     return 0
 
 

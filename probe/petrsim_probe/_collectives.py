@@ -30,6 +30,7 @@ from ._recorder import now_ns
 _DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3,
            torch.int32: 4, torch.int64: 5, torch.uint8: 6}
 ASYNC_WORKER = -2  # TraceEvent.worker of non-blocking collectives (DDP gradient buckets)
+_ALLREDUCE = wire.OPS["allreduce"]
 
 # function name -> (op, index of the tensor (or list) measured, the parameter names)
 _FUNCTIONS = {
@@ -62,11 +63,19 @@ def _measure(value):
     return value.numel(), _DTYPES.get(value.dtype, 0)
 
 
+_CALLER_TEXTS = {}
+
+
 def _caller_text():
     """The Python frame that called the collective (what a traceback of a hang would end in)."""
     frame = sys._getframe(2)
-    code = frame.f_code
-    return "{}:{} in {}".format(code.co_filename, frame.f_lineno, code.co_name)
+    key = (frame.f_code, frame.f_lineno)
+    text = _CALLER_TEXTS.get(key)
+    if text is None:
+        code = frame.f_code
+        text = _CALLER_TEXTS[key] = "{}:{} in {}".format(code.co_filename, frame.f_lineno,
+                                                          code.co_name)
+    return text
 
 
 class CollectiveHooks:
@@ -118,7 +127,7 @@ class CollectiveHooks:
                 return original(*args, **kwargs)
             group = args[group_pos] if group_pos is not None and len(args) > group_pos \
                 else kwargs.get("group")
-            if hooks.recorder_class is not None and isinstance(group, hooks.recorder_class):
+            if hooks.recorder_class and isinstance(group, hooks.recorder_class):
                 return original(*args, **kwargs)  # DDP's recorded group records it itself
             if group is None or group is c10d.GroupMember.WORLD:
                 pg = c10d._get_default_group()
@@ -160,35 +169,22 @@ class CollectiveHooks:
         return wrapper
 
     def _record(self, info, end_ns, completed=True):
-        group, seq, op, numel, dtype, start, iteration, worker, text = info
-        self.probe.recorder.event(wire.COLLECTIVE, start, end_ns, worker=worker,
-                                  iteration=iteration, process_group=group, seq=seq, op=op,
-                                  numel=numel, dtype=dtype, completed=completed, text=text)
+        self.probe.recorder.record_collective(info, end_ns, completed)
 
     def _on_completion(self, work, token, info):
-        """Records an asynchronous collective when its future completes."""
+        """Records an asynchronous collective when its future completes: the callback (on
+        Gloo's thread) notes the time; the main thread encodes it at its next flush."""
         rec = self.probe.recorder
-        # The pending entry carries the real sequence number from now on.
-        with rec.lock:
-            if token in rec.pending:
-                rec.pending[token] = info
+        rec.pending[token] = info  # the pending entry carries the real sequence number
+        if len(rec.completions) > 64:  # a job that never flushes (no DataLoader): keep it short
+            rec.drain_completions()
         try:
             future = work.get_future()
         except (RuntimeError, AttributeError):
-            rec.close_collective(token)
-            self._record(info, now_ns())
-            return
-
-        def done(f):
-            ok = True
-            try:
-                f.value()
-            except BaseException:
-                ok = False
             if rec.close_collective(token) is not None:
-                self._record(info, now_ns(), completed=ok)
-
-        future.add_done_callback(done)
+                self._record(info, now_ns())
+            return
+        future.add_done_callback(rec.completion_callback(token))
 
     # -- DistributedDataParallel ----------------------------------------------------------------
 
@@ -202,29 +198,43 @@ class CollectiveHooks:
             def __init__(self, inner):
                 super().__init__(inner.rank(), inner.size())
                 self.inner = inner
+                # (names ProcessGroup itself will not have: torch 2 has a name() method)
+                self._petrsim_name = None  # the inner group's name, at its first collective
                 hooks.note_group(inner)
 
             def getBackendName(self):
                 return self.inner.getBackendName() if hasattr(self.inner, "getBackendName") \
                     else "petrsim_probe"
 
+            def _petrsim_record(self, work, start, op, measured, worker, text):
+                numel, dtype = _measure(measured)
+                if self._petrsim_name is None:
+                    self._petrsim_name = hooks.group_name(self.inner)
+                info = (self._petrsim_name, hooks.seq_of(self.inner), op, numel, dtype, start,
+                        probe.iteration, worker, text)
+                rec = probe.recorder
+                token = rec.open_collective(info)
+                hooks._on_completion(work, token, info)
+
+            def allreduce(self, tensors, opts=None):
+                # DDP's gradient buckets, every step: no more Python than needed here.
+                if opts is None:
+                    opts = dist.AllreduceOptions()
+                if probe.recorder.role != -1 or not probe.active:
+                    return self.inner.allreduce(tensors, opts)
+                start = now_ns()
+                work = self.inner.allreduce(tensors, opts)
+                self._petrsim_record(work, start, _ALLREDUCE, tensors, ASYNC_WORKER,
+                             "DDP allreduce (gradient bucket)")
+                return work
+
             def _issue(self, op, measured, call, worker=-1, text="DDP"):
                 if probe.recorder.role != -1 or not probe.active:
                     return call()
-                numel, dtype = _measure(measured)
                 start = now_ns()
                 work = call()
-                info = (hooks.group_name(self.inner), hooks.seq_of(self.inner), wire.OPS[op],
-                        numel, dtype, start, probe.iteration, worker, text)
-                token = probe.recorder.open_collective(info)
-                hooks._on_completion(work, token, info)
+                self._petrsim_record(work, start, wire.OPS[op], measured, worker, text)
                 return work
-
-            def allreduce(self, tensors, opts=None):
-                opts = opts if opts is not None else dist.AllreduceOptions()
-                return self._issue("allreduce", tensors,
-                                   lambda: self.inner.allreduce(tensors, opts), ASYNC_WORKER,
-                                   "DDP allreduce (gradient bucket)")
 
             def broadcast(self, tensors, opts=None):
                 opts = opts if opts is not None else dist.BroadcastOptions()

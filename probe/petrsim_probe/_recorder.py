@@ -9,9 +9,17 @@ process ends (collectives issued and not completed, a getitem a worker is still 
 by `dump()` with completed=false: at exit, on an uncaught exception, on SIGTERM and when the
 livelock watchdog stops the job.
 
-Thread safety: record() and flush() take one lock (DDP's collectives complete on Gloo's threads).
+Thread safety: record() and flush() take one lock (the signal thread may dump while the main
+thread records). Asynchronous collectives (DDP's gradient buckets) complete on Gloo's threads:
+their done-callback only appends (token, end time, future) to a deque, which CPython appends
+atomically; the main thread encodes them at its next flush (once per batch) or dump. A callback
+that encoded and locked there would hold the GIL on Gloo's thread while the main thread waits for
+it, for every bucket of every step. Open collectives are a dict keyed by a token from
+itertools.count: single dict operations, atomic under the GIL, need no lock either.
 """
 
+import collections
+import itertools
 import os
 import threading
 import time
@@ -45,7 +53,8 @@ class Recorder:
         # Open collectives: token -> (process_group, seq, op, numel, dtype, start_ns, iteration,
         # worker, text). Recorded with completed=false by dump().
         self.pending = {}
-        self._next_token = 0
+        self._tokens = itertools.count()
+        self.completions = collections.deque()  # (token, end_ns, future or None) from callbacks
         self.dumped = False
 
     # -- the file -------------------------------------------------------------------------------
@@ -81,6 +90,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.buf = bytearray()
         self.pending = {}
+        self.completions = collections.deque()
         self.role = worker_id
         self.owner_pid = os.getpid()
         self.dumped = False
@@ -97,6 +107,8 @@ class Recorder:
         self.record(wire.encode_event(kind, start_ns, end_ns, **fields))
 
     def flush(self):
+        if self.completions:
+            self.drain_completions()
         with self.lock:
             self._flush_locked()
 
@@ -117,21 +129,52 @@ class Recorder:
     # -- open collectives -----------------------------------------------------------------------
 
     def open_collective(self, info):
-        with self.lock:
-            token = self._next_token
-            self._next_token += 1
-            self.pending[token] = info
+        token = next(self._tokens)
+        self.pending[token] = info
         return token
 
     def close_collective(self, token):
-        with self.lock:
-            return self.pending.pop(token, None)
+        return self.pending.pop(token, None)
+
+    def record_collective(self, info, end_ns, completed=True):
+        group, seq, op, numel, dtype, start_ns, iteration, worker, text = info
+        self.record(wire.encode_event(wire.COLLECTIVE, start_ns, end_ns, worker=worker,
+                                      iteration=iteration, process_group=group, seq=seq, op=op,
+                                      numel=numel, dtype=dtype, completed=completed, text=text))
+
+    def completion_callback(self, token):
+        """The done-callback of an asynchronous collective's future (runs on Gloo's thread)."""
+        append = self.completions.append
+
+        def done(future, token=token, now=now_ns):
+            append((token, now(), future))
+
+        return done
+
+    def drain_completions(self):
+        """Records the asynchronous collectives whose futures completed since the last drain
+        (completed=false where the future holds an error)."""
+        completions = self.completions
+        while completions:
+            try:
+                token, end_ns, future = completions.popleft()
+            except IndexError:
+                return
+            info = self.pending.pop(token, None)
+            if info is None:
+                continue
+            ok = True
+            if future is not None:
+                try:
+                    future.value()
+                except BaseException:  # noqa: BLE001 - the collective failed
+                    ok = False
+            self.record_collective(info, end_ns, completed=ok)
 
     def dump_pending_collectives(self, end_ns):
-        with self.lock:
-            items = sorted(self.pending.values(), key=lambda info: info[5])
-            self.pending.clear()
-        for group, seq, op, numel, dtype, start_ns, iteration, worker, text in items:
-            self.event(wire.COLLECTIVE, start_ns, end_ns, worker=worker, iteration=iteration,
-                       process_group=group, seq=seq, op=op, numel=numel, dtype=dtype,
-                       completed=False, text=text)
+        self.drain_completions()
+        tokens = list(self.pending)
+        items = [info for info in (self.pending.pop(t, None) for t in tokens) if info is not None]
+        items.sort(key=lambda info: info[5])
+        for info in items:
+            self.record_collective(info, end_ns, completed=False)

@@ -200,6 +200,9 @@ def decode_event(message):
         name = _EVENT_FIELDS.get(field)
         if name is None:
             continue
+        if isinstance(value, bytes) != (name in ("process_group", "text")):
+            raise DecodeError("TraceEvent field {} ({}) has the wrong wire type".format(
+                field, name))
         if name in ("process_group", "text"):
             value = value.decode("utf-8", "replace")
         elif name in ("completed", "accepted"):

@@ -97,43 +97,93 @@ def torchrun_command(nproc, port, log_dir):
                    "--log_dir", log_dir, "--max_restarts", "0"]
 
 
+class Job:
+    """A torchrun job started in its own session (start_job): stop() kills the whole session,
+    orphaned DataLoader workers included, and returns the job's output."""
+
+    def __init__(self, tmp, job_args, nproc=2, probe_module_args=None, name="job"):
+        log_dir = os.path.join(tmp, name + "_logs")
+        self.name = name
+        self.command = torchrun_command(nproc, free_port(), log_dir)
+        if probe_module_args is not None:
+            self.command += ["-m", "petrsim_probe"] + probe_module_args + ["--", JOB] + job_args
+        else:
+            self.command += [JOB] + job_args
+        env = dict(os.environ)
+        env["PYTHONPATH"] = PROBE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                         else "")
+        env["OMP_NUM_THREADS"] = "1"
+        self.start = time.monotonic()
+        self.log_path = os.path.join(tmp, name + ".log")
+        # Its own session: a rank killed while a DataLoader worker spins leaves that worker
+        # orphaned (it never returns to the loop that would see its parent gone); the whole
+        # session is killed when torchrun ends. The output goes to a file, which orphans cannot
+        # hold open.
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command, cwd=REPO, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.code = None
+
+    def wait(self, timeout_s):
+        """torchrun's exit code, or None if it is still running after timeout_s."""
+        try:
+            self.code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.code
+
+    def rank_pids(self):
+        """{rank: pid} of the ranks' main processes (torchrun's children carrying RANK)."""
+        pids = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/{}/stat".format(entry)) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != self.process.pid:
+                    continue
+                with open("/proc/{}/environ".format(entry), "rb") as f:
+                    env = f.read().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            for item in env:
+                if item.startswith(b"RANK="):
+                    pids[int(item[5:])] = int(entry)
+        return pids
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self):
+        """Kills the session (whatever is left of it) and returns the output."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        return self.output()
+
+
+def start_job(tmp, job_args, nproc=2, probe_module_args=None, name="job"):
+    """Starts the reference job under torchrun and returns its Job (call job.stop() in a
+    finally)."""
+    return Job(tmp, job_args, nproc, probe_module_args, name)
+
+
 def launch(tmp, job_args, nproc=2, probe_module_args=None, timeout_s=50, name="job"):
     """Runs the reference job under torchrun. probe_module_args: run it through
     `-m petrsim_probe ARGS --` instead of as a script. Returns (exit code, output, seconds)."""
-    log_dir = os.path.join(tmp, name + "_logs")
-    command = torchrun_command(nproc, free_port(), log_dir)
-    if probe_module_args is not None:
-        command += ["-m", "petrsim_probe"] + probe_module_args + ["--", JOB] + job_args
-    else:
-        command += [JOB] + job_args
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PROBE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["OMP_NUM_THREADS"] = "1"
-    start = time.monotonic()
-    log_path = os.path.join(tmp, name + ".log")
-    # Its own session: a rank killed while a DataLoader worker spins leaves that worker orphaned
-    # (it never returns to the loop that would see its parent gone); the whole session is killed
-    # when torchrun ends. The output goes to a file, which orphans cannot hold open.
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-    with open(log_path, "rb") as f:
-        output = f.read().decode(errors="replace")
-    if timed_out:
+    job = start_job(tmp, job_args, nproc, probe_module_args, name)
+    try:
+        code = job.wait(timeout_s)
+    finally:
+        output = job.stop()
+    if code is None:
         raise Failure("{} did not end within {} s: {}\n{}".format(
-            name, timeout_s, " ".join(command), output[-3000:]))
-    return code, output, time.monotonic() - start
+            name, timeout_s, " ".join(job.command), output[-3000:]))
+    return code, output, time.monotonic() - job.start
 
 
 def read_traces(trace_dir, world_size):

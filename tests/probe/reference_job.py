@@ -20,8 +20,9 @@ What it is (written for these tests from the facts in reference/streampetr.md; n
   LOG_INTERVAL iterations, and mmcv-style log lines.
 `--plant` empties the second chunk of val scene PLANT_SCENE: its pool has no frame with GT.
 
-The same job as a petrsim scenario: `--write-scenario` prints it; tests/probe/reference_job.pbtxt
-and reference_job_planted.pbtxt are its output, checked in (the tests check they are current).
+The same job as a petrsim scenario: `--write-scenario [--plant] [--world-size N]` prints it (2
+ranks unless --world-size); tests/probe/reference_job.pbtxt and reference_job_planted.pbtxt are
+its output for 2 ranks, checked in (the tests check they are current).
 
 Run (ranks from torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT):
   torchrun --nproc_per_node 2 --redirects 2 --tee 2 tests/probe/reference_job.py --trace-dir T
@@ -91,12 +92,14 @@ PER_ITERATION = [("reduce_mean(num_total_pos), decoder layer 0", "float32"),
                  ("_parse_losses: loss", "float32")]
 
 
-def scenario_text(plant):
+def scenario_text(plant, world_size=2):
     table = scene_table()
     if plant:
         table = planted(table)
+    flags = (" --plant" if plant else "") + \
+        (" --world-size {}".format(world_size) if world_size != 2 else "")
     out = ["# Written by tests/probe/reference_job.py --write-scenario{}: the probe's reference job "
-           "(do not edit;".format(" --plant" if plant else ""),
+           "(do not edit;".format(flags),
            "# regenerate). {}".format(
                "Planted: sub-dataset '{}', scene {}: its second chunk has no frame with GT."
                .format(PLANT_SUBDATASET, PLANT_SCENE) if plant else "No pool without GT."),
@@ -115,8 +118,8 @@ def scenario_text(plant):
     out.append("resample { policy: in_group }")
     out.append("pipeline { ops { resize_crop_flip_rot_image {} } "
                "ops { global_rot_scale_trans_image {} } grid_mask { use: false } }")
-    out.append("job {{ world_size: 2 samples_per_gpu: {} workers_per_gpu: {} prefetch_factor: {} "
-               "iterations: {} seed: {} }}".format(SAMPLES_PER_GPU, WORKERS_PER_GPU,
+    out.append("job {{ world_size: {} samples_per_gpu: {} workers_per_gpu: {} prefetch_factor: {} "
+               "iterations: {} seed: {} }}".format(world_size, SAMPLES_PER_GPU, WORKERS_PER_GPU,
                                                    PREFETCH_FACTOR, ITERATIONS, SEED))
     out.append("plan {")
     out.append("  custom {")
@@ -156,14 +159,22 @@ def main(argv=None):
                         help="extra compute time per step (the overhead benchmark)")
     parser.add_argument("--write-scenario", action="store_true",
                         help="print the petrsim scenario of this job and exit")
+    parser.add_argument("--world-size", type=int, default=2,
+                        help="with --write-scenario: the ranks the job runs on (2 to 8; the job "
+                             "itself takes them from torchrun)")
     args = parser.parse_args(argv)
     if args.write_scenario:
-        sys.stdout.write(scenario_text(args.plant))
+        if not 1 <= args.world_size <= 8:  # the sampler needs 16 groups >= world_size * 2
+            parser.error("--world-size: expected 1 to 8, got {}".format(args.world_size))
+        sys.stdout.write(scenario_text(args.plant, args.world_size))
         return 0
 
     if args.trace_dir:
-        sys.path.insert(0, os.path.join(REPO, "probe"))
-        import petrsim_probe
+        try:  # the one on PYTHONPATH (the tests' and the benchmark's), else this checkout's
+            import petrsim_probe
+        except ImportError:
+            sys.path.insert(0, os.path.join(REPO, "probe"))
+            import petrsim_probe
         petrsim_probe.install(args.trace_dir, scenario=args.probe_scenario,
                               livelock_attempts=args.livelock_attempts,
                               livelock_seconds=args.livelock_seconds)

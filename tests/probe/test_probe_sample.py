@@ -3,13 +3,14 @@
 
 The reference job (tests/probe/reference_job.py: StreamPETR's dataset, ConcatDataset and infinite
 group sampler, real DataLoader workers with prefetch, DDP over Gloo) runs under torchrun with no
-edit, through `-m petrsim_probe`. For every rank, iteration and slot of the job, the probe's
+edit, through `-m petrsim_probe`, on --nproc ranks (2 to 4; the scenario of N != 2 ranks is written
+by `reference_job.py --write-scenario --world-size N`). For every rank, iteration and slot of the job, the probe's
 sampler_draw (index, sampler group) and the worker's load (worker, final index, loads) must be
 the row `petrsim sample --json` prints; getitems that resampled must have one getitem_attempt per
 load, the last accepted, each rejected one resampling to the next one's index. The traces must
 also read cleanly with `petrsim diagnose` (no stuck collective) and end with each rank's exit.
 
-  python3 tests/probe/test_probe_sample.py --petrsim build/petrsim [--nproc 2] [--keep]
+  python3 tests/probe/test_probe_sample.py --petrsim build/petrsim [--nproc 2|3|4] [--keep]
 """
 
 import os
@@ -31,8 +32,14 @@ def body(args, tmp):
                 raise Failure("{} is not the job's scenario: regenerate it with `{} --write-"
                               "scenario{} > {}`".format(path, lib.JOB, " --plant" if plant else "",
                                                         path))
-    if args.nproc != 2:
-        raise Failure("the reference scenario describes 2 ranks (job.world_size: 2)")
+    scenario = lib.SCENARIO
+    if args.nproc != 2:  # the same job on N ranks: its scenario, written by the job
+        if not 2 <= args.nproc <= 4:
+            raise Failure("--nproc: expected 2 to 4, got {}".format(args.nproc))
+        scenario = os.path.join(tmp, "reference_job_{}ranks.pbtxt".format(args.nproc))
+        with open(scenario, "wb") as f:
+            subprocess.run([sys.executable, lib.JOB, "--write-scenario", "--world-size",
+                            str(args.nproc)], stdout=f, check=True)
     trace_dir = os.path.join(tmp, "traces")
     code, output, _ = lib.launch(tmp, [], nproc=args.nproc,
                                  probe_module_args=["--trace-dir", trace_dir])
@@ -40,7 +47,7 @@ def body(args, tmp):
         raise Failure("the job failed (exit {}):\n{}".format(code, output[-3000:]))
     traces = lib.read_traces(trace_dir, args.nproc)
     iterations = lib.job_iterations()
-    rows = lib.petrsim_json(args, "sample", lib.SCENARIO, "--json")
+    rows = lib.petrsim_json(args, "sample", scenario, "--json")
     expected = {(r["rank"], r["iteration"], r["slot"]): r for r in rows}
     if len(expected) != args.nproc * iterations * 2:
         raise Failure("petrsim sample printed {} rows, expected {}".format(len(expected),
