@@ -157,7 +157,7 @@ Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters
   scenario.set_name(name);
   scenario.set_description(description);
   *scenario.mutable_filters() = FiltersProto(filters);
-  scenario.mutable_grouping()->set_seq_mode(true);
+  scenario.mutable_grouping()->set_seq_mode(filters.seq_mode);
   scenario.mutable_grouping()->set_seq_split_num(filters.seq_split_num);
   if (overlay != nullptr) {
     const Scenario& f = overlay->fields;
@@ -353,24 +353,28 @@ std::string FormatFilterSettings(const ImportFilters& filters) {
        "--set filters.classes=a,b,..."},
       {"range", "point_cloud_range", fmt::format("x, y in ({}, {})", filters.bev_range_min_m, filters.bev_range_max_m),
        "--range x0,y0,z0,x1,y1,z1", "--set filters.bev_range_min_m=X0 --set filters.bev_range_max_m=X1"},
-      {"seq_mode", "seq_mode", "true", "-", "--set grouping.seq_mode=false"},
+      {"seq_mode", "seq_mode", flag(filters.seq_mode), "-",
+       fmt::format("--set grouping.seq_mode={}", flag(!filters.seq_mode))},
       {"seq_split_num", "seq_split_num", std::to_string(filters.seq_split_num), "--seq-split-num N",
        "--set grouping.seq_split_num=N"},
   };
   bool assumed_any = false;
+  size_t from_width = 18;
+  for (const auto& [key, origin] : filters.origins) from_width = std::max(from_width, origin.size());
   std::string rows;
   for (const Setting& setting : settings) {
     const auto origin = filters.origins.find(setting.key);
     const bool assumed = origin == filters.origins.end();
     assumed_any |= assumed;
-    rows += fmt::format("  {:<17}  {:<22}  {:<18}  {:<26}  {}\n", setting.name, setting.value,
-                        assumed ? "assumed" : origin->second, setting.option, setting.set);
+    rows += fmt::format("  {:<17}  {:<22}  {:<{}}  {:<26}  {}\n", setting.name, setting.value,
+                        assumed ? "assumed" : origin->second, from_width,
+                        filters.from_config ? "(edit the config)" : setting.option, setting.set);
   }
   std::string out = assumed_any ? "filters and grouping written into the scenario (\"assumed\": petrsim's default, "
                                   "StreamPETR's reference config,\nnot read from your config: check each against it):\n"
                                 : "filters and grouping written into the scenario:\n";
-  out += fmt::format("  {:<17}  {:<22}  {:<18}  {:<26}  {}\n", "setting", "value", "from", "change it at import",
-                     "or on the scenario (check, sample, sweep, run)");
+  out += fmt::format("  {:<17}  {:<22}  {:<{}}  {:<26}  {}\n", "setting", "value", "from", from_width,
+                     "change it at import", "or on the scenario (check, sample, sweep, run)");
   out += rows;
   out += "  class_names: " + class_list + "\n";
   if (filters.origins.count("filter_empty_gt") == 0 && filters.filter_empty_gt) {

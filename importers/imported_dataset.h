@@ -69,8 +69,10 @@ struct ImportFilters {
   bool use_valid_flag = true;
   bool filter_empty_gt = true;
   uint32_t seq_split_num = 2;
+  bool seq_mode = true;      // StreamPETR's streaming configs; a config may say otherwise
+  bool from_config = false;  // read from a config (`import mmdet3d-config`): no import option changes them
   // Where each value came from, by setting ("filter_empty_gt", "use_valid_flag", "classes",
-  // "range", "seq_split_num"): the option that set it (e.g. "--no-valid-flag") or a config's
+  // "range", "seq_mode", "seq_split_num"): the option that set it (e.g. "--no-valid-flag") or a config's
   // "file:line". A setting not listed is petrsim's default, an assumption the summary says how
   // to change.
   std::map<std::string, std::string> origins;

@@ -97,6 +97,12 @@ const ConfigValue* Get(const ConfigDict* dict, std::string_view key) {
 }
 
 // "cfg.py:21" of a value, or "default (<why>)".
+// "FILE:LINE" without the file's directories: the summary table's "from" column.
+std::string ShortWhere(const std::string& where) {
+  const size_t slash = where.find_last_of('/');
+  return slash == std::string::npos ? where : where.substr(slash + 1);
+}
+
 std::string From(const ConfigValue* value, const std::string& key) {
   return value != nullptr ? fmt::format("{} ({})", value->where, key) : "";
 }
@@ -283,7 +289,20 @@ ConfigJob ReadConfigJob(const Config& config, const ConfigJobOptions& options) {
   }
   out.filters.filter_empty_gt = *filter_empty_gt;
   out.filters.use_valid_flag = *use_valid_flag;
+  out.filters.seq_mode = *seq_mode;
+  out.filters.from_config = true;
   out.filters.seq_split_num = s.grouping().seq_split_num();
+  // The summary's table says where each came from: the config's line, or the class default.
+  const auto origin = [&](const char* key, const char* fallback) {
+    for (const Part& part : parts) {
+      if (const ConfigValue* v = Get(part.dict, key)) return ShortWhere(v->where);
+    }
+    return std::string(fallback);
+  };
+  out.filters.origins["filter_empty_gt"] = origin("filter_empty_gt", "Custom3DDataset default");
+  out.filters.origins["use_valid_flag"] = origin("use_valid_flag", "NuScenesDataset default");
+  out.filters.origins["seq_mode"] = origin("seq_mode", "CustomNuScenesDataset default");
+  out.filters.origins["seq_split_num"] = origin("seq_split_num", "CustomNuScenesDataset default");
   record("filters.filter_empty_gt", *filter_empty_gt ? "true" : "false",
          where_of("filter_empty_gt").empty() ? "default (mmdet3d Custom3DDataset: filter_empty_gt=True)"
                                              : where_of("filter_empty_gt"));
@@ -321,6 +340,7 @@ ConfigJob ReadConfigJob(const Config& config, const ConfigJobOptions& options) {
         }
         out.filters.bev_range_min_m = range[0];
         out.filters.bev_range_max_m = range[3];
+        out.filters.origins["range"] = ShortWhere(Get(op, "point_cloud_range")->where);
         s.mutable_filters()->set_bev_range_min_m(range[0]);
         s.mutable_filters()->set_bev_range_max_m(range[3]);
         record("filters.bev_range", fmt::format("[{}, {}]", range[0], range[3]),
@@ -360,6 +380,7 @@ ConfigJob ReadConfigJob(const Config& config, const ConfigJobOptions& options) {
   }
   if (!classes.empty()) {
     out.filters.classes = classes;
+    out.filters.origins["classes"] = ShortWhere(classes_from.substr(0, classes_from.find(' ')));
     for (const std::string& c : classes) s.mutable_filters()->add_classes(c);
     record("filters.classes", fmt::format("[{}]", fmt::join(classes, ", ")), classes_from);
   }

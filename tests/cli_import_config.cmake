@@ -27,6 +27,13 @@ set(old ${WORK_DIR}/trainval.pbtxt)
 run(0 "import the train+val config" import mmdet3d-config ${CONFIGS}/stream_petr_r50_704_trainval_24e.py
     --data-root ${WORK_DIR}/root --gpus 2 -o ${old})
 expect_in("summary" "filters.filter_empty_gt = true  # default (mmdet3d Custom3DDataset: filter_empty_gt=True)" "${stdout}")
+# The filter table names where each value came from (no "assumed": the config says them all).
+expect_in("summary table" "filter_empty_gt    true                    Custom3DDataset default                 (edit the config)" "${stdout}")
+expect_in("summary table" "use_valid_flag     true                    stream_petr_r50_704_trainval_24e.py:40" "${stdout}")
+string(FIND "${stdout}" "assumed" assumed_at)
+if(NOT assumed_at EQUAL -1)
+  message(FATAL_ERROR "the config import's summary calls a value assumed:\n${stdout}")
+endif()
 file(READ ${old} scenario)
 expect_in("provenance in the file" "#   plan.streampetr.decoder_layers = 3  # " "${scenario}")
 expect_in("provenance in the file" "stream_petr_r50_704_trainval_24e.py:21 (decoder.num_layers)" "${scenario}")
