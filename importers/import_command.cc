@@ -135,7 +135,9 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     }
     return false;
   }();
-  const Config config = log ? ReadConfigBlockOfLog(flags.config) : ReadMmcvConfig(flags.config);
+  // A log is read once: its Config: block, then its seed line.
+  const std::string log_text = log ? ReadRegularFile(flags.config, "training log", kMaxConfigLogBytes) : "";
+  const Config config = log ? ReadConfigBlockOfLogText(log_text, flags.config) : ReadMmcvConfig(flags.config);
   ConfigJobOptions options;
   options.data_root = flags.config_data_root;
   options.infos = flags.config_infos;
@@ -143,7 +145,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   ConfigJob job = ReadConfigJob(config, options);
   if (log && config.Find("seed") == nullptr) {
     // mmdet's train script logs the seed it drew (or was given): `Set random seed to S, deterministic: ...`.
-    const std::string text = ReadRegularFile(flags.config, "training log", uint64_t{256} << 20);
+    const std::string& text = log_text;
     const size_t at = text.find("Set random seed to ");
     if (at != std::string::npos) {
       uint32_t seed = 0;

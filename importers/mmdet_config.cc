@@ -258,7 +258,6 @@ namespace {
 // Limits and shared text.
 
 constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
-constexpr uint64_t kMaxLogBytes = uint64_t{256} << 20;
 constexpr int kMaxNesting = 200;     // brackets, and the parser's recursion
 constexpr int kMaxValueDepth = 256;  // a value's depth (names can stack literals)
 constexpr int kMaxBaseDepth = 32;
@@ -2535,7 +2534,7 @@ Config ReadConfigBlockOfLogText(std::string_view text, const std::string& log_pa
 }
 
 Config ReadConfigBlockOfLog(const std::string& log_path) {
-  const std::string text = ReadRegularFile(log_path, "training log", kMaxLogBytes);
+  const std::string text = ReadRegularFile(log_path, "training log", kMaxConfigLogBytes);
   return ReadConfigBlockOfLogText(text, log_path);
 }
 

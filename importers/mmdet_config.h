@@ -178,6 +178,8 @@ Config ReadMmcvConfigText(std::string_view text, const std::string& path);
 // next line that starts with such a timestamp prefix (or the end). Values' `where` and errors
 // name the log's own lines.
 Config ReadConfigBlockOfLog(const std::string& log_path);
+// The largest training log either reads (a log that big is refused with its size).
+constexpr uint64_t kMaxConfigLogBytes = uint64_t{256} << 20;
 Config ReadConfigBlockOfLogText(std::string_view text, const std::string& log_path);
 
 }  // namespace petrsim

@@ -111,9 +111,6 @@ std::vector<PeriodicCollective> Evaluation(const StreamPetrPlan& p, const DdpMod
     for (const uint64_t d : t.shape()) n *= d;
     return n;
   };
-  const auto ends_with = [](const std::string& name, const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
   if (p.evaluation_broadcast_bn_buffer()) {
     // A BatchNorm registers running_mean, running_var, num_batches_tracked in that order; `repeat`
     // stands for consecutive tensors of one kind, so a module's buffers are never folded together.
@@ -122,7 +119,7 @@ std::vector<PeriodicCollective> Evaluation(const StreamPetrPlan& p, const DdpMod
       const DdpTensor& mean = tensors[i];
       const DdpTensor& var = tensors[i + 1];
       if (mean.kind() != DdpTensor::buffer || var.kind() != DdpTensor::buffer ||
-          !ends_with(mean.name(), "running_mean") || !ends_with(var.name(), "running_var") ||
+          !mean.name().ends_with("running_mean") || !var.name().ends_with("running_var") ||
           mean.name().substr(0, mean.name().size() - 12) != var.name().substr(0, var.name().size() - 11)) {
         continue;
       }
