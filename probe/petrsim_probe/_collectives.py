@@ -13,8 +13,11 @@
   0), so the first collective of a group is 1, as in `petrsim plan`. A group created before the
   probe was installed counts from the probe's first sight of it.
 A blocking collective is recorded when it returns (or raises: completed=false); an asynchronous
-one when its future completes; whatever is still open when the process ends is recorded then,
-with completed=false.
+one (DDP's buckets, async_op=True) when the main thread, passing through the probe, first sees
+its Work completed (see _recorder.py: no done-callbacks on the backend's threads); the end of
+every backward pass is such a point (`torch.autograd.backward` is wrapped: DDP's reducer has
+waited for its buckets when it returns). Whatever is still open when the process ends is
+recorded then, with completed=false.
 """
 
 import sys
@@ -123,8 +126,11 @@ class CollectiveHooks:
         probe = self.probe
 
         def wrapper(*args, **kwargs):
-            if probe.recorder.role != -1 or not probe.active:
+            rec = probe.recorder
+            if rec.role != -1 or not probe.active:
                 return original(*args, **kwargs)
+            if rec.in_flight:  # asynchronous ones that completed come first
+                rec.poll_in_flight()
             group = args[group_pos] if group_pos is not None and len(args) > group_pos \
                 else kwargs.get("group")
             if hooks.recorder_class and isinstance(group, hooks.recorder_class):
@@ -146,7 +152,6 @@ class CollectiveHooks:
             start = now_ns()
             info = (hooks.group_name(pg), seq, op, numel, dtype, start, probe.iteration,
                     -1, _caller_text())
-            rec = probe.recorder
             token = rec.open_collective(info)
             try:
                 result = original(*args, **kwargs)
@@ -158,7 +163,7 @@ class CollectiveHooks:
             if actual > seq:
                 info = info[:1] + (actual,) + info[2:]
             if async_op and result is not None:
-                hooks._on_completion(result, token, info)
+                hooks._in_flight(result, token, info)
             elif rec.close_collective(token) is not None:
                 hooks._record(info, now_ns())
             return result
@@ -171,20 +176,16 @@ class CollectiveHooks:
     def _record(self, info, end_ns, completed=True):
         self.probe.recorder.record_collective(info, end_ns, completed)
 
-    def _on_completion(self, work, token, info):
-        """Records an asynchronous collective when its future completes: the callback (on
-        Gloo's thread) notes the time; the main thread encodes it at its next flush."""
+    def _in_flight(self, work, token, info, settles=False):
+        """An asynchronous collective issued: the main thread records it when it sees the Work
+        completed (Recorder.poll_in_flight)."""
         rec = self.probe.recorder
         rec.pending[token] = info  # the pending entry carries the real sequence number
-        if len(rec.completions) > 64:  # a job that never flushes (no DataLoader): keep it short
-            rec.drain_completions()
-        try:
-            future = work.get_future()
-        except (RuntimeError, AttributeError):
+        if work is None:
             if rec.close_collective(token) is not None:
                 self._record(info, now_ns())
             return
-        future.add_done_callback(rec.completion_callback(token))
+        rec.add_in_flight(token, work, settles)
 
     # -- DistributedDataParallel ----------------------------------------------------------------
 
@@ -206,7 +207,7 @@ class CollectiveHooks:
                 return self.inner.getBackendName() if hasattr(self.inner, "getBackendName") \
                     else "petrsim_probe"
 
-            def _petrsim_record(self, work, start, op, measured, worker, text):
+            def _petrsim_record(self, work, start, op, measured, worker, text, settles=False):
                 numel, dtype = _measure(measured)
                 if self._petrsim_name is None:
                     self._petrsim_name = hooks.group_name(self.inner)
@@ -214,23 +215,30 @@ class CollectiveHooks:
                         probe.iteration, worker, text)
                 rec = probe.recorder
                 token = rec.open_collective(info)
-                hooks._on_completion(work, token, info)
+                hooks._in_flight(work, token, info, settles)
 
             def allreduce(self, tensors, opts=None):
                 # DDP's gradient buckets, every step: no more Python than needed here.
                 if opts is None:
                     opts = dist.AllreduceOptions()
-                if probe.recorder.role != -1 or not probe.active:
+                rec = probe.recorder
+                if rec.role != -1 or not probe.active:
                     return self.inner.allreduce(tensors, opts)
+                if rec.in_flight:  # the buckets before it that completed
+                    rec.poll_in_flight()
                 start = now_ns()
                 work = self.inner.allreduce(tensors, opts)
                 self._petrsim_record(work, start, _ALLREDUCE, tensors, ASYNC_WORKER,
-                             "DDP allreduce (gradient bucket)")
+                                     "DDP allreduce (gradient bucket)",
+                                     settles=bool(tensors) and not tensors[0].is_cuda)
                 return work
 
             def _issue(self, op, measured, call, worker=-1, text="DDP"):
-                if probe.recorder.role != -1 or not probe.active:
+                rec = probe.recorder
+                if rec.role != -1 or not probe.active:
                     return call()
+                if rec.in_flight:
+                    rec.poll_in_flight()
                 start = now_ns()
                 work = call()
                 self._petrsim_record(work, start, wire.OPS[op], measured, worker, text)
@@ -289,6 +297,27 @@ class CollectiveHooks:
         DDP.__init__ = __init__
         self.originals.append((DDP, "__init__", original))
 
+    def _wrap_backward(self):
+        """torch.autograd.backward (Tensor.backward calls it): when it returns, DDP's reducer has
+        waited for every gradient bucket of the pass; the probe sees them complete there."""
+        import torch.autograd
+
+        original = torch.autograd.backward
+        probe = self.probe
+
+        def backward(*args, **kwargs):
+            result = original(*args, **kwargs)  # (raised: the next poll sees what completed)
+            rec = probe.recorder
+            if rec.in_flight:
+                rec.poll_in_flight(after_backward=True)
+            return result
+
+        backward.__name__ = original.__name__
+        backward.__doc__ = original.__doc__
+        backward.__wrapped__ = original
+        torch.autograd.backward = backward
+        self.originals.append((torch.autograd, "backward", original))
+
     # -- installing -----------------------------------------------------------------------------
 
     def install(self):
@@ -329,6 +358,7 @@ class CollectiveHooks:
         if dist.is_initialized():
             self.note_group(c10d._get_default_group())
         self._wrap_ddp()
+        self._wrap_backward()
 
     def uninstall(self):
         for owner, name, original in reversed(self.originals):

@@ -10,15 +10,21 @@ by `dump()` with completed=false: at exit, on an uncaught exception, on SIGTERM 
 livelock watchdog stops the job.
 
 Thread safety: record() and flush() take one lock (the signal thread may dump while the main
-thread records). Asynchronous collectives (DDP's gradient buckets) complete on Gloo's threads:
-their done-callback only appends (token, end time, future) to a deque, which CPython appends
-atomically; the main thread encodes them at its next flush (once per batch) or dump. A callback
-that encoded and locked there would hold the GIL on Gloo's thread while the main thread waits for
-it, for every bucket of every step. Open collectives are a dict keyed by a token from
-itertools.count: single dict operations, atomic under the GIL, need no lock either.
+thread records). Open collectives are a dict keyed by a token from itertools.count: single dict
+operations, atomic under the GIL, need no lock.
+
+Asynchronous collectives (DDP's gradient buckets, `async_op=True`) are not given a done-callback:
+a Python callback runs on Gloo's (or NCCL's) thread and must take the GIL there, and while it
+waits for the main thread to let go, that thread runs no other collective (one no-op callback
+per bucket cost the reference job's 2-rank DDP step ~0.5 ms: bench/probe_overhead.py --micro).
+Instead the main thread polls their Work (`is_completed()`, no GIL hand-over; for NCCL it reads
+the CUDA events, so a collective enqueued but not yet run is not taken for done) wherever it
+passes through the probe: the next collective it or DDP issues, the end of every backward pass
+(DDP's reducer waits there for all its buckets), each batch, the dump. So an asynchronous
+collective's end_ns is when the probe first saw it complete: an upper bound, for DDP's buckets
+at most the end of the backward pass that waited for them.
 """
 
-import collections
 import itertools
 import os
 import threading
@@ -54,7 +60,9 @@ class Recorder:
         # worker, text). Recorded with completed=false by dump().
         self.pending = {}
         self._tokens = itertools.count()
-        self.completions = collections.deque()  # (token, end_ns, future or None) from callbacks
+        # (token, Work, settles) of asynchronous collectives not yet seen complete; settles:
+        # a DDP gradient bucket on CPU, which the reducer has waited for when backward returns
+        self.in_flight = []
         self.dumped = False
 
     # -- the file -------------------------------------------------------------------------------
@@ -90,7 +98,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.buf = bytearray()
         self.pending = {}
-        self.completions = collections.deque()
+        self.in_flight = []
         self.role = worker_id
         self.owner_pid = os.getpid()
         self.dumped = False
@@ -107,8 +115,8 @@ class Recorder:
         self.record(wire.encode_event(kind, start_ns, end_ns, **fields))
 
     def flush(self):
-        if self.completions:
-            self.drain_completions()
+        if self.in_flight:
+            self.poll_in_flight()
         with self.lock:
             self._flush_locked()
 
@@ -142,37 +150,50 @@ class Recorder:
                                       iteration=iteration, process_group=group, seq=seq, op=op,
                                       numel=numel, dtype=dtype, completed=completed, text=text))
 
-    def completion_callback(self, token):
-        """The done-callback of an asynchronous collective's future (runs on Gloo's thread)."""
-        append = self.completions.append
+    def add_in_flight(self, token, work, settles=False):
+        """An asynchronous collective issued: recorded when a poll sees its Work completed."""
+        if len(self.in_flight) >= 64:  # a job that never passes a poll point: keep it short
+            self.poll_in_flight()
+        self.in_flight.append((token, work, settles))
 
-        def done(future, token=token, now=now_ns):
-            append((token, now(), future))
-
-        return done
-
-    def drain_completions(self):
-        """Records the asynchronous collectives whose futures completed since the last drain
-        (completed=false where the future holds an error)."""
-        completions = self.completions
-        while completions:
+    def poll_in_flight(self, after_backward=False):
+        """Records the asynchronous collectives whose Work has completed (completed=false where
+        it failed), with end_ns = now; keeps the others. after_backward: a backward pass has just
+        returned; DDP's reducer has waited for the future of each CPU bucket it issued, and
+        Gloo completes that future a moment before it marks the Work completed: wait for the
+        Work (at most that moment) so that the bucket ends within its backward pass."""
+        in_flight = self.in_flight
+        if not in_flight:
+            return
+        now = now_ns()
+        for item in list(in_flight):
+            token, work, settles = item
             try:
-                token, end_ns, future = completions.popleft()
-            except IndexError:
-                return
+                done = work.is_completed()
+                if not done and settles and after_backward:
+                    work.wait()
+                    done = True
+                    now = now_ns()
+            except Exception:  # noqa: BLE001 - it failed, or cannot say: count it done
+                done = True
+            if not done:
+                continue
+            try:  # (DDP on CUDA issues from autograd's device threads: remove, never reassign)
+                in_flight.remove(item)
+            except ValueError:
+                continue  # another thread's poll (a dump) took it
             info = self.pending.pop(token, None)
             if info is None:
                 continue
             ok = True
-            if future is not None:
-                try:
-                    future.value()
-                except BaseException:  # noqa: BLE001 - the collective failed
-                    ok = False
-            self.record_collective(info, end_ns, completed=ok)
+            try:
+                work.wait()  # completed: returns at once, or raises what failed it
+            except BaseException:  # noqa: BLE001 - the collective failed
+                ok = False
+            self.record_collective(info, now, completed=ok)
 
     def dump_pending_collectives(self, end_ns):
-        self.drain_completions()
+        self.poll_in_flight()
         tokens = list(self.pending)
         items = [info for info in (self.pending.pop(t, None) for t in tokens) if info is not None]
         items.sort(key=lambda info: info[5])
