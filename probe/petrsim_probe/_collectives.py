@@ -306,10 +306,11 @@ class CollectiveHooks:
         probe = self.probe
 
         def backward(*args, **kwargs):
-            result = original(*args, **kwargs)  # (raised: the next poll sees what completed)
             rec = probe.recorder
+            since = rec.last_token
+            result = original(*args, **kwargs)  # (raised: the next poll sees what completed)
             if rec.in_flight:
-                rec.poll_in_flight(after_backward=True)
+                rec.poll_in_flight(backward_since=since)
             return result
 
         backward.__name__ = original.__name__

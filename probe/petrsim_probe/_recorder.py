@@ -60,6 +60,7 @@ class Recorder:
         # worker, text). Recorded with completed=false by dump().
         self.pending = {}
         self._tokens = itertools.count()
+        self.last_token = -1  # the newest token handed out
         # (token, Work, settles) of asynchronous collectives not yet seen complete; settles:
         # a DDP gradient bucket on CPU, which the reducer has waited for when backward returns
         self.in_flight = []
@@ -137,7 +138,7 @@ class Recorder:
     # -- open collectives -----------------------------------------------------------------------
 
     def open_collective(self, info):
-        token = next(self._tokens)
+        token = self.last_token = next(self._tokens)
         self.pending[token] = info
         return token
 
@@ -156,12 +157,14 @@ class Recorder:
             self.poll_in_flight()
         self.in_flight.append((token, work, settles))
 
-    def poll_in_flight(self, after_backward=False):
+    def poll_in_flight(self, backward_since=None):
         """Records the asynchronous collectives whose Work has completed (completed=false where
-        it failed), with end_ns = now; keeps the others. after_backward: a backward pass has just
-        returned; DDP's reducer has waited for the future of each CPU bucket it issued, and
-        Gloo completes that future a moment before it marks the Work completed: wait for the
-        Work (at most that moment) so that the bucket ends within its backward pass."""
+        it failed), with end_ns = now; keeps the others. backward_since: a backward pass has just
+        returned, having issued the collectives with tokens above this one; DDP's reducer has
+        waited for the future of each CPU bucket it issued, and Gloo completes that future a
+        moment before it marks the Work completed: wait for the Work (at most that moment) so
+        that the bucket ends within its backward pass. (Never a bucket of an earlier pass that
+        raised: nothing waited for that one, and its peer may never come.)"""
         in_flight = self.in_flight
         if not in_flight:
             return
@@ -170,7 +173,8 @@ class Recorder:
             token, work, settles = item
             try:
                 done = work.is_completed()
-                if not done and settles and after_backward:
+                if not done and settles and backward_since is not None and \
+                        token > backward_since:
                     work.wait()
                     done = True
                     now = now_ns()
