@@ -22,6 +22,7 @@ The CPU seconds of each whole job (torchrun, ranks, workers; from wait4) are pri
 
 import argparse
 import os
+import random
 import re
 import shutil
 import socket
@@ -240,8 +241,6 @@ def quantile(sorted_values, q):
 
 def bootstrap_median(values, rounds=10000):
     """The 5th and 95th percentiles of the median of resamples (fixed seed: reproducible)."""
-    import random
-
     rng = random.Random(12345)
     medians = sorted(statistics.median(rng.choices(values, k=len(values)))
                      for _ in range(rounds))

@@ -173,14 +173,10 @@ class Recorder:
             token, work, settles = item
             try:
                 done = work.is_completed()
-                if not done and settles and backward_since is not None and \
-                        token > backward_since:
-                    work.wait()
-                    done = True
-                    now = now_ns()
-            except Exception:  # noqa: BLE001 - it failed, or cannot say: count it done
+            except Exception:  # noqa: BLE001 - a Work that cannot say: count it done
                 done = True
-            if not done:
+            if not done and not (settles and backward_since is not None and
+                                 token > backward_since):
                 continue
             try:  # (DDP on CUDA issues from autograd's device threads: remove, never reassign)
                 in_flight.remove(item)
@@ -191,10 +187,10 @@ class Recorder:
                 continue
             ok = True
             try:
-                work.wait()  # completed: returns at once, or raises what failed it
+                work.wait()  # completed: returns at once (settling: Gloo's moment), or raises
             except BaseException:  # noqa: BLE001 - the collective failed
                 ok = False
-            self.record_collective(info, now, completed=ok)
+            self.record_collective(info, now if done else now_ns(), completed=ok)
 
     def dump_pending_collectives(self, end_ns):
         self.poll_in_flight()
