@@ -33,12 +33,17 @@ Filters FiltersProto(const ImportFilters& filters) {
   for (const auto& name : classes) proto.add_classes(name);
   proto.set_bev_range_min_m(filters.bev_range_min_m);
   proto.set_bev_range_max_m(filters.bev_range_max_m);
+  for (const auto& [name, max_m] : filters.circle_range) {
+    ClassDistance* c = proto.add_circle_range();
+    c->set_name(name);
+    c->set_max_m(max_m);
+  }
   return proto;
 }
 
 // Whether a box survives mmdet3d's filters; the stored valid_flag wins over the point counts
 // when use_valid_flag is on (mmdet3d reads info['valid_flag']), as model/dataset.cc does.
-bool Keeps(const BoxFilter& filter, bool use_valid_flag, bool target, const ImportedBox& box) {
+bool Keeps(const BoxFilter& filter, bool use_valid_flag, float target, const ImportedBox& box) {
   if (use_valid_flag && box.valid_flag >= 0) {
     return filter.Keeps(target, box.x, box.y, box.valid_flag ? 1 : 0, 0);
   }
@@ -164,6 +169,7 @@ Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters
     if (f.has_filters()) *scenario.mutable_filters() = f.filters();
     if (f.has_grouping()) *scenario.mutable_grouping() = f.grouping();
     if (f.has_sampler()) *scenario.mutable_sampler() = f.sampler();
+    if (f.has_resample()) *scenario.mutable_resample() = f.resample();
     if (f.has_job()) *scenario.mutable_job() = f.job();
     if (f.has_plan()) *scenario.mutable_plan() = f.plan();
     if (f.has_comm()) *scenario.mutable_comm() = f.comm();
@@ -275,8 +281,8 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
     counts.frames = sub.frames.size();
     counts.scenes = sub.scenes.size();
     counts.boxes = sub.boxes.size();
-    std::vector<bool> target(sub.class_names.size());
-    for (size_t c = 0; c < target.size(); ++c) target[c] = filter.IsTargetClass(sub.class_names[c]);
+    std::vector<float> target(sub.class_names.size());
+    for (size_t c = 0; c < target.size(); ++c) target[c] = filter.ClassLimit(sub.class_names[c]);
     std::vector<uint32_t> gt(sub.frames.size(), 0);
     for (size_t f = 0; f < sub.frames.size(); ++f) {
       for (uint32_t b = sub.frames[f].box_begin; b < sub.frames[f].box_end; ++b) {

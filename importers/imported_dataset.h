@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/scenario.pb.h"
@@ -66,6 +67,8 @@ struct ImportFilters {
   std::vector<std::string> classes;  // empty: the ten nuScenes detection classes
   double bev_range_min_m = -51.2;
   double bev_range_max_m = 51.2;
+  // CircleObjectRangeFilter: per class, the largest BEV distance kept (empty: no such filter).
+  std::vector<std::pair<std::string, double>> circle_range;
   bool use_valid_flag = true;
   bool filter_empty_gt = true;
   uint32_t seq_split_num = 2;

@@ -17,10 +17,18 @@ BoxFilter::BoxFilter(const Filters& filters)
     : classes_(EffectiveClasses(filters)),
       use_valid_flag_(filters.use_valid_flag()),
       range_min_(static_cast<float>(filters.bev_range_min_m())),
-      range_max_(static_cast<float>(filters.bev_range_max_m())) {}
+      range_max_(static_cast<float>(filters.bev_range_max_m())) {
+  for (const ClassDistance& c : filters.circle_range()) circle_.emplace_back(c.name(), static_cast<float>(c.max_m()));
+  has_circle_ = !circle_.empty();
+}
 
-bool BoxFilter::IsTargetClass(const std::string& name) const {
-  return std::find(classes_.begin(), classes_.end(), name) != classes_.end();
+float BoxFilter::ClassLimit(const std::string& name) const {
+  if (std::find(classes_.begin(), classes_.end(), name) == classes_.end()) return kDropped;
+  if (!has_circle_) return std::numeric_limits<float>::infinity();
+  for (const auto& [circle_name, limit] : circle_) {
+    if (circle_name == name) return limit;
+  }
+  return kDropped;  // CircleObjectRangeFilter keeps only the labels it lists
 }
 
 // Builds a Dataset in three passes: frames per scene (with GT counts), chunks (with dropping),
@@ -71,8 +79,8 @@ class DatasetBuilder {
     std::vector<PendingScene> scenes(data.scenes_size());
     const bool use_valid_flag = scenario_.filters().use_valid_flag();
     // Box columns: whether each entry of the class table is a target class, looked up once.
-    std::vector<bool> target(data.class_names_size());
-    for (int c = 0; c < data.class_names_size(); ++c) target[c] = filter_.IsTargetClass(data.class_names(c));
+    std::vector<float> target(data.class_names_size());
+    for (int c = 0; c < data.class_names_size(); ++c) target[c] = filter_.ClassLimit(data.class_names(c));
     for (int i = 0; i < data.scenes_size(); ++i) {
       const Scene& scene = data.scenes(i);
       PendingScene& pending = scenes[i];
@@ -96,7 +104,7 @@ class DatasetBuilder {
             const bool stored_flag = use_valid_flag && box.has_valid_flag();
             const uint32_t lidar = stored_flag ? box.valid_flag() : box.num_lidar_pts();
             const uint32_t radar = stored_flag ? 0 : box.num_radar_pts();
-            gt += filter_.Keeps(filter_.IsTargetClass(box.name()), box.x(), box.y(), lidar, radar);
+            gt += filter_.Keeps(filter_.ClassLimit(box.name()), box.x(), box.y(), lidar, radar);
           }
         }
         pending.gt_counts.push_back(gt);
@@ -109,7 +117,7 @@ class DatasetBuilder {
   // The boxes of one frame's columns that survive the filters: each exactly as the Box with the
   // same values (the stored valid flag of a box in valid_flag_differs is the opposite of its
   // point counts', and decides under use_valid_flag).
-  uint32_t CountKept(const BoxColumns& columns, const std::vector<bool>& target, bool use_valid_flag) const {
+  uint32_t CountKept(const BoxColumns& columns, const std::vector<float>& target, bool use_valid_flag) const {
     const int n = columns.class_index_size();
     const bool radar = columns.num_radar_pts_size() == n;
     int next_differs = 0;
@@ -135,8 +143,8 @@ class DatasetBuilder {
     const auto& data = scenario_.dataset().subdatasets(s).synthetic();
     const std::string prefix =
         data.has_scene_name_prefix() ? data.scene_name_prefix() : SubDatasetName(scenario_, s) + "-";
-    std::vector<bool> target;
-    for (const auto& name : synthetic.class_names()) target.push_back(filter_.IsTargetClass(name));
+    std::vector<float> target;
+    for (const auto& name : synthetic.class_names()) target.push_back(filter_.ClassLimit(name));
     std::vector<PendingScene> scenes(synthetic.scenes().size());
     for (uint32_t i = 0; i < scenes.size(); ++i) {
       PendingScene& pending = scenes[i];
@@ -185,6 +193,10 @@ class DatasetBuilder {
     const bool drop_empty =
         scenario_.resample().policy() == Resample::drop_empty_groups && dataset_.rejects_empty_frames_;
     int64_t next_flag = 0;
+    // gt_required_frames: the sub-dataset index of the last frame without GT, to accept a frame only
+    // when none of the frames its queue checks lacks GT.
+    const int64_t required = scenario_.filters().gt_required_frames();
+    int64_t last_empty = -1;
 
     // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros), so
     // drop_empty_groups drops it whole when none of its frames has GT.
@@ -233,7 +245,9 @@ class DatasetBuilder {
         frame.chunk = chunk_index;
         frame.boxes = scene.box_counts[f];
         frame.gt_count = scene.gt_counts[f];
-        frame.accepted = !dataset_.rejects_empty_frames_ || frame.gt_count > 0;
+        const int64_t local = static_cast<int64_t>(dataset_.size() - info.begin);
+        if (frame.gt_count == 0) last_empty = local;
+        frame.accepted = !dataset_.rejects_empty_frames_ || (frame.gt_count > 0 && last_empty < std::max<int64_t>(0, local - required + 1));
         frame.prev_exists = prev_exists;
         dataset_.accepted_frames_ += frame.accepted;
         dataset_.chunks_[chunk_index].accepted_frames += frame.accepted;

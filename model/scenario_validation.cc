@@ -377,6 +377,22 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
           "must be finite and > bev_range_min_m (" + std::to_string(filters.bev_range_min_m()) + ")",
           filters.bev_range_max_m());
   }
+  if (filters.gt_required_frames() < 1 || filters.gt_required_frames() > 64) {
+    v.Add("filters.gt_required_frames", "must be in [1, 64]", filters.gt_required_frames());
+  }
+  if (filters.gt_required_frames() > 1 && scenario.grouping().seq_mode()) {
+    v.AddPlain("filters.gt_required_frames",
+               "applies only without seq_mode (StreamPETR's seq_mode sets num_frame_losses to 1); set "
+               "grouping.seq_mode: false or leave it out");
+  }
+  std::set<std::string> circle_classes;
+  for (int i = 0; i < filters.circle_range_size(); ++i) {
+    const std::string path = Index("filters.circle_range", i);
+    const ClassDistance& c = filters.circle_range(i);
+    if (c.name().empty()) v.AddPlain(path + ".name", "must not be empty");
+    if (!circle_classes.insert(c.name()).second) v.Add(path + ".name", "must not repeat a class", "\"" + c.name() + "\"");
+    if (!std::isfinite(c.max_m()) || c.max_m() < 0) v.Add(path + ".max_m", "must be finite and >= 0", c.max_m());
+  }
 
   // Grouping.
   const auto& grouping = scenario.grouping();

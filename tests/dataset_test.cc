@@ -302,5 +302,53 @@ RC_GTEST_PROP(DatasetTest, BoxColumnsCountAsTheSameBoxes, ()) {
   }
 }
 
+TEST(DatasetTest, CircleRangeComparesTheFloat32DistanceLikeNumpy) {
+  // Sparse4D's CircleObjectRangeFilter: sqrt(sum(center[:, :2] ** 2)) on float32 <= class_dist_thred. With
+  // Debian's numpy 1.24, np.sqrt(np.sum(np.float32([[31.5, 1e-5]]) ** 2, axis=-1)) <= 31.5 is True (the
+  // float64 distance, 31.500000000001588, is not): the box is kept. A class not listed is dropped.
+  const Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset {
+      subdatasets {
+        explicit {
+          scenes {
+            frames {
+              boxes { name: "car" x: 31.5 y: 1e-5 num_lidar_pts: 1 }
+              boxes { name: "car" x: 31.5 y: 0.01 num_lidar_pts: 1 }
+              boxes { name: "pedestrian" x: 1 y: 1 num_lidar_pts: 1 }
+              boxes { name: "truck" x: 1 y: 1 num_lidar_pts: 1 }
+            }
+          }
+        }
+      }
+    }
+    filters {
+      classes: [ "car", "pedestrian", "truck" ]
+      circle_range { name: "car" max_m: 31.5 }
+      circle_range { name: "pedestrian" max_m: 1.5 }
+    }
+    grouping { seq_mode: false }
+    job { world_size: 1 samples_per_gpu: 1 }
+  )pb");
+  EXPECT_EQ(BuildDataset(scenario, "t").frame(0).gt_count, 2u) << "car at 31.5 (float32) and the pedestrian";
+}
+
+TEST(DatasetTest, GtRequiredFramesRejectsAFrameWhoseQueueHoldsAnEmptyFrame) {
+  // StreamPETR's sliding window with num_frame_losses 2: frame i needs GT at i and at max(0, i - 1), by
+  // sub-dataset index, across the scene boundary.
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    dataset {
+      subdatasets { explicit { scenes { gt_counts: [ 1, 1, 0, 1, 1 ] } scenes { gt_counts: [ 1, 0 ] } } }
+      subdatasets { explicit { scenes { gt_counts: [ 1, 1 ] } } }
+    }
+    grouping { seq_mode: false }
+    filters { gt_required_frames: 2 }
+    job { world_size: 1 samples_per_gpu: 1 }
+  )pb");
+  const Dataset dataset = BuildDataset(scenario, "t");
+  std::vector<bool> accepted;
+  for (int64_t i = 0; i < dataset.size(); ++i) accepted.push_back(dataset.frame(i).accepted);
+  EXPECT_EQ(accepted, (std::vector<bool>{true, true, false, false, true, true, false, true, true}));
+}
+
 }  // namespace
 }  // namespace petrsim
