@@ -14,7 +14,7 @@
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
-#include "importers/mmdet_config.h"
+#include "formats/mmcv/config.h"
 #include "importers/nuscenes_tables.h"
 #include "model/error.h"
 #include "model/file_io.h"

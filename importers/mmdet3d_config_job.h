@@ -1,5 +1,5 @@
 // The job an mmdet3d / StreamPETR training config describes, as scenario fields (issue 18): what `petrsim import
-// mmdet3d-config` takes from a config read by importers/mmdet_config.h (never run).
+// mmdet3d-config` takes from a config read by formats/mmcv/config.h (never run).
 //
 // Data flow: Config (merged `_base_` chain, or a log's `Config:` block) → ConfigJob: the info files of the train
 // dataset in ConcatDataset order with the filters mmdet3d applies to them, and a Scenario holding every non-dataset
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "importers/imported_dataset.h"
-#include "importers/mmdet_config.h"
+#include "formats/mmcv/config.h"
 #include "model/scenario.pb.h"
 
 namespace petrsim {

@@ -10,7 +10,7 @@
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
-#include "importers/mmdet_config.h"
+#include "formats/mmcv/config.h"
 #include "model/dataset.h"
 #include "model/error.h"
 #include "model/preflight.h"

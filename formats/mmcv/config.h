@@ -1,7 +1,9 @@
 // Reading an mmcv 1.x / mmdet3d training config WITHOUT running it: a config is Python code, and a
 // user may run petrsim on one they were sent. The reader never executes, imports or calls
-// anything; it understands the small part of Python that configs are written in and refuses the
-// rest with the file, the line and the construct.
+// anything: formats/pyconfig parses the file into an AST and evaluates its module-level config
+// statements (formats/pyconfig/evaluator.h says which Python it reads); what it does not evaluate
+// becomes a ConfigUnknown value naming "FILE:LINE: <construct>", an error only where a caller
+// needs that value (FindUnknown / DescribeUnknown in formats/pyconfig/value.h).
 //
 // Data flow (ReadMmcvConfig), as mmcv 1.x's Config.fromfile (mmcv/utils/config.py, Config._file2dict,
 // read on the 1.x branch, unchanged since v1.6/1.7):
@@ -30,40 +32,24 @@
 // Not done: `custom_imports` is a plain value (mmcv imports those modules); `--cfg-options`
 // (merge_from_dict with allow_list_keys) is not read.
 //
-// The Python that is read (anything else is an error, below):
-// - statements: `name = expr` and `a = b = expr`, separated by newlines or `;`; comments; blank
-//   lines; string statements (docstrings, ignored); continuation inside brackets and with `\`;
-// - literals: None, True, False; ints (1_000, 0x1F, 0o17, 0b101; 64-bit); floats (1e-4, .5, 2.);
-//   strings ('', "", triple-quoted, r/u prefixes, escapes, adjacent literals concatenated);
-//   lists, tuples, dicts `{k: v}` with str or int keys (an int key is stored as its decimal text),
-//   `{**d}`; `dict(k=v, ..., **d)`, the one call allowed;
-// - operators with Python's semantics: unary + -, + - * / // % ** (int / int is a float, // and %
-//   floor toward -inf, int ** negative int is a float; ints are 64-bit here and overflow is an
-//   error, Python's would grow; int / int is exact for magnitudes up to 2**53), str + str,
-//   list + list, tuple + tuple, str/list/tuple * int; bools count as ints;
-// - names assigned earlier in the same file (a copy of the value).
-// In the `Config:` block of a training log (ReadConfigBlockOfLog) the same, plus `range(a, b[, s])`
-// (mmdet's train.py sets `cfg.gpu_ids = range(world_size)`, printed as `gpu_ids = range(0, 8)`),
-// read as the list of its ints, and `inf`/`nan` (how Python prints such floats); there is no
-// `_base_` and no `{{...}}` there (mmcv prints the merged config).
+// The Python that is read: see formats/pyconfig/evaluator.h. In the `Config:` block of a training
+// log (ReadConfigBlockOfLog) the same, except that anything petrsim would not evaluate is an error
+// there (mmcv prints only values), plus `inf`/`nan` (how Python prints such floats); `range(a, b)`
+// (mmdet's train.py sets `cfg.gpu_ids = range(world_size)`, printed as `gpu_ids = range(0, 8)`) is
+// the list of its ints; there is no `_base_` and no `{{...}}` there (mmcv prints the merged config).
+// Module names: mmcv 1.x keeps every module-level name not starting with "__" in the config's
+// dict except modules and functions (mmcv/utils/config.py on the 1.x branch, Config._file2dict,
+// lines 212-217: `not isinstance(value, types.ModuleType) and not isinstance(value,
+// types.FunctionType)`). So a name bound by `import x` or `def`/`lambda` is left out; a name from
+// `from a import b` (which may be anything), a class and other unknowns stay, as unknown values.
 //
 // Errors are ScenarioError, each starting with "FILE:LINE:COL: " (or "FILE:LINE: " for a value's
 // place, "FILE: " for the whole file):
-// - an unsupported construct: "<construct> is not supported in a config petrsim reads without
-//   running it (only assignments of literals, dict(), lists, tuples and arithmetic over earlier
-//   names)", the construct named: "an import", "a from-import", "a call of 'range'", "a call of
-//   'np.array'", "a call of method 'format'", "a list comprehension", "a dict comprehension", "a set
-//   comprehension", "a generator expression", "a lambda", "an f-string", "a bytes literal",
-//   "attribute access ('a.b')", "a subscript ('x[...]')", "an if statement", "a for loop", "a
-//   while loop", "a function definition (def)", "a class definition", "a with statement", "a try
-//   statement", "a del statement", "an assert statement", "a raise statement", "a return
-//   statement", "a global declaration", "a pass statement", "a decorator", "an augmented
-//   assignment ('+=')", "an annotated assignment", "a tuple-unpacking assignment", "an assignment
-//   to an attribute ('a.b = ...')", "an assignment to a subscript ('x[...] = ...')", "an assignment
-//   expression (':=')", "a conditional expression ('... if ... else ...')", "a comparison ('==')",
-//   "a boolean operator ('and')", "a bitwise operator ('|')", "a star expression ('*')", "a set
-//   literal", "an Ellipsis ('...')", "a complex number", "string formatting with '%'", "a
-//   positional argument to dict()", "a reference to the builtin 'len'", "an expression statement";
+// - in a log's Config block, a construct that would be unknown: "<construct> is not supported in a
+//   config petrsim reads without running it (a Config block holds only values)";
+// - what Python itself refuses: "name 'x' is not defined (...)", "... (Python raises TypeError)",
+//   "... (Python raises IndexError)", "KeyError: 'k' ...", a yield expression, 'return' outside a
+//   function, a `raise` or a failing `assert` reached at module level;
 // - syntax: "expected X, found Y" (Y: "the name 'x'", "the number 3", "a string", "')'", "the end
 //   of the line"), "unterminated string literal", "unterminated triple-quoted string literal (it
 //   starts here)", "unbalanced bracket: ...", "unexpected indentation", "unexpected character",
@@ -87,76 +73,13 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 #include <vector>
 
+#include "formats/pyconfig/value.h"
+
 namespace petrsim {
-
-struct ConfigValue;
-struct ConfigEntry;
-
-struct ConfigList {
-  std::vector<ConfigValue> items;
-};
-
-struct ConfigTuple {
-  std::vector<ConfigValue> items;
-};
-
-// A dict in insertion order (Python's), keys unique.
-struct ConfigDict {
-  // ConfigEntry, not std::pair: a vector may hold a type completed later, a pair may not (clang
-  // refuses std::pair<std::string, ConfigValue> while ConfigValue is incomplete).
-  std::vector<ConfigEntry> entries;
-
-  const ConfigValue* Get(std::string_view key) const;
-  ConfigValue* Get(std::string_view key);
-  // Replaces the value of an existing key in place (its position kept, as Python's d[k] = v) or
-  // appends a new key.
-  void Set(std::string key, ConfigValue value);
-  bool Erase(std::string_view key);
-};
-
-struct ConfigValue {
-  // The order of `value`'s alternatives.
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict };
-
-  std::variant<std::monostate, bool, int64_t, double, std::string, ConfigList, ConfigTuple, ConfigDict> value;
-  // Where the value was written, "FILE:LINE": a literal's own line; a value read through a name is
-  // the named value (its line); a result of an operator or of dict(...) is where that expression
-  // starts; a merged dict is the child's. The root of a Config: the file's path.
-  std::string where;
-
-  Kind kind() const { return static_cast<Kind>(value.index()); }
-  bool is_none() const { return kind() == Kind::kNone; }
-  const bool* AsBool() const { return std::get_if<bool>(&value); }
-  const int64_t* AsInt() const { return std::get_if<int64_t>(&value); }  // not a bool
-  const double* AsFloat() const { return std::get_if<double>(&value); }
-  std::optional<double> AsNumber() const;  // an int or a float (not a bool)
-  const std::string* AsString() const { return std::get_if<std::string>(&value); }
-  const std::vector<ConfigValue>* AsSequence() const;  // a list or a tuple
-  const ConfigDict* AsDict() const { return std::get_if<ConfigDict>(&value); }
-  // Python's truth value (None, False, 0, 0.0, '' and empty containers are false).
-  bool Truthy() const;
-  // A dotted path below this value: dict keys, and decimal indexes into lists and tuples
-  // ("data.train.pipeline.2.type"); nullptr when any step is missing. "" is this value.
-  const ConfigValue* Find(std::string_view dotted_path) const;
-  // Python's repr: None, True, 3, 0.0001, 1e-05, 'text', [1, 2], (1,), {'a': 1}.
-  std::string Repr() const;
-
-  // "None", "a bool", "an int", "a float", "a string", "a list", "a tuple", "a dict".
-  static const char* KindName(Kind kind);
-};
-
-struct ConfigEntry {
-  ConfigEntry(std::string k, ConfigValue v) : key(std::move(k)), value(std::move(v)) {}
-  std::string key;
-  ConfigValue value;
-};
 
 struct Config {
   ConfigValue root;                // a ConfigDict: the merged config, as mmcv's cfg._cfg_dict
