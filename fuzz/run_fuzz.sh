@@ -23,11 +23,11 @@ if ! command -v clang++ > /dev/null; then
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPETRSIM_FUZZ=ON -DPETRSIM_BUILD_TESTS=OFF -DPETRSIM_BUILD_BENCH=OFF -DPETRSIM_WITH_REAL=OFF > /dev/null
-cmake --build "$build" --target fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos -j "${PETRSIM_JOBS:-2}"
+cmake --build "$build" --target fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig -j "${PETRSIM_JOBS:-2}"
 
 corpus="$build/corpus"
 rm -rf "$build/artifacts"  # findings of earlier runs are theirs, not this run's
-mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$build/artifacts"
+mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$corpus/pyconfig" "$build/artifacts"
 cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
 for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
 for f in tests/data/flight_recorder_json/lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
@@ -49,8 +49,10 @@ for f in scenarios/*.pbtxt scenarios/regressions/*.pbtxt; do cp -n "$f" "$corpus
 printf '{"job": {"worldSize": 2, "samplesPerGpu": 1}, "dataset": {"subdatasets": [{"name": "d", "explicit": {"scenes": [{"gtCounts": [1, 0, 2]}]}}]}}\n' \
   > "$corpus/scenario/json_small"
 cp -n tests/data/importers/*.pkl "$corpus/infos/" 2>/dev/null || true
+# Python configs: every one under tests/data/configs (petrsim's own, of every construct and error).
+find tests/data/configs -name '*.py' | while read -r f; do cp -n "$f" "$corpus/pyconfig/$(echo "$f" | tr / _)"; done
 
-for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos; do
+for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig; do
   dir="$corpus/${target#fuzz_}"
   echo "run_fuzz: $target for $seconds s"
   status=0

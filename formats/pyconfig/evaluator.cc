@@ -696,6 +696,13 @@ class Evaluator {
         const std::string root = RootName(target);
         if (!root.empty() && Lookup(root) != nullptr) {
           if (Lookup(root)->is_unknown()) return;
+          // Attributes of known values (str, list, dict...) cannot be set in Python; `_base_.x = v` is
+          // mmengine's syntax, not mmcv 1.x's.
+          if (root == "_base_") {
+            Fail(target, "an assignment to '" + Dotted(target) +
+                             "': mmcv 1.x has no attributes on _base_ (a list of paths; Python raises AttributeError); "
+                             "this is mmengine's config syntax (mmdet3d 1.x), not mmcv 1.x's");
+          }
           SetRoot(root, Unknown(target, "an assignment to an attribute of '" + root + "'"));
           return;
         }
