@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/mmcv/config.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
-#include "formats/mmcv/config.h"
 #include "importers/nuscenes_tables.h"
 #include "model/error.h"
 #include "model/file_io.h"
@@ -165,6 +165,13 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   std::string description = "petrsim import mmdet3d-config: " + flags.config + "; infos:";
   ImportProgress bar(flags.quiet);
   for (size_t i = 0; i < job.info_files.size(); ++i) {
+    std::error_code error;
+    if (!std::filesystem::exists(job.info_files[i], error)) {
+      throw ScenarioError(fmt::format(
+          "{}: no such info file (from {}): pass --data-root DIR, the directory the config's data_root stands for on "
+          "this machine, or --infos FILE ... with the {} info file(s) in ann_file order",
+          job.info_files[i], job.info_file_origins[i], job.info_files.size()));
+    }
     Mmdet3dInfosOptions infos;
     infos.name = job.subdataset_names[i];
     infos.use_valid_flag = job.filters.use_valid_flag;

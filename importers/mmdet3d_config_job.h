@@ -52,6 +52,9 @@ struct ConfigJob {
   Scenario scenario;                    // every non-dataset field the config sets
   ImportFilters filters;                // the filters the infos are read with
   std::vector<std::string> info_files;  // in ConcatDataset order
+  // Per info file, how its path was found ("ann_file 'x.pkl' (cfg.py:40 (data.train.ann_file)) under
+  // --data-root D", "--infos F"): a missing file's error says it.
+  std::vector<std::string> info_file_origins;
   std::vector<std::string> subdataset_names;
   // Per scenario field set: "job.world_size = 8  # cfg.py:21 (num_gpus)". In the order set.
   std::vector<std::string> provenance;

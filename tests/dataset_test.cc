@@ -337,7 +337,12 @@ TEST(DatasetTest, GtRequiredFramesRejectsAFrameWhoseQueueHoldsAnEmptyFrame) {
   // sub-dataset index, across the scene boundary.
   Scenario scenario = testing::ScenarioFromText(R"pb(
     dataset {
-      subdatasets { explicit { scenes { gt_counts: [ 1, 1, 0, 1, 1 ] } scenes { gt_counts: [ 1, 0 ] } } }
+      subdatasets {
+        explicit {
+          scenes { gt_counts: [ 1, 1, 0, 1, 1 ] }
+          scenes { gt_counts: [ 1, 0 ] }
+        }
+      }
       subdatasets { explicit { scenes { gt_counts: [ 1, 1 ] } } }
     }
     grouping { seq_mode: false }
