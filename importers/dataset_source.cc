@@ -208,18 +208,25 @@ struct RetryLoop {
   int64_t attempts = 0;       // kBounded, when the argument is a literal or self.max_refetch + 1 with a default
 };
 
+// The int default of __init__'s parameter `arg_name` (positional or keyword-only), if it has one.
 std::optional<int64_t> IntDefault(const Stmt& cls, std::string_view arg_name) {
   const Stmt* init = Method(cls, "__init__");
   if (init == nullptr || init->args == nullptr) return std::nullopt;
+  const auto int_constant = [](const Expr* d) -> std::optional<int64_t> {
+    if (d == nullptr || d->kind != ExprKind::kConstant || d->constant.kind != pyconfig::Constant::Kind::kInt) {
+      return std::nullopt;
+    }
+    return d->constant.int_value;
+  };
   const auto& args = init->args->args;
   const auto& defaults = init->args->defaults;
   const size_t first_default = args.size() - defaults.size();
   for (size_t i = first_default; i < args.size(); ++i) {
-    const Expr* d = defaults[i - first_default].get();
-    if (args[i].name == arg_name && d != nullptr && d->kind == ExprKind::kConstant &&
-        d->constant.kind == pyconfig::Constant::Kind::kInt) {
-      return d->constant.int_value;
-    }
+    if (args[i].name == arg_name) return int_constant(defaults[i - first_default].get());
+  }
+  const auto& kwonly = init->args->kwonlyargs;
+  for (size_t i = 0; i < kwonly.size() && i < init->args->kw_defaults.size(); ++i) {
+    if (kwonly[i].name == arg_name) return int_constant(init->args->kw_defaults[i].get());
   }
   return std::nullopt;
 }
@@ -333,6 +340,8 @@ class SourceReader {
     ReadPool(cls, found->path, &semantics, out);
     ReadDefaults(cls, found->path, &semantics, out);
     ReadClasses(cls, found->path, &semantics, out);
+    if (const Stmt* prepare = Method(cls, "prepare_train_data"))
+      ReadQueueCheck(cls, *prepare, found->path, &semantics, out);
     return semantics;
   }
 
@@ -361,6 +370,31 @@ class SourceReader {
         cls.name, cls.name));
     out->base_entry = fmt::format("{} of {} (assumed)", fallback->type, fallback->codebase);
     return *fallback;
+  }
+
+  // StreamPETR's sliding window: prepare_train_data loops `for k in range(self.num_frame_losses)` over the
+  // last frames of its queue and returns None when one has no GT.
+  static void ReadQueueCheck(const Stmt& cls, const Stmt& prepare, const std::string& path, DatasetSemantics* s,
+                             DatasetSourceReading* out) {
+    const Stmt* loop = nullptr;
+    Walk(prepare.body, [&](const Stmt& st) {
+      if (loop == nullptr && st.kind == StmtKind::kFor && CalleeOf(st.value.get()) == "range" &&
+          st.value->items.size() == 2 && Dotted(st.value->items[1].get()) == "self.num_frame_losses") {
+        loop = &st;
+      }
+    });
+    if (loop != nullptr) {
+      s->queue_checks_frame_losses = true;
+      s->queue_source = Where(path, loop->line);
+      out->findings.push_back(fmt::format(
+          "{}: prepare_train_data rejects a frame when one of the last num_frame_losses frames of its queue has no GT",
+          s->queue_source));
+      return;
+    }
+    out->findings.push_back(fmt::format(
+        "{}: {}.prepare_train_data is overridden: petrsim reads no None condition from it beyond the GT check "
+        "(filter_empty_gt) it models for every dataset",
+        Where(path, prepare.line), cls.name));
   }
 
   void ReadRetryLoop(const Stmt& cls, const std::string& path, DatasetSemantics* s, DatasetSourceReading* out) {

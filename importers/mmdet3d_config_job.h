@@ -1,35 +1,37 @@
-// The job an mmdet3d / StreamPETR training config describes, as scenario fields (issue 18): what `petrsim import
-// mmdet3d-config` takes from a config read by formats/mmcv/config.h (never run).
+// The job an mmdet3d 1.0 / mmcv 1.x training config describes (StreamPETR, PETR, BEVFormer, BEVDet, Sparse4D,
+// Far3D, mmdet3d itself), as scenario fields: what `petrsim import mmdet3d-config` takes from a config read by
+// formats/mmcv/config.h (never run).
 //
 // Data flow: Config (merged `_base_` chain, or a log's `Config:` block) → ConfigJob: the info files of the train
-// dataset in ConcatDataset order with the filters mmdet3d applies to them, and a Scenario holding every non-dataset
-// field the config sets (job, grouping, filters, sampler, plan, comm, pipeline), with per field where its value came
-// from (`file:line`, or the class default it rests on). The importer then reads the infos with those filters and
-// lays the dataset under the scenario.
+// dataset in ConcatDataset order with the filters the dataset applies to them, and a Scenario holding every
+// non-dataset field the config sets (job, grouping, filters, resample, sampler, plan, comm, pipeline), with per field
+// where its value came from (`file:line`, or the class default and the upstream file:line it rests on). The importer
+// then reads the infos with those filters and lays the dataset under the scenario.
 //
-// What is read, and the defaults when a key is absent (the class defaults, read from source: mmdet3d v1.0.0rc6
-// Custom3DDataset / NuScenesDataset, StreamPETR's CustomNuScenesDataset, mmdet 2.x build_dataloader, mmcv 1.x runners):
-// - data.samples_per_gpu, data.workers_per_gpu → job.samples_per_gpu, job.workers_per_gpu;
-// - the GPU count: --gpus, else the config's `num_gpus`, else `gpu_ids` (a log's Config block) → job.world_size;
-// - data.train, through ConcatDataset(datasets=[...]) and an `ann_file` list (mmdet's build_dataset concatenates one
-//   dataset per file, in order); CBGSDataset / RepeatDataset / ClassBalancedDataset wrappers are refused (they change
-//   the sampling petrsim models); its type must be a nuScenes dataset; `ann_file` (joined to --data-root: the
-//   config's `data_root` prefix is replaced by it), `seq_mode` (default False), `seq_split_num` (default 1; 'all'),
-//   `filter_empty_gt` (default True, Custom3DDataset), `use_valid_flag` (default False, NuScenesDataset),
-//   `queue_length`, `num_frame_losses` (recorded; seq_mode sets both to 1);
-// - the train pipeline: ObjectNameFilter.classes (else `class_names`), ObjectRangeFilter.point_cloud_range,
-//   ResizeCropFlipRotImage (training, data_aug_conf.rand_flip), GlobalRotScaleTransImage → pipeline.ops; ops known to
-//   draw nothing are skipped; any other op is recorded as drawing nothing, with a note;
-// - model.use_grid_mask and data_aug_conf.final_dim[0] → pipeline.grid_mask;
-// - data.shuffler_sampler.type → sampler.kind (absent: mmdet's DistributedGroupSampler);
-// - runner (IterBasedRunner.max_iters → job.iterations, EpochBasedRunner.max_epochs → job.epochs),
-// `num_iters_per_epoch`
-//   → job.iterations_per_epoch;
-// - model.pts_bbox_head.transformer.decoder.num_layers, model.pts_bbox_head.with_dn → plan.streampetr;
-//   find_unused_parameters → plan.ddp; log_config.interval, checkpoint_config.interval → plan.streampetr;
-// - dist_params.backend → comm.backend; `seed` → job.seed (absent: mmdet draws a random seed; the log's
-//   `Set random seed to S` names it: a note says so);
-// - evaluation.interval: recorded; its hook's collectives are not modelled (a note when it falls within the job).
+// What a dataset does is data (dataset_semantics.h, or the class's own source through dataset_source.h when the
+// config names a plugin the checkout holds): its group flags, the pool of `_rand_another`, its retry loop, the
+// defaults of its GT keys and CLASSES, and the train script that builds its sampler. The sections read, in order:
+// - loader: data.samples_per_gpu (None is refused: mmdet's build_dataloader needs the count), data.workers_per_gpu;
+// - world: --gpus (a note when it differs from the config's num_gpus that num_iters_per_epoch was computed for),
+//   else `num_gpus`, else `gpu_ids` (a log's Config block);
+// - train datasets: data.train through ConcatDataset, CBGSDataset and RepeatDataset (the inner dataset's loop
+//   resamples) and `ann_file` lists; an unknown type is an error listing the known ones;
+// - info paths: --infos, else ann_file under --data-root (the config's data_root replaced by it, compared by path
+//   components), else as written;
+// - grouping: seq_mode / seq_split_num (StreamPETR, Far3D) or with_seq_flag / sequences_split_num (Sparse4D), the
+//   split written only in sequence mode (validation refuses it elsewhere); zeros elsewhere;
+// - filters: filter_empty_gt and use_valid_flag with the class's defaults; test_mode=True never rejects a frame;
+//   resample.policy from the pool (group: in_group, whole dataset: in_subdataset, a bounded loop: bounded);
+//   StreamPETR's sliding window (num_frame_losses) → filters.gt_required_frames;
+// - pipeline: ObjectNameFilter / InstanceNameFilter, ObjectRangeFilter (none: no range limit),
+//   CircleObjectRangeFilter, ResizeCropFlipRotImage, GlobalRotScaleTransImage; other ops noted as drawing nothing;
+// - classes: the dataset's (data.train.classes, else its CLASSES), cut to len(ObjectNameFilter.classes);
+// - model: use_grid_mask, decoder layers, with_dn, find_unused_parameters, log and checkpoint intervals;
+// - length: runner (IterBasedRunner.max_iters, EpochBasedRunner[_video].max_epochs), total_epochs without runner
+//   where the train script turns it into an epoch runner (StreamPETR's fails with AttributeError: an error);
+// - sampler: as the train script builds it (mmdet's never reads data.shuffler_sampler; StreamPETR's builds the
+//   infinite sampler only for an IterBasedRunner; Sparse4D's picks by runner);
+// - evaluation.interval (epochs for an epoch runner), dist_params.backend, seed.
 #pragma once
 
 #include <optional>

@@ -1,0 +1,18 @@
+# petrsim's own stand-in for Sparse4D's data loader builder (linxuewu/Sparse4D@db711ad5
+# projects/mmdet3d_plugin/datasets/builder.py): no shuffler_sampler from the config; the runner's type
+# picks InfiniteGroupEachSampleInBatchSampler.
+def build_dataloader(
+    dataset,
+    samples_per_gpu,
+    workers_per_gpu,
+    num_gpus=1,
+    dist=True,
+    shuffle=True,
+    seed=None,
+    nonshuffler_sampler=None,
+    runner_type="EpochBasedRunner",
+    **kwargs
+):
+    if runner_type == "IterBasedRunner":
+        return "InfiniteGroupEachSampleInBatchSampler"
+    return "DistributedGroupSampler"
