@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "importers/imported_dataset.h"
 #include "formats/mmcv/config.h"
+#include "importers/imported_dataset.h"
 #include "model/scenario.pb.h"
 
 namespace petrsim {
@@ -58,6 +58,9 @@ struct ConfigJob {
   // --data-root D", "--infos F"): a missing file's error says it.
   std::vector<std::string> info_file_origins;
   std::vector<std::string> subdataset_names;
+  // Far3D's Argoverse2DatasetT(interval_test=True) reorders its infos before the sequence flags
+  // (argoverse2_dataset_t.py:27-31); the info reader applies it (Mmdet3dInfosOptions::interval_test).
+  bool interval_test = false;
   // Per scenario field set: "job.world_size = 8  # cfg.py:21 (num_gpus)". In the order set.
   std::vector<std::string> provenance;
   std::vector<std::string> notes;  // what is not modelled or assumed

@@ -32,8 +32,8 @@ class BoxFilter {
     // Bitwise & rather than &&: one compare chain without branches (boxes come in random order).
     const auto fx = static_cast<float>(x);
     const auto fy = static_cast<float>(y);
-    const bool kept = valid & (class_limit >= 0.0f) & (fx > range_min_) & (fy > range_min_) & (fx < range_max_) &
-                      (fy < range_max_);
+    const bool kept =
+        valid & (class_limit >= 0.0f) & (fx > range_min_) & (fy > range_min_) & (fx < range_max_) & (fy < range_max_);
     if (!has_circle_ || !kept) return kept;
     // numpy: sqrt(sum(center[:, :2] ** 2)) on float32, compared with the threshold as float32.
     return std::sqrt(fx * fx + fy * fy) <= class_limit;

@@ -169,7 +169,7 @@ class DatasetBuilder {
     if (grouping.seq_split_all()) return std::vector<uint32_t>(n, 1);
     const uint32_t split = grouping.seq_split_num();
     std::vector<uint32_t> lengths = SceneChunkLengths(n, split);
-    if (lengths.size() != split) {
+    if (lengths.size() != split && grouping.seq_split_count_asserted()) {
       throw ScenarioError(display_name_ + ": dataset.subdatasets[" + std::to_string(s) + "] ('" +
                           SubDatasetName(scenario_, s) + "') scene " + std::to_string(scene.index_in_subdataset) +
                           " '" + scene.name + "' has " + std::to_string(n) + " frame(s): seq_split_num " +
@@ -247,7 +247,8 @@ class DatasetBuilder {
         frame.gt_count = scene.gt_counts[f];
         const int64_t local = static_cast<int64_t>(dataset_.size() - info.begin);
         if (frame.gt_count == 0) last_empty = local;
-        frame.accepted = !dataset_.rejects_empty_frames_ || (frame.gt_count > 0 && last_empty < std::max<int64_t>(0, local - required + 1));
+        frame.accepted = !dataset_.rejects_empty_frames_ ||
+                         (frame.gt_count > 0 && last_empty < std::max<int64_t>(0, local - required + 1));
         frame.prev_exists = prev_exists;
         dataset_.accepted_frames_ += frame.accepted;
         dataset_.chunks_[chunk_index].accepted_frames += frame.accepted;

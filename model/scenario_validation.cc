@@ -390,7 +390,8 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
     const std::string path = Index("filters.circle_range", i);
     const ClassDistance& c = filters.circle_range(i);
     if (c.name().empty()) v.AddPlain(path + ".name", "must not be empty");
-    if (!circle_classes.insert(c.name()).second) v.Add(path + ".name", "must not repeat a class", "\"" + c.name() + "\"");
+    if (!circle_classes.insert(c.name()).second)
+      v.Add(path + ".name", "must not repeat a class", "\"" + c.name() + "\"");
     if (!std::isfinite(c.max_m()) || c.max_m() < 0) v.Add(path + ".max_m", "must be finite and >= 0", c.max_m());
   }
 

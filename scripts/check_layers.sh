@@ -10,24 +10,26 @@ cd "$(dirname "$0")/.."
 declare -A allowed=(
   [model]=""
   [formats/pickle]="model"
+  [formats/pyconfig]="model"
+  [formats/mmcv]="model formats/pyconfig"
   [trace]="model"
   [sim]="model trace"
   [comm]="model sim"
   [real]="model trace"
   [replay]="model trace formats/pickle sim"
   [sweep]="model sim"
-  [importers]="model formats/pickle"
+  [importers]="model formats/pickle formats/pyconfig formats/mmcv"
   [cli]="model trace formats/pickle sim replay sweep importers"
   [props]="model sim"
   [bench]="model sim real trace"
-  [fuzz]="model trace formats/pickle replay importers"
+  [fuzz]="model trace formats/pickle formats/pyconfig formats/mmcv replay importers"
 )
 # The programs are wiring: petrsim_train re-runs recordings (--replay) through replay/.
 exceptions=("real/train_main.cc:replay")
 
 folder_of() {  # the layer an include path or a file belongs to
   case "$1" in
-    formats/pickle/*) echo formats/pickle ;;
+    formats/*/*) local rest=${1#formats/}; echo "formats/${rest%%/*}" ;;
     */*) echo "${1%%/*}" ;;
     *) echo "" ;;
   esac
@@ -41,6 +43,7 @@ while IFS= read -r line; do
   file=${line%%:*}
   target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"${line#*:}")
   from=$(folder_of "$file")
+  [[ "$file" == *_test.cc ]] && from=tests  # a test beside its code may include anything, as tests/ may
   to=$(folder_of "$target")
   [ -z "$to" ] || [ "$to" = "$from" ] && continue
   [ -d "$to" ] || continue  # a generated or system header
@@ -56,7 +59,7 @@ while IFS= read -r line; do
   fi
 done < <(git ls-files '*.h' '*.cc' | xargs grep -H '^#include "' || true)
 
-for from in model formats/pickle trace sim comm real replay sweep importers cli props bench fuzz tests; do
+for from in model formats/pickle formats/pyconfig formats/mmcv trace sim comm real replay sweep importers cli props bench fuzz tests; do
   out=""
   for key in "${!edges[@]}"; do
     [ "${key% *}" = "$from" ] && out+="${key#* }(${edges[$key]}) "
