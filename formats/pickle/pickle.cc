@@ -67,6 +67,8 @@ std::string PickleNode::TypeName() const {
       return "numpy.dtype";
     case Type::kGlobal:
       return "global " + text;
+    case Type::kOpaque:
+      return "object of " + text;
     case Type::kDropped:
       return "dropped value";
   }

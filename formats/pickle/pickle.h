@@ -22,6 +22,18 @@
 // module.name and byte offset; so are the numpy dtypes petrsim does not read (structured,
 // datetime, complex, float16, big-endian).
 //
+// With PickleOptions::torch as well, the CPU tensors plain pickle.dump writes (what Far3D's
+// Argoverse 2 info converter stores through mmcv.dump):
+//   torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)
+//   torch.storage._load_from_bytes(bytes)  (the storage as a legacy torch.save stream: its
+//                                           pickles are read by this machine too, its
+//                                           persistent id must name a torch.*Storage type)
+// become plain kNumpyArray nodes of the tensor's dtype (C-contiguous tensors only). And
+// PickleOptions::opaque_globals names classes and functions whose objects are read as inert
+// kOpaque nodes (GLOBAL, then REDUCE, NEWOBJ or BUILD of it): their arguments are parsed as data
+// and dropped, nothing is imported or called. A caller lists only what it never reads (Far3D's
+// camera poses, paths and pandas series beside the annotations).
+//
 // Limits against hostile files: every length is checked against the bytes left; integers
 // wider than 64 bits are refused; values are nodes of one arena (a memo reference shares the
 // node, as Python shares the object, and a cycle costs nothing), at most kPickleNodesMax of
@@ -90,6 +102,7 @@ struct PickleNode {
     kNumpyScalar,  // dtype; the element's bytes in `text`
     kNumpyDtype,   // dtype
     kGlobal,       // one of the allowed globals: `text` is its "module.name"
+    kOpaque,       // an object of one of PickleOptions::opaque_globals: `text` is its "module.name"
     // Only with PickleOptions::record_lists: a value the caller said it never reads.
     kDropped,
   };
@@ -124,6 +137,11 @@ struct PickleOptions {
   // Read numpy arrays, dtypes and scalars through the globals listed above. Off: every global
   // is refused (what Flight Recorder dumps get).
   bool numpy = false;
+  // With numpy: torch tensors too (see above), as numpy arrays of their dtype.
+  bool torch = false;
+  // With numpy: globals read as inert kOpaque objects, each an exact "module.name" or a prefix
+  // ending in '.' ("pandas." covers every pandas module). Empty: none.
+  std::vector<std::string> opaque_globals;
   // Return the partial document when the stream breaks after the first container was opened.
   bool salvage = true;
   // Record mode, for big files of records such as mmdet3d's info files ({'infos': [info, ...],

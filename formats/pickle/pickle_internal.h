@@ -101,6 +101,10 @@ class Machine {
   PickleNode* Salvage();
 
   uint64_t op_offset() const { return op_offset_; }
+  uint64_t end_offset() const { return pos_; }  // after Run: the byte after its STOP
+  // The machine reads one pickle of a legacy torch.save stream (pickle_torch.cc): torch.*Storage
+  // globals and BINPERSID, whose persistent id (a tuple) is pushed as it is.
+  void ReadTorchStream() { torch_stream_ = true; }
 
  private:
   [[noreturn]] void Fail(const std::string& what) const {
@@ -297,6 +301,13 @@ class Machine {
   void CheckDataLength(const PickleNode& node) const;
   static void ToCOrder(PickleNode& node);
   void Latin1(const std::string& utf8, std::string& out) const;
+  bool IsOpaqueGlobal(const std::string& module, const std::string& name) const;
+
+  // --- torch (pickle_torch.cc) ----------------------------------------------------------------------
+
+  PickleNode* LoadTorchStorage(const PickleNode& args);
+  PickleNode* RebuildTensor(const PickleNode& args);
+  bool torch_stream_ = false;
 
   std::string_view bytes_;
   const std::string& name_;

@@ -18,6 +18,10 @@ enum Global : int64_t {
   kCodecsEncode,     // _codecs.encode(str, 'latin1'): protocol 2's bytes
   kBytesGlobal,      // bytes(): protocol 2's empty bytes
   kOrderedDict,      // collections.OrderedDict(): an empty dict, filled by SETITEM(S)
+  // PickleOptions::torch (pickle_torch.cc):
+  kRebuildTensor,  // torch._utils._rebuild_tensor_v2(storage, offset, size, stride, grad, hooks)
+  kLoadFromBytes,  // torch.storage._load_from_bytes(legacy torch.save bytes)
+  kTorchStorage,   // torch.FloatStorage, ... inside that stream only; `text` names the type
 };
 
 struct AllowedGlobal {
@@ -73,6 +77,25 @@ bool Machine::RunNumpyOpcode(uint8_t op) {
       Build(Top(), state);
       return true;
     }
+    case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), for an opaque class only
+      if (options_.opaque_globals.empty()) return false;
+      PickleNode* args = Pop();
+      PickleNode* cls = Pop();
+      if (cls->type != PickleNode::Type::kOpaque || args->type != PickleNode::Type::kTuple) {
+        Fail(fmt::format("NEWOBJ of a {} with a {} (petrsim creates no objects but the opaque ones its caller lists)",
+                         cls->TypeName(), args->TypeName()));
+      }
+      PickleNode* node = New(PickleNode::Type::kOpaque);
+      node->text = cls->text;
+      Push(node);
+      return true;
+    }
+    case 'Q': {  // BINPERSID: a storage's persistent id, inside a torch.save stream only
+      if (!torch_stream_) return false;
+      PickleNode* pid = Pop();
+      Push(pid);  // LoadTorchStorage reads the id itself
+      return true;
+    }
     case 0x8e:
       Push(Str(PickleNode::Type::kBytes, U64()));
       return true;  // BINBYTES8
@@ -84,14 +107,34 @@ bool Machine::RunNumpyOpcode(uint8_t op) {
   }
 }
 
+bool Machine::IsOpaqueGlobal(const std::string& module, const std::string& name) const {
+  const std::string full = module + "." + name;
+  for (const std::string& opaque : options_.opaque_globals) {
+    if (opaque.empty()) continue;
+    if (opaque.back() == '.' ? full.compare(0, opaque.size(), opaque) == 0 : full == opaque) return true;
+  }
+  return false;
+}
+
 PickleNode* Machine::GlobalNode(const std::string& module, const std::string& name) {
+  auto global = [&](Global which) {
+    PickleNode* node = New(PickleNode::Type::kGlobal);
+    node->integer = which;
+    node->text = module + "." + name;
+    return node;
+  };
   for (const auto& allowed : kAllowedGlobals) {
-    if (allowed.module == module && allowed.name == name) {
-      PickleNode* node = New(PickleNode::Type::kGlobal);
-      node->integer = allowed.global;
-      node->text = module + "." + name;
-      return node;
-    }
+    if (allowed.module == module && allowed.name == name) return global(allowed.global);
+  }
+  if (options_.torch) {
+    if (module == "torch._utils" && name == "_rebuild_tensor_v2") return global(kRebuildTensor);
+    if (module == "torch.storage" && name == "_load_from_bytes") return global(kLoadFromBytes);
+  }
+  if (torch_stream_ && module == "torch" && name.ends_with("Storage")) return global(kTorchStorage);
+  if (IsOpaqueGlobal(module, name)) {
+    PickleNode* node = New(PickleNode::Type::kOpaque);
+    node->text = module + "." + name;
+    return node;
   }
   Fail(
       fmt::format("refused global {}.{}: petrsim never imports or calls code from a pickle; "
@@ -114,6 +157,11 @@ void Machine::ArgCount(const PickleNode& args, size_t n, const char* function) c
 }
 
 PickleNode* Machine::Reduce(PickleNode* callable, PickleNode* args) {
+  if (callable->type == PickleNode::Type::kOpaque) {
+    PickleNode* node = New(PickleNode::Type::kOpaque);  // the call's result, never made
+    node->text = callable->text;
+    return node;
+  }
   if (callable->type != PickleNode::Type::kGlobal) {
     Fail(fmt::format("REDUCE calls a {} (only the allowed numpy globals are interpreted)", callable->TypeName()));
   }
@@ -197,6 +245,12 @@ PickleNode* Machine::Reduce(PickleNode* callable, PickleNode* args) {
         Fail("collections.OrderedDict() with arguments (petrsim reads the empty call pickle writes, then its items)");
       }
       return New(PickleNode::Type::kDict);
+    case kRebuildTensor:
+      return RebuildTensor(*args);
+    case kLoadFromBytes:
+      return LoadTorchStorage(*args);
+    case kTorchStorage:
+      Fail(fmt::format("{} is called (petrsim reads it only in a storage's persistent id)", callable->text));
   }
   Fail(fmt::format("REDUCE of {} (not interpreted)", callable->text));
 }
@@ -250,6 +304,7 @@ NumpyDtype Machine::ParseDtype(std::string_view spec) const {
 }
 
 void Machine::Build(PickleNode* object, PickleNode* state) {
+  if (object->type == PickleNode::Type::kOpaque) return;  // its state is parsed and dropped
   if (object->type == PickleNode::Type::kNumpyDtype && !object->built) {
     BuildDtype(*object, *state);
   } else if (object->type == PickleNode::Type::kNumpyArray && !object->built) {
