@@ -148,9 +148,9 @@ std::vector<DatasetSemantics> MakeTable() {
   far3d.script = TrainScript::kStreamPetrCustomTrain;
   far3d.script_source = "Far3D@5efb9d73 (builder, samplers and apis byte-identical to StreamPETR@95f64702's)";
   far3d.not_modelled =
-      "a frame with a missing camera also fails (argoverse2_dataset_t.py:191-193), and interval_test reorders the "
-      "infos as infos[0::5] + ... + infos[4::5] before the flags (:27-31): petrsim keeps the info order and cuts "
-      "sequences at sweep-less frames. The pool is the whole dataset, so the verdict does not depend on either";
+      "a frame with a missing camera also fails (argoverse2_dataset_t.py:191-193). Its Argoverse 2 infos are read "
+      "in file order, reordered by interval_test (:27-31), with a sequence wherever scene_id changes (:44-55); "
+      "nuScenes-shaped infos under this class are sorted and cut at sweep-less frames instead";
   table.push_back(far3d);
   return table;
 }

@@ -175,6 +175,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     Mmdet3dInfosOptions infos;
     infos.name = job.subdataset_names[i];
     infos.use_valid_flag = job.filters.use_valid_flag;
+    infos.interval_test = job.interval_test;
     if (bar.enabled()) infos.progress = [&](uint64_t done, uint64_t size) { bar.Show(done, size); };
     data.push_back(ReadMmdet3dInfos(job.info_files[i], infos));
     description += " " + job.info_files[i];

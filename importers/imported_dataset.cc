@@ -222,6 +222,34 @@ void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
   }
 }
 
+void KeepOrderAndCutScenesBySceneId(ImportedSubDataset& subdataset, bool interval_test) {
+  auto& frames = subdataset.frames;
+  if (interval_test) {
+    // argoverse2_dataset_t.py:27-31: infos[0::5] + infos[1::5] + ... + infos[4::5].
+    std::vector<ImportedFrame> reordered;
+    reordered.reserve(frames.size());
+    for (size_t start = 0; start < 5; ++start) {
+      for (size_t k = start; k < frames.size(); k += 5) reordered.push_back(std::move(frames[k]));
+    }
+    frames = std::move(reordered);
+  }
+  std::unordered_map<std::string, int> name_uses;
+  subdataset.scenes.clear();
+  subdataset.scene_token_disagreements = 0;
+  for (uint32_t k = 0; k < frames.size(); ++k) {
+    // argoverse2_dataset_t.py:44-53: a new sequence wherever scene_id differs from the previous
+    // frame's, so a log that interval_test splits into runs is a scene per run.
+    if (k == 0 || frames[k].scene_token != frames[k - 1].scene_token) {
+      ImportedScene scene;
+      scene.name = frames[k].scene_token;
+      if (++name_uses[scene.name] > 1) scene.name += fmt::format(" (part {})", name_uses[scene.name]);
+      scene.frame_begin = k;
+      subdataset.scenes.push_back(std::move(scene));
+    }
+    subdataset.scenes.back().frame_end = k + 1;
+  }
+}
+
 std::vector<std::string> SplitCommaList(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -296,7 +324,8 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
     for (const auto& scene : sub.scenes) {
       const uint32_t n = scene.frame_end - scene.frame_begin;
       const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
-      if (lengths.size() != filters.seq_split_num && ++unsplittable <= kWarningsShownMax) {
+      if (lengths.size() != filters.seq_split_num && filters.seq_split_count_asserted &&
+          ++unsplittable <= kWarningsShownMax) {
         summary.warnings.push_back(
             fmt::format("{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
                         "chunk(s), "

@@ -1,11 +1,13 @@
 // A dataset read from a user's real metadata (mmdet3d info pickles or the nuScenes tables), in
-// the form both importers produce: per sub-dataset the frames in StreamPETR's order (sorted by
-// timestamp), its scenes (a scene starts at every frame without lidar sweeps) and the annotated
-// boxes with what mmdet3d's filters look at. From it come the scenario (ToScenario, or
+// the form both importers produce: per sub-dataset the frames in its dataset class's order
+// (StreamPETR's: sorted by timestamp; Far3D's Argoverse 2: the file's), its scenes (StreamPETR's:
+// a scene starts at every frame without lidar sweeps; Far3D's: wherever scene_id changes) and the
+// annotated boxes with what mmdet3d's filters look at. From it come the scenario (ToScenario, or
 // WriteScenarioFile for a large one) and the import summary.
 //
-// Invariants: frames are sorted by timestamp (stable); scenes cover the frames contiguously, in
-// order, the first starting at frame 0; boxes of a frame are the range [box_begin, box_end).
+// Invariants: frames are in the dataset's order (OrderFramesAndCutScenes or
+// KeepOrderAndCutScenesBySceneId); scenes cover the frames contiguously, in order, the first
+// starting at frame 0; boxes of a frame are the range [box_begin, box_end).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,7 @@ struct ImportedBox {
 struct ImportedFrame {
   std::string token;
   int64_t timestamp = 0;
-  std::string scene_token;  // empty when the source has none
+  std::string scene_token;  // empty when the source has none; Argoverse 2: the scene_id (log id)
   std::string scene_name;   // the nuScenes scene name, when the source has it (else empty)
   uint32_t sweeps = 0;      // lidar sweeps before the keyframe (only 0 vs > 0 matters)
   uint32_t box_begin = 0;
@@ -72,8 +74,9 @@ struct ImportFilters {
   bool use_valid_flag = true;
   bool filter_empty_gt = true;
   uint32_t seq_split_num = 2;
-  bool seq_mode = true;      // StreamPETR's streaming configs; a config may say otherwise
-  bool from_config = false;  // read from a config (`import mmdet3d-config`): no import option changes them
+  bool seq_split_count_asserted = true;  // false: a short scene yields fewer chunks (Far3D)
+  bool seq_mode = true;                  // StreamPETR's streaming configs; a config may say otherwise
+  bool from_config = false;              // read from a config (`import mmdet3d-config`): no import option changes them
   // Where each value came from, by setting ("filter_empty_gt", "use_valid_flag", "classes",
   // "range", "seq_mode", "seq_split_num"): the option that set it (e.g. "--no-valid-flag") or a config's
   // "file:line". A setting not listed is petrsim's default, an assumption the summary says how
@@ -88,6 +91,12 @@ struct ImportFilters {
 // disagree.
 void OrderFramesAndCutScenes(ImportedSubDataset& subdataset,
                              const std::vector<std::pair<std::string, std::string>>& scene_names = {});
+
+// Far3D's Argoverse 2 order (argoverse2_dataset.py:94-97 and argoverse2_dataset_t.py:27-55): the
+// frames stay in the file's order (no sort), reordered as infos[0::5] + ... + infos[4::5] when
+// `interval_test`, then a scene starts wherever scene_token (the info's scene_id) differs from the
+// previous frame's; scenes are named by it (" (part N)" when a log comes back).
+void KeepOrderAndCutScenesBySceneId(ImportedSubDataset& subdataset, bool interval_test);
 
 // "--range": 6 numbers (a point_cloud_range: x_min, y_min, z_min, x_max, y_max, z_max) or 2
 // (min, max); x and y must share their bounds, as the scenario keeps one BEV range.

@@ -430,6 +430,23 @@ void ConfigJobBuilder::ReadDatasetFilters() {
   s().mutable_filters()->set_filter_empty_gt(filter_empty_gt);
   s().mutable_filters()->set_use_valid_flag(use_valid_flag);
 
+  // Far3D's interval_test: an argument of Argoverse2DatasetT only (argoverse2_dataset_t.py:19), the order its infos
+  // are read in, which the info reader applies.
+  if (sem.type == "Argoverse2DatasetT") {
+    out_.interval_test = SameInEveryPart("interval_test", false);
+    Record("infos.interval_test", out_.interval_test ? "true" : "false",
+           from("interval_test", false,
+                "Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:19,27-31"));
+    // Its flags assert only the total length, not seq_split_num chunks per scene (:76-77): interval_test's runs
+    // of one frame are legal there.
+    if (seq_mode_) {
+      s().mutable_grouping()->set_seq_split_count_asserted(false);
+      out_.filters.seq_split_count_asserted = false;
+      Record("grouping.seq_split_count_asserted", "false",
+             "Argoverse2DatasetT [Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:76-77]");
+    }
+  }
+
   if (!test_mode_) ReadResamplePolicy();  // in test mode the pool is never drawn from
   if (!sem.not_modelled.empty()) out_.notes.push_back(fmt::format("{}: {}", sem.type, sem.not_modelled));
   ReadFrameQueue();

@@ -25,10 +25,44 @@ using Type = PickleNode::Type;
 // The info keys the importer reads; the reader drops every other value while it parses (the
 // cameras, sweeps' details and 2D annotations are most of a real file).
 const std::vector<std::string>& KeptKeys() {
-  static const std::vector<std::string> keys = {"token",    "timestamp",     "scene_token",   "scene_name", "gt_boxes",
-                                                "gt_names", "num_lidar_pts", "num_radar_pts", "valid_flag"};
+  static const std::vector<std::string> keys = {"token", "timestamp", "scene_token", "scene_name", "gt_boxes",
+                                                "gt_names", "num_lidar_pts", "num_radar_pts", "valid_flag",
+                                                // Far3D's Argoverse 2 infos:
+                                                "scene_id", "lidar_timestamp_ns", "gt3d_infos"};
   return keys;
 }
+
+// What Far3D's Argoverse 2 converter stores beside the annotations and petrsim never reads
+// (create_av2_infos.py:56-97): av2's SE3 poses, the images' pathlib paths and the distortion as a
+// pandas Series. The pickle reader parses them as inert objects, never importing anything.
+const std::vector<std::string>& Av2OpaqueGlobals() {
+  static const std::vector<std::string> globals = {"av2.",    "pathlib.PosixPath", "pathlib.PurePosixPath",
+                                                   "pandas.", "builtins.slice",    "__builtin__.slice"};
+  return globals;
+}
+
+// Where a frame's boxes are and what the dataset class reads of them: mmdet3d's NuScenesDataset
+// reads the info itself, Far3D's Argoverse2Dataset its gt3d_infos dict.
+struct BoxKeys {
+  const char* prefix;         // before each key in messages: "" or "gt3d_infos."
+  const char* points;         // the lidar point count: num_lidar_pts or num_interior_pts
+  const char* no_gt;          // said when gt_boxes or gt_names are missing
+  const char* no_valid_flag;  // said when valid_flag is missing but read
+  const char* no_points;      // said when the point count is missing but read
+};
+constexpr BoxKeys kNuScenesBoxes = {
+    "", "num_lidar_pts", " (a test-split info file has no annotations; import the train and val infos)",
+    "missing key 'valid_flag' (mmdet3d reads it with use_valid_flag; "
+    "import with --no-valid-flag if your config sets use_valid_flag=False)",
+    "missing key 'num_lidar_pts' (mmdet3d reads it with use_valid_flag=False: a box is valid when "
+    "num_lidar_pts > 0)"};
+constexpr BoxKeys kAv2Boxes = {
+    "gt3d_infos.", "num_interior_pts", "",
+    "missing key 'valid_flag' (Far3D's Argoverse2Dataset.get_ann_info reads gt3d_infos['valid_flag'] with "
+    "use_valid_flag, argoverse2_dataset.py:198-199, and its converter never writes it: Far3D's configs set "
+    "use_valid_flag=False)",
+    "missing key 'num_interior_pts' (Far3D's Argoverse2Dataset.get_ann_info reads it with use_valid_flag=False: a "
+    "box is valid when num_interior_pts > 0, argoverse2_dataset.py:200-201)"};
 
 std::string StemOf(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
@@ -40,6 +74,8 @@ class InfoReader {
  public:
   InfoReader(const std::string& file, uint64_t file_bytes, const Mmdet3dInfosOptions& options, ImportedSubDataset& out)
       : file_(file), file_bytes_(file_bytes), options_(options), out_(out) {}
+
+  bool av2() const { return av2_; }
 
   void ReadRoot(const PickleNode& root) {
     const PickleNode* infos = nullptr;
@@ -80,7 +116,18 @@ class InfoReader {
     }
     if (infos->items.empty()) Fail("infos", "the list is empty (no frame to import)");
     out_.frames.reserve(infos->items.size());
-    for (size_t i = 0; i < infos->items.size(); ++i) ReadInfo(*infos->items[i], i);
+    // Far3D's Argoverse 2 infos (tools/create_infos_av2/create_av2_infos.py) have scene_id and
+    // gt3d_infos where mmdet3d's nuScenes infos have token and gt_boxes; the first info decides.
+    const PickleNode& first = *infos->items[0];
+    av2_ = first.type == Type::kDict && first.Get("token") == nullptr &&
+           (first.Get("scene_id") != nullptr || first.Get("gt3d_infos") != nullptr);
+    for (size_t i = 0; i < infos->items.size(); ++i) {
+      if (av2_) {
+        ReadAv2Info(*infos->items[i], i);
+      } else {
+        ReadInfo(*infos->items[i], i);
+      }
+    }
     if (infos_without_lidar_pts_ > 0) {
       out_.warnings.push_back(fmt::format(
           "{} info(s) without 'num_lidar_pts' (the first: infos[{}]): mmdet3d reads it only with "
@@ -97,12 +144,18 @@ class InfoReader {
   }
   static std::string Where(size_t i, const char* key) { return fmt::format("infos[{}].{}", i, key); }
 
-  const PickleNode& Need(const PickleNode& info, size_t i, const char* key, const char* why = "") const {
+  const PickleNode& Need(const PickleNode& info, size_t i, const char* key, const char* why = "",
+                         const char* prefix = "") const {
     const PickleNode* value = info.Get(key);
     if (value == nullptr) {
-      Fail(fmt::format("infos[{}]", i), fmt::format("missing key '{}'{}", key, why));
+      std::string where = fmt::format("infos[{}]", i);
+      if (*prefix != 0) where += "." + std::string(prefix, std::strlen(prefix) - 1);
+      Fail(where, fmt::format("missing key '{}'{}", key, why));
     }
     return *value;
+  }
+  static std::string Where(size_t i, const BoxKeys& keys, const char* key) {
+    return fmt::format("infos[{}].{}{}", i, keys.prefix, key);
   }
 
   static bool IsArray(const PickleNode& node) { return node.type == Type::kNumpyArray; }
@@ -150,58 +203,99 @@ class InfoReader {
       }
       frame.scene_name = scene_name->text;
     }
-    ReadBoxes(info, i, frame);
+    ReadBoxes(info, i, kNuScenesBoxes, frame);
     out_.frames.push_back(std::move(frame));
   }
 
-  void ReadBoxes(const PickleNode& info, size_t i, ImportedFrame& frame) {
-    const char* no_gt = " (a test-split info file has no annotations; import the train and val infos)";
-    const PickleNode& boxes = Need(info, i, "gt_boxes", no_gt);
+  // One info of Far3D's Argoverse 2 file, read as Argoverse2Dataset(T) reads it
+  // (argoverse2_dataset.py:182-221, argoverse2_dataset_t.py:165-181): scene_id, lidar_timestamp_ns
+  // and the boxes of gt3d_infos.
+  void ReadAv2Info(const PickleNode& info, size_t i) {
+    if (info.type != Type::kDict) {
+      Fail(fmt::format("infos[{}]", i), fmt::format("expected a dict, found a {}", DescribePickleValue(info)));
+    }
+    ImportedFrame frame;
+    const PickleNode& scene =
+        Need(info, i, "scene_id", " (Far3D's Argoverse2DatasetT starts a sequence wherever it changes)");
+    if (scene.type != Type::kString)
+      Fail(Where(i, "scene_id"), fmt::format("expected a str (the log id), found {}", DescribePickleValue(scene)));
+    frame.scene_token = scene.text;
+    const PickleNode& timestamp = Need(info, i, "lidar_timestamp_ns");
+    if (timestamp.type == Type::kInt) {
+      frame.timestamp = timestamp.integer;
+    } else if (timestamp.type == Type::kNumpyScalar && (timestamp.dtype.kind == 'i' || timestamp.dtype.kind == 'u') &&
+               NumpyIntFits(timestamp, 0)) {
+      frame.timestamp = NumpyInt(timestamp, 0);
+    } else {
+      Fail(Where(i, "lidar_timestamp_ns"),
+           fmt::format("expected an int (nanoseconds) in the int64 range, found {}", DescribePickleValue(timestamp)));
+    }
+    frame.token = fmt::format("{}/{}", frame.scene_token, frame.timestamp);
+    frame.sweeps = 1;  // not read: Far3D's scenes follow scene_id
+    const PickleNode& gt = Need(info, i, "gt3d_infos",
+                                " (Far3D's converter writes no annotations for the test split, "
+                                "create_av2_infos.py:99-106; import the train and val infos)");
+    if (gt.type != Type::kDict) {
+      Fail(Where(i, "gt3d_infos"),
+           fmt::format("expected a dict (gt_boxes, gt_names, num_interior_pts), found {}", DescribePickleValue(gt)));
+    }
+    ReadBoxes(gt, i, kAv2Boxes, frame);
+    out_.frames.push_back(std::move(frame));
+  }
+
+  void ReadBoxes(const PickleNode& info, size_t i, const BoxKeys& keys, ImportedFrame& frame) {
+    const char* no_gt = keys.no_gt;
+    auto where = [&](const char* key) { return Where(i, keys, key); };
+    const PickleNode& boxes = Need(info, i, "gt_boxes", no_gt, keys.prefix);
     uint64_t n = 0;
     uint64_t columns = 0;
     if (IsArray(boxes) && boxes.dtype.kind == 'f' && boxes.shape.size() == 2 && boxes.shape[1] >= 7) {
       n = static_cast<uint64_t>(boxes.shape[0]);
       columns = static_cast<uint64_t>(boxes.shape[1]);
     } else if (!Empty1D(boxes)) {
-      Fail(Where(i, "gt_boxes"), fmt::format("expected a float array of shape (N, 7) (x, y, z, dx, dy, "
-                                             "dz, yaw), found {}",
-                                             DescribePickleValue(boxes)));
+      Fail(where("gt_boxes"),
+           fmt::format("expected a float array of shape (N, 7) (x, y, z, dx, dy, "
+                       "dz, yaw){}, found {}",
+                       av2_ ? ", a torch tensor as Far3D's converter writes it" : "", DescribePickleValue(boxes)));
     }
-    const PickleNode& names = Need(info, i, "gt_names", no_gt);
+    const PickleNode& names = Need(info, i, "gt_names", no_gt, keys.prefix);
     // What mmdet3d's NuScenesDataset.get_ann_info reads: valid_flag with use_valid_flag, else
     // num_lidar_pts (> 0); num_radar_pts never (the converter's valid_flag counts it). Each may
     // be absent when mmdet3d does not read it.
+    const std::string dict_where =
+        *keys.prefix == 0 ? fmt::format("infos[{}]", i)
+                          : fmt::format("infos[{}].{}", i, std::string(keys.prefix, std::strlen(keys.prefix) - 1));
     const PickleNode* valid = info.Get("valid_flag");
-    if (valid == nullptr && options_.use_valid_flag) {
-      Fail(fmt::format("infos[{}]", i),
-           "missing key 'valid_flag' (mmdet3d reads it with use_valid_flag; "
-           "import with --no-valid-flag if your config sets use_valid_flag=False)");
-    }
-    const PickleNode* lidar = info.Get("num_lidar_pts");
-    if (lidar == nullptr && !options_.use_valid_flag) {
-      Fail(fmt::format("infos[{}]", i),
-           "missing key 'num_lidar_pts' (mmdet3d reads it with use_valid_flag=False: a box is valid when "
-           "num_lidar_pts > 0)");
-    }
+    if (valid == nullptr && options_.use_valid_flag) Fail(dict_where, keys.no_valid_flag);
+    const PickleNode* lidar = info.Get(keys.points);
+    if (lidar == nullptr && !options_.use_valid_flag) Fail(dict_where, keys.no_points);
     if (lidar == nullptr && infos_without_lidar_pts_++ == 0) first_info_without_lidar_pts_ = i;
     const PickleNode* radar = info.Get("num_radar_pts");
     // An empty frame's arrays come out of np.array([]) as float64: any dtype is fine at length 0.
     auto check_1d = [&](const PickleNode& array, const char* key, const char* kinds, const char* expected) {
       if (n == 0 && Empty1D(array)) return;
+      // Far3D's converter stores gt_names as a list of str (create_av2_infos.py:153-154).
+      if (av2_ && array.is_sequence() && std::strcmp(kinds, "UO") == 0) {
+        if (array.items.size() != n) {
+          Fail(where(key), fmt::format("expected a list of {} str (one per gt_boxes row), found {}", n,
+                                       DescribePickleValue(array)));
+        }
+        return;
+      }
       const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr && array.dtype.kind != 0;
       if (!kind_ok || array.shape.size() != 1 || static_cast<uint64_t>(array.shape[0]) != n) {
-        Fail(Where(i, key), fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
-                                        DescribePickleValue(array)));
+        Fail(where(key), fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
+                                     DescribePickleValue(array)));
       }
     };
     if (IsArray(names) && names.dtype.kind == 'S' && !(n == 0 && Empty1D(names))) {
       // mmdet3d compares the names with its str class names: b'car' never matches 'car'.
-      Fail(Where(i, "gt_names"), fmt::format("expected a str array ('<U..') or an object array of str, found a bytes "
-                                             "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
-                                             DescribePickleValue(names)));
+      Fail(where("gt_names"), fmt::format("expected a str array ('<U..') or an object array of str, found a bytes "
+                                          "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
+                                          DescribePickleValue(names)));
     }
     check_1d(names, "gt_names", "UO", "a str array");
-    if (lidar != nullptr) check_1d(*lidar, "num_lidar_pts", "iu", "an int array");
+    if (lidar != nullptr) check_1d(*lidar, keys.points, "iu", "an int array");
     if (radar != nullptr) check_1d(*radar, "num_radar_pts", "iu", "an int array");
     if (valid != nullptr) check_1d(*valid, "valid_flag", "b", "a bool array");
 
@@ -209,29 +303,29 @@ class InfoReader {
     // but the dataset its rows once per info: a real box costs the file at least its 7 float32
     // of gt_boxes (28 bytes), so more boxes than one per kFileBytesPerBox bytes are refused.
     if (n > 0 && out_.boxes.size() + n > MaxBoxes()) {
-      Fail(Where(i, "gt_boxes"), fmt::format("the infos so far hold {} boxes, more than a {}-byte file can hold (at "
-                                             "most {}, one per {} bytes; a real box costs at least 28 bytes of "
-                                             "gt_boxes): are arrays shared between infos?",
-                                             out_.boxes.size() + n, file_bytes_, MaxBoxes(), kFileBytesPerBox));
+      Fail(where("gt_boxes"), fmt::format("the infos so far hold {} boxes, more than a {}-byte file can hold (at "
+                                          "most {}, one per {} bytes; a real box costs at least 28 bytes of "
+                                          "gt_boxes): are arrays shared between infos?",
+                                          out_.boxes.size() + n, file_bytes_, MaxBoxes(), kFileBytesPerBox));
     }
     frame.box_begin = static_cast<uint32_t>(out_.boxes.size());
     for (uint64_t b = 0; b < n; ++b) {
       ImportedBox box;
-      box.class_index = ClassIndex(names, b, i);
+      box.class_index = ClassIndex(names, b, i, keys);
       const double x = NumpyFloat(boxes, b * columns);
       const double y = NumpyFloat(boxes, b * columns + 1);
       box.x = static_cast<float>(x);
       box.y = static_cast<float>(y);
       if (!std::isfinite(box.x) || !std::isfinite(box.y)) {
-        Fail(fmt::format("infos[{}].gt_boxes[{}]", i, b),
+        Fail(fmt::format("{}[{}]", where("gt_boxes"), b),
              fmt::format("expected a finite BEV centre, found ({}, {})", x, y));
       }
       if (lidar != nullptr) {
-        box.num_lidar_pts = Count(*lidar, b, i, "num_lidar_pts");
+        box.num_lidar_pts = Count(*lidar, b, where(keys.points));
       } else {
         box.num_lidar_pts = NumpyInt(*valid, b) != 0 ? 1 : 0;  // only the stored flag is known
       }
-      box.num_radar_pts = radar != nullptr ? Count(*radar, b, i, "num_radar_pts") : 0;
+      box.num_radar_pts = radar != nullptr ? Count(*radar, b, where("num_radar_pts")) : 0;
       if (valid != nullptr) {
         const bool flag = NumpyInt(*valid, b) != 0;
         const bool counted = uint64_t{box.num_lidar_pts} + box.num_radar_pts > 0;
@@ -246,24 +340,24 @@ class InfoReader {
   static constexpr uint64_t kFileBytesPerBox = 16;
   uint64_t MaxBoxes() const { return file_bytes_ / kFileBytesPerBox; }
 
-  uint32_t Count(const PickleNode& array, uint64_t b, size_t i, const char* key) const {
+  uint32_t Count(const PickleNode& array, uint64_t b, const std::string& where) const {
     if (!NumpyIntFits(array, b)) {
-      Fail(fmt::format("infos[{}].{}[{}]", i, key, b),
+      Fail(fmt::format("{}[{}]", where, b),
            fmt::format("expected a count in [0, 2^32), found {}", NumpyUint64(array, b)));
     }
     const int64_t value = NumpyInt(array, b);
     if (value < 0 || value > int64_t{UINT32_MAX}) {
-      Fail(fmt::format("infos[{}].{}[{}]", i, key, b), fmt::format("expected a count in [0, 2^32), found {}", value));
+      Fail(fmt::format("{}[{}]", where, b), fmt::format("expected a count in [0, 2^32), found {}", value));
     }
     return static_cast<uint32_t>(value);
   }
 
-  uint32_t ClassIndex(const PickleNode& names, uint64_t b, size_t i) {
+  uint32_t ClassIndex(const PickleNode& names, uint64_t b, size_t i, const BoxKeys& keys) {
     std::string name;
-    if (names.dtype.kind == 'O') {
+    if (names.dtype.kind == 'O' || names.is_sequence()) {
       const PickleNode& item = *names.items[b];
       if (item.type != Type::kString) {
-        Fail(fmt::format("infos[{}].gt_names[{}]", i, b),
+        Fail(fmt::format("{}[{}]", Where(i, keys, "gt_names"), b),
              fmt::format("expected a str, found {}", DescribePickleValue(item)));
       }
       name = item.text;
@@ -274,14 +368,14 @@ class InfoReader {
       const auto hit = cache.find(raw);
       if (hit != cache.end()) return hit->second;
       name = NumpyString(names, b);
-      const uint32_t index = Intern(name, i, b);
+      const uint32_t index = Intern(name, i, b, keys);
       cache.emplace(std::string(raw), index);
       return index;
     }
-    return Intern(name, i, b);
+    return Intern(name, i, b, keys);
   }
-  uint32_t Intern(const std::string& name, size_t i, uint64_t b) {
-    if (name.empty()) Fail(fmt::format("infos[{}].gt_names[{}]", i, b), "an empty class name");
+  uint32_t Intern(const std::string& name, size_t i, uint64_t b, const BoxKeys& keys) {
+    if (name.empty()) Fail(fmt::format("{}[{}]", Where(i, keys, "gt_names"), b), "an empty class name");
     const auto [it, inserted] = classes_.emplace(name, static_cast<uint32_t>(out_.class_names.size()));
     if (inserted) out_.class_names.push_back(name);
     return it->second;
@@ -298,6 +392,7 @@ class InfoReader {
   const Mmdet3dInfosOptions& options_;
   ImportedSubDataset& out_;
   std::unordered_map<std::string, uint32_t> classes_;
+  bool av2_ = false;  // Far3D's Argoverse 2 infos (ReadAv2Info)
   uint64_t infos_without_lidar_pts_ = 0;
   size_t first_info_without_lidar_pts_ = 0;
   Cache unicode_cache_;
@@ -314,17 +409,26 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   if (bytes.empty()) throw ScenarioError(display_name + ": empty file (not a pickle)");
   PickleOptions pickle;
   pickle.numpy = true;
+  pickle.torch = true;  // Far3D's Argoverse 2 boxes are torch tensors
+  pickle.opaque_globals = Av2OpaqueGlobals();
   pickle.salvage = false;  // a cut file is an error here, not a partial dataset
   pickle.record_lists = {"infos", "data_list"};
   pickle.record_top_list = true;  // the older format: a bare list of infos
   pickle.record_keys = KeptKeys();
   pickle.record_length_keys = {"sweeps"};
   pickle.progress = options.progress;
+  bool av2 = false;
   {
     const PickleDocument doc = ParsePickle(bytes, display_name, pickle);
-    InfoReader(display_name, bytes.size(), options, out).ReadRoot(*doc.root);
+    InfoReader reader(display_name, bytes.size(), options, out);
+    reader.ReadRoot(*doc.root);
+    av2 = reader.av2();
   }
-  OrderFramesAndCutScenes(out);
+  if (av2) {
+    KeepOrderAndCutScenesBySceneId(out, options.interval_test);
+  } else {
+    OrderFramesAndCutScenes(out);
+  }
   return out;
 }
 

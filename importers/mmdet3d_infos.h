@@ -7,8 +7,17 @@
 // scene_token), and per frame the boxes (gt_names, gt_boxes[:, 0:2], num_lidar_pts,
 // num_radar_pts, valid_flag). As in mmdet3d's NuScenesDataset.get_ann_info, valid_flag is needed
 // only with use_valid_flag and num_lidar_pts only without it; num_radar_pts is never needed
-// (absent: 0). mmdet3d 1.x files ({'data_list': ...}) are refused with a clear message. The
-// pickle is read with formats/pickle's numpy mode: no code runs.
+// (absent: 0). mmdet3d 1.x files ({'data_list': ...}) are refused with a clear message.
+//
+// Far3D's Argoverse 2 infos (tools/create_infos_av2/create_av2_infos.py: {'infos': [...],
+// 'split': ...}, each info with scene_id, lidar_timestamp_ns and gt3d_infos) are read as its
+// Argoverse2DatasetT reads them: frames in the file's order (no sort; interval_test reorders
+// them), a scene wherever scene_id changes, per frame the boxes of gt3d_infos (gt_names, a list
+// of str; gt_boxes[:, 0:2], a torch tensor; num_interior_pts as the lidar point count; valid_flag
+// when present). The first info decides which shape the file has.
+//
+// The pickle is read with formats/pickle's numpy mode (torch tensors too; av2, pathlib and pandas
+// objects beside the annotations as inert values): no code runs.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +34,10 @@ struct Mmdet3dInfosOptions {
   // mmdet3d reads info['valid_flag'] with use_valid_flag and info['num_lidar_pts'] without it: a
   // file without the one it reads is an error.
   bool use_valid_flag = true;
+  // Far3D's Argoverse2DatasetT(interval_test=True) (argoverse2_dataset_t.py:27-31): the frames
+  // reordered as infos[0::5] + infos[1::5] + ... + infos[4::5] before scenes are cut. Argoverse 2
+  // infos only; nuScenes infos are sorted by timestamp whatever it says.
+  bool interval_test = false;
   // Called with (bytes of the pickle read, its size) as it is read (a progress bar). May be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };

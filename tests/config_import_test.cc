@@ -40,6 +40,7 @@ Scenario Import(const std::string& config_path, const std::vector<std::string>& 
     Mmdet3dInfosOptions o;
     o.name = job.subdataset_names[i];
     o.use_valid_flag = job.filters.use_valid_flag;
+    o.interval_test = job.interval_test;
     data.push_back(ReadMmdet3dInfos(job.info_files[i], o));
   }
   ScenarioOverlay overlay;
@@ -49,13 +50,17 @@ Scenario Import(const std::string& config_path, const std::vector<std::string>& 
   return scenario;
 }
 
-// The mini info files standing in for every ann_file a config names (train, val, train, ...).
+const std::string kAv2Infos = kInfos + "/mini_av2_infos_train.pkl";
+
+// The mini info files standing in for every ann_file a config names (train, val, train, ...): Far3D's
+// Argoverse 2 infos for its Argoverse2DatasetT, the nuScenes ones for every other class.
 std::vector<std::string> MiniInfosFor(const std::string& config_path) {
   ConfigJobOptions options;
   options.gpus = 2;
   const ConfigJob job = ReadConfigJob(ReadMmcvConfig(config_path), options);
+  const bool av2 = config_path.find("/far3d/") != std::string::npos;
   std::vector<std::string> infos;
-  for (size_t i = 0; i < job.info_files.size(); ++i) infos.push_back(kTrainVal[i % kTrainVal.size()]);
+  for (size_t i = 0; i < job.info_files.size(); ++i) infos.push_back(av2 ? kAv2Infos : kTrainVal[i % kTrainVal.size()]);
   return infos;
 }
 
@@ -214,6 +219,7 @@ TEST(ConfigImport, EachCodebaseIsReadWithItsOwnDatasetSemantics) {
   const Scenario far3d = ImportCodebase("far3d/far3d_global_pool.py");
   EXPECT_TRUE(far3d.grouping().seq_mode());
   EXPECT_EQ(far3d.resample().policy(), Resample::in_subdataset) << "Far3D's _rand_another: the whole dataset";
+  EXPECT_EQ(far3d.filters().classes_size(), 26) << "Argoverse 2's competition categories";
   EXPECT_EQ(CheckExit(far3d), 0) << "Far3D terminates";
 
   const Scenario petr = ImportCodebase("petr/petrv2_trainval_cbgs.py");
@@ -316,6 +322,25 @@ TEST(ConfigImport, ValuesThatCannotWorkAreRefused) {
       "num_gpus: the scenario needs this value, and it depends on /virtual/cfg.py:2:");
 }
 
+// Far3D over its own kind of infos (Argoverse 2, tests/data/importers/mini_av2_infos_train.pkl, written by
+// scripts/make_av2_fixtures.py): the third log's second half has no GT after the filters. Far3D's whole-dataset
+// pool still terminates; the same job with a chunk pool would hang, which proves the chunks without GT are there.
+TEST(ConfigImport, Far3dOverArgoverse2InfosTerminatesOnlyWithItsWholeDatasetPool) {
+  const std::string path = kCodebases + "/far3d/far3d_global_pool.py";
+  Scenario far3d = Import(path, {kAv2Infos}, 2);
+  ASSERT_EQ(far3d.dataset().subdatasets_size(), 1);
+  const ExplicitData& data = far3d.dataset().subdatasets(0).explicit_();
+  int frames = 0;
+  for (const Scene& scene : data.scenes()) frames += scene.frames_size();
+  EXPECT_EQ(frames, 18);
+  EXPECT_EQ(data.scenes_size(), 15)
+      << "interval_test: each log comes back in runs, a sequence each (argoverse2_dataset_t.py:27-55)";
+  EXPECT_EQ(far3d.resample().policy(), Resample::in_subdataset);
+  EXPECT_EQ(CheckExit(far3d), 0) << "Far3D's _rand_another draws from the whole dataset";
+  far3d.mutable_resample()->set_policy(Resample::in_group);
+  EXPECT_EQ(CheckExit(far3d), 1) << "a pool of one chunk without GT never yields a sample";
+}
+
 // With plugin=True and a plugin_dir the checkout holds, the dataset class is read from its own source
 // (importers/dataset_source.h): the stand-ins under tests/data/configs/codebases/*/projects give the
 // same semantics as the table, and a user's own subclass is modelled from its code.
@@ -335,6 +360,9 @@ TEST(ConfigImport, DatasetClassesAreReadFromTheirSource) {
   EXPECT_EQ(far3d.scenario.resample().policy(), Resample::in_subdataset);
   EXPECT_EQ(far3d.scenario.sampler().kind(), Sampler::infinite_group_each_sample_in_batch)
       << "the plugin's builder reads shuffler_sampler and builds the infinite sampler";
+  EXPECT_TRUE(far3d.interval_test);
+  EXPECT_NE(Provenance(far3d, "infos.interval_test").find("far3d_global_pool.py:"), std::string::npos)
+      << Provenance(far3d, "infos.interval_test");
 
   const ConfigJob sparse4d = provenance("sparse4d/sparse4dv2_seq_filter_default.py");
   EXPECT_NE(Provenance(sparse4d, "grouping.seq_mode").find("with_seq_flag"), std::string::npos);

@@ -1,8 +1,9 @@
 # petrsim's own config in the shape of Far3D's (megvii-research/Far3D@5efb9d73 projects/configs/far3d.py):
 # Argoverse2DatasetT in sequence mode with filter_empty_gt at its default (True), whose _rand_another
-# draws from the whole dataset, so a chunk without GT cannot trap the loader. The class names are
-# nuScenes' because petrsim's own small info files are nuScenes-shaped (the real config lists
-# Argoverse 2's 26 categories); a subscript reads the depth net's stride as the real file does.
+# draws from the whole dataset, so a chunk without GT cannot trap the loader. The class names are the
+# real config's (far3d.py:15-20, Argoverse 2's 26 competition categories), and petrsim's tests read
+# it over Argoverse 2 infos in Far3D's shapes (tests/data/importers/mini_av2_infos_train.pkl); a
+# subscript reads the depth net's stride as the real file does.
 _base_ = ['../../_base_/default_runtime.py']
 plugin = True
 plugin_dir = 'projects/mmdet3d_plugin/'
@@ -13,8 +14,12 @@ num_epochs = 6
 queue_length = 1
 num_frame_losses = 1
 point_cloud_range = [-152.4, -152.4, -5.0, 152.4, 152.4, 5.0]
-class_names = ['car', 'truck', 'bus', 'pedestrian', 'bicycle', 'motorcycle', 'trailer', 'barrier',
-               'traffic_cone', 'construction_vehicle']
+class_names = ['ARTICULATED_BUS', 'BICYCLE', 'BICYCLIST', 'BOLLARD', 'BOX_TRUCK', 'BUS',
+               'CONSTRUCTION_BARREL', 'CONSTRUCTION_CONE', 'DOG', 'LARGE_VEHICLE',
+               'MESSAGE_BOARD_TRAILER', 'MOBILE_PEDESTRIAN_CROSSING_SIGN', 'MOTORCYCLE',
+               'MOTORCYCLIST', 'PEDESTRIAN', 'REGULAR_VEHICLE', 'SCHOOL_BUS', 'SIGN',
+               'STOP_SIGN', 'STROLLER', 'TRUCK', 'TRUCK_CAB', 'VEHICULAR_TRAILER',
+               'WHEELCHAIR', 'WHEELED_DEVICE', 'WHEELED_RIDER']
 collect_keys = ['lidar2img', 'intrinsics', 'extrinsics', 'timestamp', 'img_timestamp', 'ego_pose', 'ego_pose_inv']
 depthnet_config = {'type': 0, 'hidden_dim': 256, 'num_depth_bins': 50, 'depth_min': 1e-1, 'depth_max': 110,
                    'stride': 16}
