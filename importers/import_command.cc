@@ -143,7 +143,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   options.infos = flags.config_infos;
   if (flags.gpus > 0) options.gpus = flags.gpus;
   ConfigJob job = ReadConfigJob(config, options);
-  if (log && config.Find("seed") == nullptr) {
+  if (log) {
     // mmdet's train script logs the seed it drew (or was given): `Set random seed to S, deterministic: ...`.
     const std::string& text = log_text;
     const size_t at = text.find("Set random seed to ");
@@ -154,9 +154,15 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
       if (ec == std::errc() && end != begin && seed < (1u << 31)) {
         job.scenario.mutable_job()->set_seed(seed);
         const uint64_t line = 1 + static_cast<uint64_t>(std::count(text.begin(), text.begin() + at, '\n'));
+        job.provenance.erase(std::remove_if(job.provenance.begin(), job.provenance.end(),
+                                            [](const std::string& p) { return p.rfind("job.seed = ", 0) == 0; }),
+                             job.provenance.end());
         job.provenance.push_back(fmt::format("job.seed = {}  # {}:{} (Set random seed to)", seed, flags.config, line));
         job.notes.erase(std::remove_if(job.notes.begin(), job.notes.end(),
-                                       [](const std::string& n) { return n.rfind("the config sets no seed", 0) == 0; }),
+                                       [](const std::string& n) {
+                                         return n.rfind("the config sets no seed", 0) == 0 ||
+                                                n.rfind("seed = ", 0) == 0;
+                                       }),
                         job.notes.end());
       }
     }

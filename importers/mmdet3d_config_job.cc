@@ -895,14 +895,22 @@ void ConfigJobBuilder::ReadCommAndSeed() {
     Record("comm.timeout_ms", "1800000",
            fmt::format("{} (dist_params sets no timeout: PyTorch's default, 30 minutes)", params->where));
   }
+  // Every codebase's tools/train.py takes --seed (default 0) and overwrites cfg.seed with it before the
+  // dataset and the loaders are built: a `seed` in the config has no effect on the job.
+  constexpr const char* kSeedSource =
+      "tools/train.py --seed, default 0, then cfg.seed = args.seed: StreamPETR@95f64702 tools/train.py:52,203-208; "
+      "mmdet3d@47285b3f tools/train.py:65,210-215; the same in PETR, BEVFormer, BEVDet, Sparse4D, Far3D";
+  s().mutable_job()->set_seed(0);
+  Record("job.seed", "0", fmt::format("the train script's default [{}]", kSeedSource));
   if (const ConfigValue* seed = config_.Find("seed"); seed != nullptr && !seed->is_none()) {
-    const auto v = r_.Int(seed, "seed", 0, (int64_t{1} << 31) - 1);
-    s().mutable_job()->set_seed(static_cast<uint32_t>(*v));
-    Record("job.seed", std::to_string(*v), From(seed, "seed"));
+    out_.notes.push_back(fmt::format(
+        "seed = {} ({}) has no effect: the train script overwrites cfg.seed with its --seed (default 0); if the job "
+        "ran with --seed S, set --set job.seed=S (a training log's `Set random seed to S` line names it)",
+        seed->Repr(), seed->where));
   } else {
     out_.notes.push_back(
-        "the config sets no seed: without --seed mmdet's train script draws a random one and logs `Set random seed "
-        "to S`; job.seed is left at 0 (set it with --set job.seed=S)");
+        "the config sets no seed: the job's seed is the train script's --seed, 0 unless it was given (a training "
+        "log's `Set random seed to S` line names it; set it with --set job.seed=S)");
   }
 }
 

@@ -87,7 +87,7 @@ TEST(ConfigImport, TheOlderTrainValFormLivelocksAndEqualsTheHandWrittenScenario)
   Scenario by_hand = ToScenario(data, ImportFilters{}, "by hand");
   Scenario fields;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(
-      job { world_size: 2 samples_per_gpu: 2 workers_per_gpu: 6 iterations: 51216 }
+      job { world_size: 2 samples_per_gpu: 2 workers_per_gpu: 6 iterations: 51216 seed: 0 }
       grouping { seq_mode: true seq_split_num: 2 }
       filters {
         filter_empty_gt: true use_valid_flag: true bev_range_min_m: -51.2 bev_range_max_m: 51.2
