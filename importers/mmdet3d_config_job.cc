@@ -95,6 +95,7 @@ class ConfigJobBuilder {
   void ReadClasses();
   void ReadModel();
   void ReadSampler();
+  void ReadShufflerSampler(const ConfigValue* shuffler, const ConfigValue* type_value, bool iter_runner);
   void ReadLength();
   void ReadEvaluation();
   void ReadCommAndSeed();
@@ -757,6 +758,17 @@ void ConfigJobBuilder::ReadSampler() {
     case TrainScript::kBevformerCustomTrain:
       break;
   }
+  ReadShufflerSampler(shuffler, type_value, iter_runner);
+}
+
+// The sampler of a train script that reads data.shuffler_sampler (StreamPETR's, Far3D's, BEVFormer's).
+void ConfigJobBuilder::ReadShufflerSampler(const ConfigValue* shuffler, const ConfigValue* type_value,
+                                           bool iter_runner) {
+  const DatasetSemantics& sem = Semantics();
+  const auto set = [&](Sampler::Kind kind, const std::string& from) {
+    s().mutable_sampler()->set_kind(kind);
+    Record("sampler.kind", Sampler::Kind_Name(kind), from);
+  };
   const std::string kind =
       shuffler != nullptr && shuffler->is_none()
           ? "DistributedGroupSampler"
