@@ -72,6 +72,10 @@ struct DatasetSemantics {
   // 0: the retry loop is unbounded (mmdet3d's `while True`); else at most this many loads, then an
   // error (mmengine's `range(self.max_refetch + 1)`).
   int64_t bounded_attempts = 0;
+  // The bound is `range(self.max_refetch + max_refetch_offset)`: a `max_refetch` in the dataset dict
+  // overrides the class's default.
+  bool bounded_by_max_refetch = false;
+  int64_t max_refetch_offset = 0;
   TrainScript script = TrainScript::kMmdet3dTrainModel;
   std::string script_source;
 

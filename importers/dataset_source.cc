@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -68,18 +69,28 @@ class PluginSources {
   // The plugin's own build_dataloader, if any: where it is and what its text names.
   struct Builder {
     std::string where;
-    bool reads_shuffler_sampler = false;  // a `shuffler_sampler` parameter: data.shuffler_sampler is read
     bool infinite_batch_sampler = false;  // it builds InfiniteGroupEachSampleInBatchSampler
   };
   const std::optional<Builder>& builder() {
     Index();
     return builder_;
   }
-  // Where the train script passes cfg.runner itself on (StreamPETR's mmdet_train.py: AttributeError
+  // The file whose train script passes cfg.runner itself on (StreamPETR's mmdet_train.py: AttributeError
   // without a runner), "" when no file does.
   const std::string& strict_runner_where() {
     Index();
     return strict_runner_where_;
+  }
+  // The file whose train script passes the config's data.shuffler_sampler to the builder, "" when none.
+  const std::string& passes_shuffler_where() {
+    Index();
+    return passes_shuffler_where_;
+  }
+  // Other files that define a class of this name (the first in path order is read).
+  std::vector<std::string> Duplicates(const std::string& name) {
+    Index();
+    const auto it = duplicates_.find(name);
+    return it == duplicates_.end() ? std::vector<std::string>{} : it->second;
   }
 
   // The class named `name`, or nullopt. Scans the files' text for "class NAME" before parsing any.
@@ -98,23 +109,35 @@ class PluginSources {
   void Index() {
     if (indexed_) return;
     indexed_ = true;
-    size_t files = 0;
+    // The .py files in path order (a directory iterator's order is unspecified), bounded in number
+    // and in the directory entries walked.
+    std::vector<fs::path> files;
+    size_t entries = 0;
     std::error_code error;
     for (auto it = fs::recursive_directory_iterator(root_, fs::directory_options::skip_permission_denied, error);
          !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      if (++entries > 20 * kMaxSourceFiles) {
+        throw ScenarioError(
+            fmt::format("{}: more than {} entries under the plugin directory", root_.string(), 20 * kMaxSourceFiles));
+      }
       if (!it->is_regular_file(error) || it->path().extension() != ".py") continue;
-      if (++files > kMaxSourceFiles) {
+      if (files.size() == kMaxSourceFiles) {
         throw ScenarioError(
             fmt::format("{}: more than {} Python files under the plugin directory", root_.string(), kMaxSourceFiles));
       }
-      if (it->file_size(error) > kMaxSourceBytes) continue;
-      const std::string text = ReadRegularFile(it->path().string(), "dataset source", kMaxSourceBytes);
-      ScanTrainScript(text, it->path().string());
+      if (it->file_size(error) <= kMaxSourceBytes) files.push_back(it->path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      const std::string text = ReadRegularFile(file.string(), "dataset source", kMaxSourceBytes);
+      ScanTrainScript(text, file.string());
       for (size_t at = text.find("class "); at != std::string::npos; at = text.find("class ", at + 6)) {
         if (at != 0 && text[at - 1] != '\n') continue;
         size_t end = at + 6;
         while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
-        class_files_.emplace(text.substr(at + 6, end - at - 6), it->path().string());
+        const std::string name = text.substr(at + 6, end - at - 6);
+        const auto [it, added] = class_files_.emplace(name, file.string());
+        if (!added && it->second != file.string()) duplicates_[name].push_back(file.string());
       }
     }
   }
@@ -123,24 +146,31 @@ class PluginSources {
     return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
   }
 
-  void ScanTrainScript(const std::string& text, const std::string& path) {
-    if (const size_t at = text.find("runner_type=cfg.runner,");
-        at != std::string::npos && strict_runner_where_.empty()) {
-      strict_runner_where_ = Where(path, LineOf(text, at));
+  // `text` without spaces and tabs: `runner_type = cfg.runner` and `runner_type=cfg.runner` alike.
+  static std::string Squeezed(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+      if (c != ' ' && c != '\t') out.push_back(c);
     }
-    const size_t def = text.find("\ndef build_dataloader(");
+    return out;
+  }
+
+  void ScanTrainScript(const std::string& text, const std::string& path) {
+    const std::string squeezed = Squeezed(text);
+    if (strict_runner_where_.empty() && squeezed.find("runner_type=cfg.runner,") != std::string::npos) {
+      strict_runner_where_ = path;
+    }
+    if (passes_shuffler_where_.empty() &&
+        squeezed.find("shuffler_sampler=cfg.data.shuffler_sampler") != std::string::npos) {
+      passes_shuffler_where_ = path;
+    }
+    size_t def = text.rfind("def build_dataloader(", 0) == 0 ? 0 : text.find("\ndef build_dataloader(");
     if (def == std::string::npos || builder_) return;
+    if (def != 0) ++def;
     const size_t end = std::min(text.find("\ndef ", def + 1), text.size());
     const std::string_view body(text.data() + def, end - def);
-    const size_t signature_end = body.find("):");
-    const std::string_view signature = body.substr(0, signature_end);
-    // `shuffler_sampler` as a parameter of its own (not the tail of `nonshuffler_sampler`).
-    bool shuffler = false;
-    for (size_t at = signature.find("shuffler_sampler"); at != std::string_view::npos;
-         at = signature.find("shuffler_sampler", at + 1)) {
-      shuffler |= at == 0 || !(std::isalnum(static_cast<unsigned char>(signature[at - 1])) || signature[at - 1] == '_');
-    }
-    builder_ = Builder{Where(path, LineOf(text, def + 1)), shuffler,
+    builder_ = Builder{Where(path, LineOf(text, def)),
                        body.find("InfiniteGroupEachSampleInBatchSampler") != std::string_view::npos};
   }
 
@@ -158,8 +188,10 @@ class PluginSources {
   fs::path root_;
   bool indexed_ = false;
   std::map<std::string, std::string> class_files_;  // class name -> its first file
+  std::map<std::string, std::vector<std::string>> duplicates_;
   std::optional<Builder> builder_;
   std::string strict_runner_where_;
+  std::string passes_shuffler_where_;
   std::map<std::string, std::unique_ptr<pyconfig::Module>> modules_;
 };
 
@@ -206,6 +238,7 @@ struct RetryLoop {
   std::string where;
   std::string attempts_expr;  // kBounded: the range() argument's source form
   int64_t attempts = 0;       // kBounded, when the argument is a literal or self.max_refetch + 1 with a default
+  std::optional<int64_t> max_refetch_offset;  // kBounded over self.max_refetch + k: k
 };
 
 // The int default of __init__'s parameter `arg_name` (positional or keyword-only), if it has one.
@@ -251,6 +284,7 @@ RetryLoop FindRetryLoop(const Stmt& cls, const Stmt& method, const std::string& 
                  Dotted(n->items[0].get()) == "self.max_refetch" && n->items[1]->kind == ExprKind::kConstant &&
                  n->items[1]->constant.kind == pyconfig::Constant::Kind::kInt) {
         loop.attempts_expr = "self.max_refetch + " + std::to_string(n->items[1]->constant.int_value);
+        loop.max_refetch_offset = n->items[1]->constant.int_value;
         if (const auto refetch = IntDefault(cls, "max_refetch")) {
           loop.attempts = *refetch + n->items[1]->constant.int_value;
         }
@@ -259,12 +293,13 @@ RetryLoop FindRetryLoop(const Stmt& cls, const Stmt& method, const std::string& 
   });
   if (loop.kind != RetryLoop::Kind::kNotFound || depth >= kMaxCallFollow) return loop;
   // A method the loop lives in, called as self.NAME(...) (Sparse4D's __getitem__ calls self._getitem).
-  std::vector<std::string> callees;
+  std::set<std::string> callees;  // each method once, so the search stays linear in the class's size
   Walk(method.body, [&](const Stmt& s) {
     for (const Expr* e : {s.value.get(), s.test.get()}) {
       const std::string callee = CalleeOf(e);
-      if (callee.rfind("self.", 0) == 0 && callee != "self.prepare_train_data" && callee != "self._rand_another") {
-        callees.push_back(callee.substr(5));
+      if (callee.rfind("self.", 0) == 0 && callee != "self.prepare_train_data" && callee != "self._rand_another" &&
+          callee.substr(5) != method.name) {
+        callees.insert(callee.substr(5));
       }
     }
   });
@@ -334,6 +369,10 @@ class SourceReader {
     if (!found) return std::nullopt;
     const Stmt& cls = *found->node;
     if (depth == 0) out->class_where = Where(found->path, cls.line);
+    for (const std::string& other : sources_.Duplicates(name)) {
+      out->findings.push_back(fmt::format(
+          "class {} is also defined in {}: read the one in {} (the first in path order)", name, other, found->path));
+    }
     DatasetSemantics semantics = BaseSemantics(cls, depth, out);
     semantics.type = query_.type;
     ReadRetryLoop(cls, found->path, &semantics, out);
@@ -391,6 +430,7 @@ class SourceReader {
           s->queue_source));
       return;
     }
+    s->queue_checks_frame_losses = false;  // the override replaces a parent's queue check, if it had one
     out->findings.push_back(fmt::format(
         "{}: {}.prepare_train_data is overridden: petrsim reads no None condition from it beyond the GT check "
         "(filter_empty_gt) it models for every dataset",
@@ -413,6 +453,8 @@ class SourceReader {
       case RetryLoop::Kind::kBounded:
         s->pool_source = loop.where;
         s->bounded_attempts = loop.attempts;
+        s->bounded_by_max_refetch = loop.max_refetch_offset.has_value();
+        s->max_refetch_offset = loop.max_refetch_offset.value_or(0);
         out->findings.push_back(
             loop.attempts > 0
                 ? fmt::format("{}: __getitem__ retries at most {} times (range({})), then raises", loop.where,
@@ -526,14 +568,15 @@ std::optional<fs::path> PluginRoot(const DatasetSourceQuery& query) {
   for (int i = 0; i < kMaxRootSearch && !dir.empty(); ++i) {
     const fs::path candidate = dir / query.plugin_dir;
     if (fs::is_directory(candidate, error)) return candidate;
+    if (fs::exists(dir / ".git", error)) break;  // the checkout's root: never look outside it
     if (dir == dir.parent_path()) break;
     dir = dir.parent_path();
   }
   return std::nullopt;
 }
 
-// The codebase's train script, from the plugin's own build_dataloader (the codebases that train
-// through their plugin define one; mmdet3d's train_model uses mmdet's).
+// The codebase's train script, from the plugin's own build_dataloader and the train loop that calls it (the
+// codebases that train through their plugin define both; mmdet3d's train_model uses mmdet's builder).
 void ReadTrainScript(PluginSources& sources, DatasetSourceReading* out) {
   const auto& builder = sources.builder();
   DatasetSemantics& s = out->semantics;
@@ -543,34 +586,42 @@ void ReadTrainScript(PluginSources& sources, DatasetSourceReading* out) {
     out->findings.push_back(s.script_source);
     return;
   }
-  if (builder->reads_shuffler_sampler && builder->infinite_batch_sampler) {
+  // What the train loop passes decides, not the builder's signature (Sparse4D's builder takes a
+  // shuffler_sampler parameter its train loop never passes).
+  const bool passes_shuffler = !sources.passes_shuffler_where().empty();
+  if (passes_shuffler && builder->infinite_batch_sampler) {
     s.script = TrainScript::kStreamPetrCustomTrain;
-  } else if (builder->reads_shuffler_sampler) {
+  } else if (passes_shuffler) {
     s.script = TrainScript::kBevformerCustomTrain;
   } else if (builder->infinite_batch_sampler) {
     s.script = TrainScript::kSparse4dCustomTrain;
   } else {
-    out->findings.push_back(
-        fmt::format("{}: the plugin's build_dataloader neither reads shuffler_sampler nor builds "
-                    "InfiniteGroupEachSampleInBatchSampler: assumed mmdet's samplers",
-                    builder->where));
     s.script = TrainScript::kMmdet3dTrainModel;
+    out->findings.push_back(fmt::format(
+        "{}: the plugin's build_dataloader builds no InfiniteGroupEachSampleInBatchSampler and no train loop passes "
+        "it data.shuffler_sampler: assumed mmdet's samplers",
+        builder->where));
   }
   s.script_source = builder->where;
-  if (s.script == TrainScript::kStreamPetrCustomTrain && sources.strict_runner_where().empty()) {
-    // Without `runner_type=cfg.runner` the script falls back to total_epochs like BEVFormer's.
-    s.script = TrainScript::kBevformerCustomTrain;
+  std::string finding =
+      fmt::format("{}: the plugin's build_dataloader{}", builder->where,
+                  builder->infinite_batch_sampler ? " builds InfiniteGroupEachSampleInBatchSampler" : "");
+  if (passes_shuffler) {
+    finding += fmt::format("; {} passes it data.shuffler_sampler", sources.passes_shuffler_where());
   }
-  out->findings.push_back(fmt::format(
-      "{}: the plugin's build_dataloader {} data.shuffler_sampler{}{}", builder->where,
-      builder->reads_shuffler_sampler ? "reads" : "does not read",
-      builder->infinite_batch_sampler ? " and builds InfiniteGroupEachSampleInBatchSampler" : "",
-      sources.strict_runner_where().empty()
-          ? ""
-          : fmt::format("; {} passes cfg.runner on (a config needs `runner`)", sources.strict_runner_where())));
+  if (!sources.strict_runner_where().empty()) {
+    finding += fmt::format("; {} passes cfg.runner on (a config needs `runner`)", sources.strict_runner_where());
+  } else if (s.script == TrainScript::kStreamPetrCustomTrain) {
+    finding += "; no train loop passes cfg.runner itself: petrsim still requires `runner`, as StreamPETR's does";
+  }
+  out->findings.push_back(finding);
 }
 
 }  // namespace
+
+bool PluginDirectoryFound(const DatasetSourceQuery& query) {
+  return !query.plugin_dir.empty() && !fs::path(query.plugin_dir).is_absolute() && PluginRoot(query).has_value();
+}
 
 std::optional<DatasetSourceReading> ReadDatasetSource(const DatasetSourceQuery& query) {
   if (query.plugin_dir.empty() || fs::path(query.plugin_dir).is_absolute()) return std::nullopt;

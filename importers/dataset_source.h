@@ -46,5 +46,7 @@ struct DatasetSourceQuery {
 // nullopt when the plugin directory or the class is not found (the registry then decides); throws
 // ScenarioError for a source file petrsim cannot parse (file:line:col).
 std::optional<DatasetSourceReading> ReadDatasetSource(const DatasetSourceQuery& query);
+// Whether the plugin directory itself is found from the config's folder upwards (within its checkout).
+bool PluginDirectoryFound(const DatasetSourceQuery& query);
 
 }  // namespace petrsim

@@ -321,7 +321,13 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
       counts.zero_gt_frames += gt[f] == 0;
     }
     size_t unsplittable = 0;
+    if (!filters.seq_mode) {
+      // One group for the whole sub-dataset (mmdet3d's flag of zeros): no chunks, nothing to split.
+      counts.groups = 1;
+      counts.zero_gt_groups = std::all_of(gt.begin(), gt.end(), [](uint32_t g) { return g == 0; }) ? 1 : 0;
+    }
     for (const auto& scene : sub.scenes) {
+      if (!filters.seq_mode) break;
       const uint32_t n = scene.frame_end - scene.frame_begin;
       const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
       if (lengths.size() != filters.seq_split_num && filters.seq_split_count_asserted &&
@@ -390,8 +396,8 @@ std::string FormatFilterSettings(const ImportFilters& filters) {
        "--range x0,y0,z0,x1,y1,z1", "--set filters.bev_range_min_m=X0 --set filters.bev_range_max_m=X1"},
       {"seq_mode", "seq_mode", flag(filters.seq_mode), "-",
        fmt::format("--set grouping.seq_mode={}", flag(!filters.seq_mode))},
-      {"seq_split_num", "seq_split_num", std::to_string(filters.seq_split_num), "--seq-split-num N",
-       "--set grouping.seq_split_num=N"},
+      {"seq_split_num", "seq_split_num", filters.seq_mode ? std::to_string(filters.seq_split_num) : "-",
+       "--seq-split-num N", "--set grouping.seq_split_num=N"},
   };
   bool assumed_any = false;
   size_t from_width = 18;
@@ -434,10 +440,16 @@ std::string FormatSummary(const ImportSummary& summary, const ImportFilters& fil
   };
   for (const auto& counts : summary.subdatasets) row(counts);
   if (summary.subdatasets.size() > 1) row(summary.total);
-  out += fmt::format(
-      "groups: seq_split_num {} chunks per scene; the sampler sees {} group(s) (sub-datasets' "
-      "flags are concatenated without offset)\n",
-      filters.seq_split_num, summary.sampler_groups);
+  if (filters.seq_mode) {
+    out += fmt::format(
+        "groups: seq_split_num {} chunks per scene; the sampler sees {} group(s) (sub-datasets' "
+        "flags are concatenated without offset)\n",
+        filters.seq_split_num, summary.sampler_groups);
+  } else {
+    out +=
+        "groups: no sequence mode: each sub-dataset is one group (mmdet3d's flag of zeros), which a resample "
+        "draws from\n";
+  }
   out += FormatFilterSettings(filters);
   for (const auto& warning : summary.warnings) out += "warning: " + warning + "\n";
   out += fmt::format("next: petrsim check {}\n", output_path);

@@ -4,6 +4,7 @@
 #include "importers/mmdet3d_config_job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <set>
@@ -90,6 +91,7 @@ class ConfigJobBuilder {
   void ReadDatasetFilters();
   void ReadFrameQueue();
   void ReadResamplePolicy();
+  int64_t BoundedAttempts();
   void ReadPipeline();
   void ReadPipelineOp(const ConfigValue& op_value, const std::string& path);
   void ReadClasses();
@@ -158,10 +160,10 @@ void ConfigJobBuilder::ReadWorld() {
     if (config_gpus && *config_gpus != *options_.gpus && per_epoch != nullptr) {
       out_.notes.push_back(fmt::format(
           "--gpus {} but the config's num_gpus = {} ({}): num_iters_per_epoch = {} ({}) was computed in the config "
-          "for {} GPUs, and the real job uses it as written (set num_gpus = {} in the config, or --set "
-          "job.iterations_per_epoch=N)",
+          "for {} GPUs, and the real job on {} GPUs uses it as written, so petrsim does too (to model the job you "
+          "would run after setting num_gpus = {}, edit the config and import it again)",
           *options_.gpus, *config_gpus, num_gpus->where, per_epoch->Repr(), per_epoch->where, *config_gpus,
-          *options_.gpus));
+          *options_.gpus, *options_.gpus));
     }
   } else if (num_gpus != nullptr) {
     const auto v = r_.Int(num_gpus, "num_gpus", 1, 65536);
@@ -212,7 +214,12 @@ void ConfigJobBuilder::UnwrapTrain(const ConfigValue* value, const std::string& 
   if (const WrapperSemantics* wrapper = FindWrapperSemantics(*type)) {
     out_.notes.push_back(fmt::format("{} = {} ({}): {} [{}]", path + ".type", *type, Get(dict, "type")->where,
                                      wrapper->effect, wrapper->source));
-    UnwrapTrain(Get(dict, wrapper->inner_key), fmt::format("{}.{}", path, wrapper->inner_key), depth + 1);
+    const ConfigValue* inner = Get(dict, wrapper->inner_key);
+    if (inner == nullptr) {
+      r_.Fail(value, fmt::format("{}.{}", path, wrapper->inner_key),
+              fmt::format("a {} needs the dataset it wraps in `{}`", *type, wrapper->inner_key));
+    }
+    UnwrapTrain(inner, fmt::format("{}.{}", path, wrapper->inner_key), depth + 1);
     return;
   }
   std::vector<std::string> keys;
@@ -315,10 +322,15 @@ const DatasetSemantics* ConfigJobBuilder::FromSource(const std::string& type, co
   query.keys = keys;
   std::optional<DatasetSourceReading> reading = ReadDatasetSource(query);
   if (!reading) {
-    out_.notes.push_back(fmt::format(
-        "plugin_dir '{}' ({}): no class {} found there from the config's checkout; its semantics are petrsim's "
-        "entry for the type",
-        *plugin_dir->AsString(), plugin_dir->where, type));
+    const std::string& dir = *plugin_dir->AsString();
+    out_.notes.push_back(
+        PluginDirectoryFound(query)
+            ? fmt::format("plugin_dir '{}' ({}): the directory holds no class {}; its semantics are petrsim's entry "
+                          "for the type",
+                          dir, plugin_dir->where, type)
+            : fmt::format("plugin_dir '{}' ({}): not found from the config's folder upwards, so {}'s source was not "
+                          "read; its semantics are petrsim's entry for the type",
+                          dir, plugin_dir->where, type));
     return nullptr;
   }
   Record("dataset semantics", type,
@@ -378,9 +390,18 @@ void ConfigJobBuilder::ReadGrouping() {
   }
   if (!seq_mode_) {
     // The dataset reads the split only in sequence mode: the scenario leaves it out (validation refuses it there).
+    out_.filters.origins["seq_split_num"] = "(no sequence mode)";
+    if (sem.flags == GroupFlags::kZeros) {
+      for (const char* key : {"seq_mode", "with_seq_flag"}) {
+        if (const ConfigValue* v = PartValue(key)) {
+          out_.notes.push_back(fmt::format("{} = {} ({}) is not read by {}, whose group flag is zeros: one group [{}]",
+                                           key, v->Repr(), v->where, sem.type, sem.flags_source));
+        }
+      }
+    }
     if (split) {
-      out_.notes.push_back(fmt::format("{} = {} ({}) has no effect: {} is False, so {} builds no sequence chunks",
-                                       split_key, *split, WhereOf(split_key), mode_key, sem.type));
+      out_.notes.push_back(fmt::format("{} = {} ({}) has no effect: {} builds no sequence chunks here", split_key,
+                                       *split, WhereOf(split_key), sem.type));
     }
     out_.filters.seq_split_num = 1;
     return;
@@ -403,6 +424,23 @@ void ConfigJobBuilder::ReadGrouping() {
 void ConfigJobBuilder::ReadDatasetFilters() {
   const DatasetSemantics& sem = Semantics();
   test_mode_ = SameInEveryPart("test_mode", false);
+  if (test_mode_) {
+    out_.notes.push_back(fmt::format(
+        "test_mode=True on the train dataset ({}): __getitem__ returns prepare_test_data, which never rejects a frame "
+        "and carries no GT for training; without seq_mode Custom3DDataset also sets no group flag, which "
+        "DistributedGroupSampler asserts [mmdet3d@47285b3f mmdet3d/datasets/custom_3d.py:101-103, 426-439]: the "
+        "real job may fail before or at its first step",
+        WhereOf("test_mode")));
+  }
+  if (const ConfigValue* interval = PartValue("load_interval")) {
+    const auto n = r_.Int(interval, parts_.front().path + ".load_interval", 1, 1 << 20);
+    if (n && *n != 1) {
+      r_.Fail(interval, parts_.front().path + ".load_interval",
+              fmt::format("is {}: the dataset keeps every {}th info after sorting, which petrsim's info reader does "
+                          "not do; import with load_interval=1 (or the infos cut to every {}th frame)",
+                          *n, *n, *n));
+    }
+  }
   const bool configured_filter = SameInEveryPart("filter_empty_gt", sem.filter_empty_gt_default);
   // In test mode __getitem__ returns prepare_test_data: no frame is rejected, nothing is resampled.
   const bool filter_empty_gt = configured_filter && !test_mode_;
@@ -412,7 +450,8 @@ void ConfigJobBuilder::ReadDatasetFilters() {
   out_.filters.from_config = true;
   const auto origin = [&](const char* key, std::string_view fallback) {
     const std::string where = WhereOf(key);
-    return where.empty() ? fmt::format("{} default", fallback) : ShortWhere(where.substr(0, where.find(' ')));
+    const ConfigValue* v = PartValue(key);
+    return v == nullptr ? fmt::format("{} default", fallback) : ShortWhere(v->where);
   };
   out_.filters.origins["filter_empty_gt"] = origin("filter_empty_gt", sem.type);
   out_.filters.origins["use_valid_flag"] = origin("use_valid_flag", sem.type);
@@ -453,22 +492,36 @@ void ConfigJobBuilder::ReadDatasetFilters() {
   ReadFrameQueue();
 }
 
+// A bounded retry loop's loads: the class's bound, or `max_refetch + k` with the dataset dict's max_refetch
+// (mmengine's form); 0 for an unbounded loop.
+int64_t ConfigJobBuilder::BoundedAttempts() {
+  const DatasetSemantics& sem = Semantics();
+  if (!sem.bounded_by_max_refetch) return sem.bounded_attempts;
+  const std::string path = parts_.front().path + ".max_refetch";
+  if (const auto refetch = r_.Int(PartValue("max_refetch"), path, 0, int64_t{1} << 26)) {
+    return *refetch + sem.max_refetch_offset;
+  }
+  return sem.bounded_attempts;  // the class's default (0 when petrsim could not read it: unbounded)
+}
+
 // The resample loop: which pool a None draws from, how often, or no loop at all.
 void ConfigJobBuilder::ReadResamplePolicy() {
   const DatasetSemantics& sem = Semantics();
   Resample::Policy policy = Resample::in_group;
   std::string why;
   if (sem.pool == ResamplePool::kNoResample) {
-    // A None reaches the collate function: the job fails on the first frame without GT, it does not hang.
-    why = fmt::format("{} has no resample loop [{}]", sem.type, sem.pool_source);
-    out_.notes.push_back(fmt::format(
-        "{} has no resample loop [{}]: a frame without GT makes __getitem__ return None and the DataLoader's collate "
-        "fails; petrsim models that frame as resampled in its group, so `check` shows where the job meets one",
-        sem.type, sem.pool_source));
-  } else if (sem.bounded_attempts > 0) {
+    // A None reaches the collate function: the job fails on the first frame without GT, it does not hang. One
+    // load, then an error, is petrsim's `bounded` with attempts_max 1.
     policy = Resample::bounded;
-    s().mutable_resample()->set_attempts_max(static_cast<uint64_t>(std::min<int64_t>(sem.bounded_attempts, 1 << 26)));
-    why = fmt::format("{} retries at most {} times, then raises [{}]", sem.type, sem.bounded_attempts, sem.pool_source);
+    s().mutable_resample()->set_attempts_max(1);
+    why = fmt::format(
+        "{} has no resample loop: a frame without GT makes __getitem__ return None and the "
+        "DataLoader's collate fails [{}]",
+        sem.type, sem.pool_source);
+  } else if (const int64_t attempts = BoundedAttempts(); attempts > 0) {
+    policy = Resample::bounded;
+    s().mutable_resample()->set_attempts_max(static_cast<uint64_t>(std::min<int64_t>(attempts, 1 << 26)));
+    why = fmt::format("{} loads a frame at most {} times, then raises [{}]", sem.type, attempts, sem.pool_source);
     if (sem.pool == ResamplePool::kWholeDataset && seq_mode_) {
       out_.notes.push_back(fmt::format(
           "{}: a bounded retry over the whole dataset in sequence mode is modelled as bounded within the chunk",
@@ -508,10 +561,10 @@ void ConfigJobBuilder::ReadFrameQueue() {
             fmt::format("is {} but the queue holds queue_length = {} frames: prepare_train_data would index past it",
                         losses, queue));
   }
-  if (random_length > 0) {
+  if (random_length > 0 && losses > 1) {
     out_.notes.push_back(fmt::format(
         "random_length = {} ({}): the queue's earlier frames are drawn with Python's random.shuffle, which petrsim "
-        "does not model; the check takes the {} frames just before the index",
+        "does not model; the check takes the frame(s) just before the index ({} of them)",
         random_length, WhereOf("random_length"), losses - 1));
   }
   if (losses == 1) return;
@@ -576,6 +629,11 @@ void ConfigJobBuilder::ReadPipelineOp(const ConfigValue& op_value, const std::st
     const ConfigValue* thresholds = Get(op, "class_dist_thred");
     if (thresholds != nullptr) {
       circle_thresholds_ = r_.Numbers(thresholds, path + ".class_dist_thred");
+      for (double& t : circle_thresholds_) {
+        // numpy: dist <= t is never true for a negative t or NaN (the class is dropped), always for +inf.
+        if (std::isnan(t) || t < 0) t = -1;
+        if (std::isinf(t) && t > 0) t = 1e9;
+      }
       circle_from_ = From(thresholds, path + ".class_dist_thred");
     } else {
       // Its default: 52.5 m for the first five labels, 31.5, 42 for the next three, 31.5.
@@ -639,7 +697,9 @@ void ConfigJobBuilder::ReadClasses() {
                         classes.size(), name_filter_from_);
   }
   if (classes.empty()) {
-    r_.Fail(PartValue("classes"), parts_.front().path + ".classes", "no class is left: every box would be filtered");
+    const ConfigValue* at = PartValue("classes") != nullptr ? PartValue("classes") : Get(parts_.front().dict, "type");
+    r_.Fail(at, parts_.front().path + ".classes",
+            fmt::format("no class is left ({}): every box would be filtered", from));
   }
   out_.filters.classes = classes;
   const ConfigValue* classes_value = PartValue("classes");
@@ -653,11 +713,19 @@ void ConfigJobBuilder::ReadClasses() {
   // class_dist_thred[i] metres; a label past the list is dropped.
   std::vector<std::string> limits;
   for (size_t i = 0; i < circle_thresholds_.size() && i < dataset_classes.size(); ++i) {
+    if (circle_thresholds_[i] < 0) {
+      limits.push_back(fmt::format("{} dropped (threshold < 0 or NaN)", dataset_classes[i]));
+      continue;  // not listed: CircleObjectRangeFilter then drops the class
+    }
     out_.filters.circle_range.emplace_back(dataset_classes[i], circle_thresholds_[i]);
     ClassDistance* c = s().mutable_filters()->add_circle_range();
     c->set_name(dataset_classes[i]);
     c->set_max_m(circle_thresholds_[i]);
     limits.push_back(fmt::format("{} <= {} m", dataset_classes[i], circle_thresholds_[i]));
+  }
+  if (out_.filters.circle_range.empty()) {
+    r_.Fail(nullptr, "CircleObjectRangeFilter.class_dist_thred",
+            fmt::format("drops every class ({}): no box would be left", circle_from_));
   }
   Record("filters.circle_range", fmt::format("[{}]", fmt::join(limits, ", ")), circle_from_);
 }
@@ -747,6 +815,7 @@ void ConfigJobBuilder::ReadSampler() {
       return;
     }
     case TrainScript::kStreamPetrCustomTrain:
+    case TrainScript::kBevformerCustomTrain:
       if (shuffler == nullptr) {
         throw ScenarioError(
             fmt::format("{}: data.shuffler_sampler: {}'s train script reads cfg.data.shuffler_sampler (and "
@@ -754,8 +823,18 @@ void ConfigJobBuilder::ReadSampler() {
                         "shuffler_sampler=dict(type='DistributedGroupSampler') to `data`",
                         config_.path, sem.codebase, sem.script_source));
       }
-      break;
-    case TrainScript::kBevformerCustomTrain:
+      if (sem.script == TrainScript::kStreamPetrCustomTrain && iter_runner && shuffler->is_none()) {
+        r_.Fail(shuffler, "data.shuffler_sampler",
+                fmt::format("is None with an IterBasedRunner: {}'s builder reads shuffler_sampler['type'] then, a "
+                            "TypeError before training [{}]",
+                            sem.codebase, sem.script_source));
+      }
+      if (Get(data_, "samples_per_gpu") == nullptr && Get(data_, "imgs_per_gpu") == nullptr) {
+        throw ScenarioError(fmt::format(
+            "{}: data.samples_per_gpu: {}'s train script reads cfg.data.samples_per_gpu, so the real job stops with "
+            "AttributeError without it [{}]",
+            config_.path, sem.codebase, sem.script_source));
+      }
       break;
   }
   ReadShufflerSampler(shuffler, type_value, iter_runner);
@@ -807,7 +886,10 @@ void ConfigJobBuilder::ReadLength() {
   const ConfigValue* epochs_value = nullptr;
   std::string epochs_from;
   if (runner != nullptr) {
-    runner_type_ = r_.String(Get(runner, "type"), "runner.type").value_or("");
+    const auto type = r_.String(Get(runner, "type"), "runner.type");
+    if (!type)
+      r_.Fail(config_.Find("runner"), "runner.type", "a runner needs a type (IterBasedRunner, EpochBasedRunner)");
+    runner_type_ = *type;
     epochs_value = Get(runner, "max_epochs");
     epochs_from = "runner.max_epochs";
   } else if (sem.script == TrainScript::kStreamPetrCustomTrain) {
@@ -834,7 +916,10 @@ void ConfigJobBuilder::ReadLength() {
     by_epoch_ = true;
     const std::string key = runner != nullptr ? "runner.max_epochs" : "total_epochs";
     const auto v = r_.Int(epochs_value, key, 1, 1 << 20);
-    if (!v) r_.Fail(config_.Find("runner"), key, "an EpochBasedRunner needs max_epochs");
+    if (!v) {
+      r_.Fail(runner != nullptr ? config_.Find("runner") : epochs_value, key,
+              "an EpochBasedRunner needs max_epochs (an int), found nothing");
+    }
     s().mutable_job()->set_epochs(static_cast<uint32_t>(*v));
     Record("job.epochs", std::to_string(*v), From(epochs_value, epochs_from));
     if (iterations_per_epoch_) {

@@ -389,6 +389,50 @@ TEST(ConfigImport, DatasetClassesAreReadFromTheirSource) {
   const Scenario bounded = ImportCodebase("user/bounded_retry.py");
   EXPECT_EQ(bounded.resample().policy(), Resample::bounded);
   EXPECT_EQ(bounded.resample().attempts_max(), 1001u);
+  EXPECT_EQ(ImportCodebase("user/bounded_retry_10.py").resample().attempts_max(), 11u) << "the dict's max_refetch";
+  // No retry loop: one load, then the collate fails (bounded with one attempt: an error, not a hang).
+  const Scenario no_retry = ImportCodebase("user/no_retry.py");
+  EXPECT_EQ(no_retry.resample().policy(), Resample::bounded);
+  EXPECT_EQ(no_retry.resample().attempts_max(), 1u);
+}
+
+// The table and the source reading agree on every codebase whose stand-in source the tests hold: each config
+// imported once with its plugin (the class read from source) and once with plugin=False (the table's entry).
+TEST(ConfigImport, TheTableAndTheSourceReadingAgree) {
+  for (const char* relative : {"sparse4d/sparse4dv2_seq_filter_default.py", "far3d/far3d_global_pool.py",
+                               "bevformer/bevformer_tiny_like.py", "petr/petrv2_trainval_cbgs.py",
+                               "streampetr/seq_filter_default_speed_test.py", "streampetr/sliding_window_8key.py"}) {
+    SCOPED_TRACE(relative);
+    const std::string path = kCodebases + "/" + relative;
+    ConfigJobOptions options;
+    options.gpus = 2;
+    options.infos = MiniInfosFor(path);
+    const Config with_plugin = ReadMmcvConfig(path);
+    Config without_plugin = ReadMmcvConfig(path);
+    ConfigValue off;
+    off.value = false;
+    std::get<ConfigDict>(without_plugin.root.value).Set("plugin", off);
+    const ConfigJob source = ReadConfigJob(with_plugin, options);
+    const ConfigJob table = ReadConfigJob(without_plugin, options);
+    ASSERT_NE(Provenance(source, "dataset semantics"), "") << "read from its source";
+    ASSERT_EQ(Provenance(table, "dataset semantics"), "") << "the table's entry";
+    google::protobuf::util::MessageDifferencer differ;
+    std::string report;
+    differ.ReportDifferencesToString(&report);
+    EXPECT_TRUE(differ.Compare(table.scenario, source.scenario)) << report;
+  }
+}
+
+TEST(ConfigImport, CircleThresholdsMeanWhatNumpyComparesThemTo) {
+  const std::string base =
+      "num_gpus = 2\nclass_names = ['car', 'truck', 'bus']\n"
+      "data = dict(samples_per_gpu=1, train=dict(type='NuScenesDataset', ann_file='a.pkl', classes=class_names, "
+      "pipeline=[dict(type='CircleObjectRangeFilter', class_dist_thred=";
+  // dist <= -1 and dist <= nan are never true: those classes are dropped; inf keeps every box of its class.
+  const ConfigJob job = Job(base + "[-1, float('inf'), float('nan')])]))\n");
+  ASSERT_EQ(job.filters.circle_range.size(), 1u);
+  EXPECT_EQ(job.filters.circle_range[0].first, "truck");
+  ExpectError(base + "[-1, -2, -3])]))\n", "drops every class");
 }
 
 // Every job config in the tests imports into a scenario that `check` accepts (issue 27, point 1): the
@@ -424,25 +468,31 @@ const std::vector<ImportedSubDataset>& MiniTrain() {
 // A dataset dict of a known type with a random choice of the keys the importer reads, each with a
 // value of the right type or of a wrong one.
 std::string RandomTrainDataset() {
-  const std::string type = *rc::gen::element<std::string>("NuScenesDataset", "CustomNuScenesDataset");
+  const std::string type =
+      *rc::gen::element<std::string>("NuScenesDataset", "CustomNuScenesDataset", "NuScenes3DDetTrackDataset",
+                                     "Argoverse2DatasetT", "CustomNuScenesDatasetV2");
   std::string d = "dict(type='" + type + "', ann_file='a.pkl'";
   const auto maybe = [&](const std::string& key, const std::vector<std::string>& values) {
     if (*rc::gen::arbitrary<bool>()) d += ", " + key + "=" + *rc::gen::elementOf(values);
   };
   maybe("collect_keys", {"['img']"});
   maybe("seq_mode", {"True", "False", "1", "0", "None"});
+  maybe("with_seq_flag", {"True", "False"});
+  maybe("sequences_split_num", {"1", "2", "'all'"});
+  maybe("num_frame_losses", {"1", "2", "9"});
+  maybe("random_length", {"0", "1"});
   maybe("seq_split_num", {"1", "2", "4", "'all'", "0", "'half'", "100001"});
   maybe("filter_empty_gt", {"True", "False"});
   maybe("use_valid_flag", {"True", "False"});
   maybe("test_mode", {"True", "False"});
   maybe("classes", {"['car']", "['car', 'pedestrian']", "[]", "class_names"});
   maybe("queue_length", {"1", "8"});
-  maybe("num_frame_losses", {"1", "2"});
   maybe("pipeline", {"[dict(type='ObjectNameFilter', classes=['car'])]",
                      "[dict(type='ObjectRangeFilter', point_cloud_range=[-10, -10, -5, 10, 10, 3])]",
                      "[dict(type='ResizeCropFlipRotImage', training=True, data_aug_conf=dict(rand_flip=True, "
                      "final_dim=(256, 704)))]",
-                     "[]"});
+                     "[dict(type='CircleObjectRangeFilter', class_dist_thred=[55, -1, float('nan')])]",
+                     "[dict(type='CircleObjectRangeFilter')]", "[]"});
   return d + ")";
 }
 

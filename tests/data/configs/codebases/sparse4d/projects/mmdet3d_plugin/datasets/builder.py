@@ -1,6 +1,6 @@
 # petrsim's own stand-in for Sparse4D's data loader builder (linxuewu/Sparse4D@db711ad5
-# projects/mmdet3d_plugin/datasets/builder.py): no shuffler_sampler from the config; the runner's type
-# picks InfiniteGroupEachSampleInBatchSampler.
+# projects/mmdet3d_plugin/datasets/builder.py): it takes a shuffler_sampler parameter, but its train loop
+# never passes the config's; the runner's type picks InfiniteGroupEachSampleInBatchSampler.
 def build_dataloader(
     dataset,
     samples_per_gpu,
@@ -9,6 +9,7 @@ def build_dataloader(
     dist=True,
     shuffle=True,
     seed=None,
+    shuffler_sampler=None,
     nonshuffler_sampler=None,
     runner_type="EpochBasedRunner",
     **kwargs

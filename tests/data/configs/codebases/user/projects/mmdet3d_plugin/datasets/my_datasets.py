@@ -32,3 +32,13 @@ class BoundedRetryDataset(CustomNuScenesDataset):
                 continue
             return data
         raise RuntimeError(f'no frame with GT after {self.max_refetch} redraws')
+
+
+@DATASETS.register_module()
+class NoRetryDataset(CustomNuScenesDataset):
+    """Returns prepare_train_data's result as it is: a None reaches the collate function."""
+
+    def __getitem__(self, idx):
+        if self.test_mode:
+            return self.prepare_test_data(idx)
+        return self.prepare_train_data(idx)
