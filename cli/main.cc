@@ -1,10 +1,14 @@
 // The petrsim executable: wiring only. Each subcommand is an AddXCommand/RunX pair in its own
 // file (cli/*_command.h, importers/import_command.h); `petrsim SCENARIO` is the simulated run.
+#include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/check_command.h"
+#include "cli/command_names.h"
 #include "cli/diagnose_command.h"
 #include "cli/export_command.h"
 #include "cli/plan_command.h"
@@ -30,9 +34,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", std::string("petrsim ") + PETRSIM_VERSION + " (models PyTorch " +
                                         petrsim::SupportedTorchVersions() + "; comm.torch_version picks one)");
-  std::string help_topic;
-  auto* help = app.add_subcommand("help", "The help of petrsim, or of one command: petrsim help COMMAND");
-  help->add_option("command", help_topic, "a command, e.g. plan");
+  std::vector<std::string> help_topic;
+  auto* help = app.add_subcommand("help", "The help of petrsim, or of one command: petrsim help COMMAND [SUBCOMMAND]");
+  help->add_option("command", help_topic, "a command, e.g. plan, or import mmdet3d-config");
 
   petrsim::CheckFlags check_flags;
   auto* check = petrsim::AddCheckCommand(app, check_flags);
@@ -56,6 +60,19 @@ int main(int argc, char** argv) {
   petrsim::RunFlags run_flags;
   petrsim::AddRunOptions(app, run_flags);
 
+  // A first word that is neither a command nor a file, but close to a command's name: a typo
+  // (`petrsim chek S`), said as such rather than as the scenario `chek` with an unexpected argument.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+    std::error_code error;
+    const std::string word = argv[1];
+    if (const auto nearest = petrsim::NearestCommand(word, names); nearest && !std::filesystem::exists(word, error)) {
+      std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): did you mean '" << *nearest
+                << "'? (petrsim help lists the commands)\n";
+      return kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -70,13 +87,13 @@ int main(int argc, char** argv) {
         std::cout << app.get_formatter()->make_help(&app, "petrsim", CLI::AppFormatMode::Normal);
         return 0;
       }
-      for (const CLI::App* command : app.get_subcommands({})) {
-        if (command->get_name() == help_topic) {
-          std::cout << command->help();
-          return 0;
-        }
+      if (const CLI::App* command = petrsim::FindCommand(app, help_topic)) {
+        std::cout << command->help();
+        return 0;
       }
-      throw petrsim::ScenarioError("help: no command named '" + help_topic +
+      std::string topic;
+      for (const std::string& word : help_topic) topic += (topic.empty() ? "" : " ") + word;
+      throw petrsim::ScenarioError("help: no command named '" + topic +
                                    "' (petrsim help lists them: check, sample, plan, sweep, merge, diagnose, export, "
                                    "replay, import, train)");
     }
