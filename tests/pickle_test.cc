@@ -869,5 +869,24 @@ TEST(PickleOpaque, NewobjIsReadOnlyForAnOpaqueClass) {
   EXPECT_NE(error.find("unsupported pickle opcode NEWOBJ"), std::string::npos) << error;
 }
 
+// A file that is not a pickle is refused with what it looks like (issue 28: a .pb imported as infos).
+TEST(PickleNotAPickle, SaysWhatTheFileLooksLike) {
+  const auto error = [](std::string_view bytes, const std::string& name) {
+    try {
+      ParsePickle(bytes, name, false);
+    } catch (const PickleError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("\x0a\x04name", "s.pb").find("looks like a protobuf file, such as a petrsim scenario"),
+            std::string::npos);
+  EXPECT_NE(error("# petrsim\nmore", "README.md").find("looks like text, starting \"# petrsim\""), std::string::npos);
+  EXPECT_NE(error("{\"a\": 1}", "x.pkl").find("looks like JSON text"), std::string::npos);
+  EXPECT_NE(error(std::string("\x1f\x8b\x08", 3), "x.pkl").find("looks like a gzip file"), std::string::npos);
+  EXPECT_NE(error(std::string("\x01\x02", 2), "x.pkl").find("looks like binary data starting with 0x01"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace petrsim

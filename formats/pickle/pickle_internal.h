@@ -79,6 +79,9 @@ constexpr uint64_t kCopyBytesPerInputByte = 4;
 constexpr uint64_t kCopyBytesSlack = uint64_t{1} << 20;
 constexpr size_t kSlabMargin = 64;  // an opcode allocates at most a few nodes
 
+// What a file that is not a pickle looks like ("a gzip file", "JSON text", ...), for the error.
+std::string DescribeFileStart(std::string_view bytes, std::string_view name);
+
 class Machine {
  public:
   Machine(std::string_view bytes, const std::string& name, PickleDocument& doc, const PickleOptions& options)

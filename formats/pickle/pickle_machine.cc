@@ -2,10 +2,29 @@
 // those it refuses, and the salvage of a broken stream.
 #include "formats/pickle/pickle_internal.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 
 namespace petrsim::pickle_internal {
+
+std::string DescribeFileStart(std::string_view bytes, std::string_view name) {
+  const auto starts = [&](std::string_view prefix) { return bytes.substr(0, prefix.size()) == prefix; };
+  if (starts("\x1f\x8b")) return "a gzip file (decompress it first)";
+  if (starts("PK\x03\x04")) return "a zip archive (torch.save's default format; petrsim reads plain pickles)";
+  if (name.ends_with(".pb") || name.ends_with(".pbtrace")) {
+    return "a protobuf file, such as a petrsim scenario (.pb) or trace (.pbtrace)";
+  }
+  const std::string_view head = bytes.substr(0, 40);
+  const bool text = !head.empty() && std::all_of(head.begin(), head.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u == '\n' || u == '\r' || u == '\t' || (u >= 0x20 && u < 0x7f) || u >= 0x80;
+  });
+  if (text && (starts("{") || starts("["))) return "JSON text";
+  if (text) return fmt::format("text, starting \"{}\"", head.substr(0, head.find_first_of("\r\n")));
+  return fmt::format("binary data starting with 0x{:02x}", static_cast<unsigned char>(bytes.empty() ? 0 : bytes[0]));
+}
+
 namespace {
 
 // Names of the opcodes petrsim refuses, for the error message.
@@ -293,7 +312,10 @@ PickleNode* Machine::Run() {
                           unsupported, op, options_.numpy ? " and numpy arrays" : ""));
         }
         Fail(fmt::format("unknown pickle opcode 0x{:02x}{}", op,
-                         op_offset_ == 0 ? " (not a pickle: it starts with 0x80, the PROTO opcode)" : ""));
+                         op_offset_ == 0 ? fmt::format(" (not a pickle, which starts with 0x80, the PROTO opcode: this "
+                                                       "file looks like {})",
+                                                       DescribeFileStart(bytes_, name_))
+                                         : std::string()));
       }
     }
   }
