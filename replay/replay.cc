@@ -304,8 +304,13 @@ ReplayReport Replay(const RecordedJob& job, ReplayBackend& backend, const std::v
 }
 
 std::string FormatReplay(const RecordedJob& job, const ReplayReport& report) {
+  // A probe's traces carry the scenario they ran in their header but no path to a file.
+  const std::string scenario = !job.scenario_path.empty() ? job.scenario_path
+                               : !job.scenario.name().empty()
+                                   ? fmt::format("'{}', recorded in the traces", job.scenario.name())
+                                   : std::string("recorded in the traces");
   std::string out = fmt::format("petrsim replay: {} ({} ranks, recorded by {}, scenario {}) against {}\n",
-                                job.directory, job.world_size, job.backend, job.scenario_path, report.backend);
+                                job.directory, job.world_size, job.backend, scenario, report.backend);
   for (const std::string& note : job.partial) out += fmt::format("  partial: {}\n", note);
   if (!report.sets.empty()) {
     std::string sets;

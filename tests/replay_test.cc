@@ -68,6 +68,12 @@ TEST_F(ReplayTest, AnExactReplayReproducesTheHang) {
   EXPECT_TRUE(report.used_loads);
   EXPECT_EQ(report.replayed.cause, "sampler_livelock");
   EXPECT_NE(FormatReplay(job, report).find("reproduced: the replay ends as the recording does"), std::string::npos);
+  // A probe's traces hold the scenario but no file path: the header names the scenario, never "scenario )".
+  RecordedJob probe_job = job;
+  probe_job.scenario_path.clear();
+  probe_job.scenario.set_name("user job");
+  const std::string header = FormatReplay(probe_job, report);
+  EXPECT_NE(header.find("scenario 'user job', recorded in the traces)"), std::string::npos) << header;
 }
 
 // The recording drives: with another sampler seed in the scenario, the scenario alone would
