@@ -348,10 +348,12 @@ Diagnosis Diagnose(const Recordings& rec) {
         out.cause_detail = CauseDetail{"livelock", m, spin, std::nullopt};
         out.cause = fmt::format(
             "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
-            "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}",
+            "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}{}",
             m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m, spin.batch,
             spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
-            static_cast<double>(spin.since_ns) / 1e9, static_cast<double>(rec.end_ns) / 1e9,
+            static_cast<double>(spin.since_ns - rec.origin_ns) / 1e9,
+            static_cast<double>(rec.end_ns - rec.origin_ns) / 1e9,
+            rec.origin_ns != 0 ? " (times from the job's first recorded event)" : "",
             spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
         if (rec.scenario) {
           *out.cause += DescribePool(*rec.scenario, spin, rec.end_ns);

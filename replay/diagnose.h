@@ -88,6 +88,9 @@ struct Recordings {
   // then without a file) and other notes on what was inferred.
   std::vector<std::string> notes;
   int64_t end_ns = 0;  // the latest time any event ends
+  // The origin reports measure times from: 0 for the simulator's virtual clock, the earliest event
+  // of any rank for traces on a host's steady clock (whose raw values mean nothing to a user).
+  int64_t origin_ns = 0;
 };
 
 // Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -96,6 +97,7 @@ struct LoadedTrace {
   std::optional<Scenario> scenario;
   RankRecording rank;
   int64_t end_ns = 0;
+  int64_t start_ns = std::numeric_limits<int64_t>::max();  // the earliest event's start
 };
 
 // A getitem a trace recorded spinning (its livelock instant, or a load still open at the end):
@@ -121,6 +123,7 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
       path,
       [&](const TraceEventView& event) {
         out.end_ns = std::max(out.end_ns, event.end_ns);
+        out.start_ns = std::min(out.start_ns, event.start_ns);
         ++rank.events_read;
         switch (event.kind) {
           case TraceEventKind::collective: {
@@ -243,6 +246,9 @@ void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
   }
   if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
   rec.end_ns = std::max(rec.end_ns, trace.end_ns);
+  if (header.clock() == "steady" && trace.start_ns != std::numeric_limits<int64_t>::max()) {
+    rec.origin_ns = rec.origin_ns == 0 ? trace.start_ns : std::min(rec.origin_ns, trace.start_ns);
+  }
   if (rec.ranks.size() < rec.world_size) rec.ranks.resize(rec.world_size);
   RankRecording& rank = rec.ranks[header.rank()];
   if (rank.present) {

@@ -294,6 +294,20 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
             std::string::npos)
       << *diagnosis.cause;
   EXPECT_NE(diagnosis.cause->find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << *diagnosis.cause;
+  // The simulator's virtual clock starts at 0: times are printed as they are. A host's steady clock
+  // has an arbitrary origin: times are measured from the job's first recorded event (issue 28).
+  EXPECT_EQ(recordings.origin_ns, 0);
+  EXPECT_EQ(diagnosis.cause->find("first recorded event"), std::string::npos);
+  Recordings steady = recordings;
+  steady.origin_ns = 1'000'000'000;
+  const Diagnosis shifted = Diagnose(steady);
+  ASSERT_TRUE(shifted.cause.has_value());
+  const auto seconds = [](const std::string& text, const std::string& after) {
+    const size_t at = text.find(after);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + after.size()));
+  };
+  EXPECT_NEAR(seconds(*shifted.cause, "spinning from "), seconds(*diagnosis.cause, "spinning from ") - 1.0, 1e-3);
+  EXPECT_NE(shifted.cause->find("(times from the job's first recorded event)"), std::string::npos) << *shifted.cause;
   // The same cause in fields (the JSON's cause_detail): the simulator's stuck getitem, pool included.
   ASSERT_TRUE(diagnosis.cause_detail.has_value());
   EXPECT_EQ(diagnosis.cause_detail->kind, "livelock");
