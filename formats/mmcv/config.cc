@@ -80,36 +80,6 @@ std::optional<std::string> PlaceholderVariable(const std::string& s) {
   return variable;
 }
 
-// A ConfigDict being built, with a hash index of its keys.
-class DictBuilder {
- public:
-  DictBuilder() = default;
-  explicit DictBuilder(ConfigDict dict) : dict_(std::move(dict)) {
-    for (size_t i = 0; i < dict_.entries.size(); ++i) index_.emplace(dict_.entries[i].key, i);
-  }
-  ConfigValue* Get(const std::string& key) {
-    const auto it = index_.find(key);
-    return it == index_.end() ? nullptr : &dict_.entries[it->second].value;
-  }
-  void Set(std::string key, ConfigValue value) {
-    const auto it = index_.find(key);
-    if (it != index_.end()) {
-      dict_.entries[it->second].value = std::move(value);
-      return;
-    }
-    index_.emplace(key, dict_.entries.size());
-    dict_.entries.emplace_back(std::move(key), std::move(value));
-  }
-  ConfigDict Take() {
-    index_.clear();
-    return std::move(dict_);
-  }
-
- private:
-  ConfigDict dict_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
 // mmcv's _substitute_predefined_vars: {{ fileDirname }} and friends, everywhere in the text.
 std::string SubstitutePredefined(std::string_view text, const std::string& path) {
   if (text.find("{{") == std::string_view::npos) return std::string(text);
@@ -220,7 +190,7 @@ void SubstituteBaseVars(ConfigValue* v, const ConfigValue* base, const std::stri
 
 // mmcv's Config._merge_a_into_b(a, b, allow_list_keys=False): `a` (the child) into `b`.
 ConfigDict MergeAIntoB(ConfigDict a, ConfigDict b_dict) {
-  DictBuilder b(std::move(b_dict));
+  ConfigDictBuilder b(std::move(b_dict));
   for (auto& [key, v] : a.entries) {
     ConfigDict* child = std::get_if<ConfigDict>(&v.value);
     ConfigValue* existing = b.Get(key);
@@ -342,7 +312,7 @@ ConfigDict LoadFile(const std::string& path, const std::string* text_given, Read
   }
 
   // The bases side by side: a key in two of them is mmcv's KeyError.
-  DictBuilder merged;
+  ConfigDictBuilder merged;
   for (size_t i = 0; i < bases.size(); ++i) {
     std::string duplicates;
     for (const auto& [key, value] : bases[i].entries) {

@@ -18,28 +18,6 @@ using pyconfig::Budget;
 using pyconfig::kMaxNesting;
 using pyconfig::Location;
 
-// A ConfigDict being built, with a hash index of its keys.
-class DictBuilder {
- public:
-  void Set(std::string key, ConfigValue value) {
-    const auto it = index_.find(key);
-    if (it != index_.end()) {
-      dict_.entries[it->second].value = std::move(value);
-      return;
-    }
-    index_.emplace(key, dict_.entries.size());
-    dict_.entries.emplace_back(std::move(key), std::move(value));
-  }
-  ConfigDict Take() {
-    index_.clear();
-    return std::move(dict_);
-  }
-
- private:
-  ConfigDict dict_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
 // Reads like a const char*, and remembers the last non-blank character nlohmann's lexer read, for
 // the line of each value.
 struct TrackingIterator {
@@ -121,7 +99,7 @@ class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
   struct Frame {
     bool is_dict = false;
     ConfigList list;
-    DictBuilder dict;
+    ConfigDictBuilder dict;
     std::string key;
     std::string where;
   };

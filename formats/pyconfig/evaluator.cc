@@ -76,39 +76,6 @@ using Kind = ConfigValue::Kind;
 
 const char kUnsupportedTail[] = " is not supported in a config petrsim reads without running it";
 
-// A ConfigDict being built, with a hash index of its keys (a config may hold many keys).
-class DictBuilder {
- public:
-  ConfigValue* Get(const std::string& key) {
-    const auto it = index_.find(key);
-    return it == index_.end() ? nullptr : &dict_.entries[it->second].value;
-  }
-  void Set(std::string key, ConfigValue value) {
-    const auto it = index_.find(key);
-    if (it != index_.end()) {
-      dict_.entries[it->second].value = std::move(value);
-      return;
-    }
-    index_.emplace(key, dict_.entries.size());
-    dict_.entries.emplace_back(std::move(key), std::move(value));
-  }
-  bool Erase(const std::string& key) {
-    if (index_.erase(key) == 0) return false;
-    dict_.Erase(key);
-    index_.clear();
-    for (size_t i = 0; i < dict_.entries.size(); ++i) index_.emplace(dict_.entries[i].key, i);
-    return true;
-  }
-  ConfigDict Take() {
-    index_.clear();
-    return std::move(dict_);
-  }
-
- private:
-  ConfigDict dict_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
 const char* PyType(const ConfigValue& v) {
   switch (v.kind()) {
     case Kind::kNone:
@@ -845,7 +812,7 @@ class Evaluator {
         return Make(ConfigList{std::move(items)}, e);
       }
       case ExprKind::kDictComp: {
-        DictBuilder dict;
+        ConfigDictBuilder dict;
         std::vector<ConfigValue> unused;
         if (auto unknown = Comprehend(e, &unused, &dict)) return std::move(*unknown);
         return Make(dict.Take(), e);
@@ -902,7 +869,7 @@ class Evaluator {
   }
 
   ConfigValue DictDisplay(const Expr& e) {
-    DictBuilder dict;
+    ConfigDictBuilder dict;
     std::unordered_map<std::string, bool> is_int;
     for (size_t i = 0; i < e.values.size(); ++i) {
       if (!e.items[i]) {
@@ -926,7 +893,7 @@ class Evaluator {
     return Make(dict.Take(), e);
   }
 
-  void Splice(int line, int col, ConfigValue from, DictBuilder* into, bool call) {
+  void Splice(int line, int col, ConfigValue from, ConfigDictBuilder* into, bool call) {
     ConfigDict* dict = std::get_if<ConfigDict>(&from.value);
     if (dict == nullptr) {
       const std::string* s = from.AsString();
@@ -964,14 +931,15 @@ class Evaluator {
 
   // A comprehension: its items (or, with `dict`, its entries); an unknown iterable or condition
   // makes the whole unknown.
-  std::optional<ConfigValue> Comprehend(const Expr& e, std::vector<ConfigValue>* out, DictBuilder* dict) {
+  std::optional<ConfigValue> Comprehend(const Expr& e, std::vector<ConfigValue>* out, ConfigDictBuilder* dict) {
     frames_.emplace_back();
     std::optional<ConfigValue> unknown = Generate(e, 0, out, dict);
     frames_.pop_back();
     return unknown;
   }
 
-  std::optional<ConfigValue> Generate(const Expr& e, size_t level, std::vector<ConfigValue>* out, DictBuilder* dict) {
+  std::optional<ConfigValue> Generate(const Expr& e, size_t level, std::vector<ConfigValue>* out,
+                                      ConfigDictBuilder* dict) {
     if (level == e.generators.size()) {
       if (dict != nullptr) {
         ConfigValue key = Eval(*e.items[0]);
@@ -1361,7 +1329,7 @@ class Evaluator {
     }
     if (o == "%" && a.kind() == Kind::kString) return Unknown(e.op_line, e.op_col, "string formatting with '%'");
     if (o == "|" && a.AsDict() && b.AsDict()) {
-      DictBuilder merged;
+      ConfigDictBuilder merged;
       for (auto& entry : std::get<ConfigDict>(a.value).entries) merged.Set(entry.key, std::move(entry.value));
       for (auto& entry : std::get<ConfigDict>(b.value).entries) merged.Set(entry.key, std::move(entry.value));
       budget_->Charge(1, 0, At(e));
@@ -1837,7 +1805,7 @@ class Evaluator {
       if (k.name.empty()) {
         ConfigValue v = Eval(*k.value);
         if (v.is_unknown()) return v;
-        DictBuilder check;
+        ConfigDictBuilder check;
         for (const auto& [name, value] : out->keywords) check.Set(name, value);
         Splice(k.line, k.col, std::move(v), &check, true);
         ConfigDict merged = check.Take();
@@ -1907,7 +1875,7 @@ class Evaluator {
     auto& pos = args.positional;
     const size_t n = pos.size();
     if (name == "dict") {
-      DictBuilder dict;
+      ConfigDictBuilder dict;
       if (n > 1) ArgCount(e, name, "at most 1 positional argument");
       if (n == 1) {
         if (pos[0].is_unknown()) return pos[0];
@@ -2621,7 +2589,7 @@ class Evaluator {
   const std::string& path_;
   EvaluateOptions options_;
   Budget* budget_;
-  DictBuilder names_;
+  ConfigDictBuilder names_;
   std::vector<Frame> frames_;
   bool frame_binds_ = false;  // a comprehension's target binds in its frame
   bool star_import_ = false;

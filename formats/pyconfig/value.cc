@@ -283,4 +283,36 @@ std::string DescribeUnknown(const ConfigValue& value, std::string_view field) {
   return name + " depends on " + unknown->AsUnknown()->reason;
 }
 
+ConfigDictBuilder::ConfigDictBuilder(ConfigDict dict) : dict_(std::move(dict)) {
+  for (size_t i = 0; i < dict_.entries.size(); ++i) index_.emplace(dict_.entries[i].key, i);
+}
+
+ConfigValue* ConfigDictBuilder::Get(const std::string& key) {
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &dict_.entries[it->second].value;
+}
+
+void ConfigDictBuilder::Set(std::string key, ConfigValue value) {
+  const auto it = index_.find(key);
+  if (it != index_.end()) {
+    dict_.entries[it->second].value = std::move(value);
+    return;
+  }
+  index_.emplace(key, dict_.entries.size());
+  dict_.entries.emplace_back(std::move(key), std::move(value));
+}
+
+bool ConfigDictBuilder::Erase(const std::string& key) {
+  if (index_.erase(key) == 0) return false;
+  dict_.Erase(key);
+  index_.clear();
+  for (size_t i = 0; i < dict_.entries.size(); ++i) index_.emplace(dict_.entries[i].key, i);
+  return true;
+}
+
+ConfigDict ConfigDictBuilder::Take() {
+  index_.clear();
+  return std::move(dict_);
+}
+
 }  // namespace petrsim

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -94,6 +95,22 @@ struct ConfigEntry {
   ConfigEntry(std::string k, ConfigValue v) : key(std::move(k)), value(std::move(v)) {}
   std::string key;
   ConfigValue value;
+};
+
+// A ConfigDict being built, with a hash index of its keys (a config may hold many keys): Set is
+// Python's d[k] = v (an existing key keeps its place), Erase is del d[k].
+class ConfigDictBuilder {
+ public:
+  ConfigDictBuilder() = default;
+  explicit ConfigDictBuilder(ConfigDict dict);
+  ConfigValue* Get(const std::string& key);
+  void Set(std::string key, ConfigValue value);
+  bool Erase(const std::string& key);
+  ConfigDict Take();
+
+ private:
+  ConfigDict dict_;
+  std::unordered_map<std::string, size_t> index_;
 };
 
 // The first unknown inside `value` (itself, or depth-first through list/tuple items and dict
