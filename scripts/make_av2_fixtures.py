@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes petrsim's Argoverse 2 info fixtures (tests/data/importers/) in Far3D's exact shapes.
+"""Writes petrsim's SYNTHETIC Argoverse 2 info fixtures (tests/data/importers/) in Far3D's exact shapes:
+made-up logs and boxes, shaped after Far3D's converter source (no real Far3D run made them).
 
 Run with Debian's interpreter (python3-numpy and python3-torch), from anywhere:
     /usr/bin/python3 scripts/make_av2_fixtures.py

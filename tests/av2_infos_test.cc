@@ -62,7 +62,7 @@ void ExpectLike(const ImportedSubDataset& sub, const nlohmann::json& want, const
 }
 
 // argoverse2_dataset.py:94-97 never sorts: the second log, recorded first, stays second.
-TEST(Av2Infos, FramesStayInFileOrderAndScenesFollowSceneId) {
+TEST(SyntheticAv2Infos, FramesStayInFileOrderAndScenesFollowSceneId) {
   const nlohmann::json expected = Expected();
   const ImportedSubDataset sub = Read("mini_av2_infos_train.pkl", false);
   ASSERT_EQ(sub.frames.size(), 18u);
@@ -78,7 +78,7 @@ TEST(Av2Infos, FramesStayInFileOrderAndScenesFollowSceneId) {
 }
 
 // argoverse2_dataset_t.py:27-31 reorders before _set_sequence_group_flag (:37, :44-55): every log comes back in runs.
-TEST(Av2Infos, IntervalTestReordersBeforeTheScenesAreCut) {
+TEST(SyntheticAv2Infos, IntervalTestReordersBeforeTheScenesAreCut) {
   const nlohmann::json expected = Expected();
   const ImportedSubDataset sub = Read("mini_av2_infos_train.pkl", true);
   ASSERT_EQ(sub.frames.size(), 18u);
@@ -88,7 +88,7 @@ TEST(Av2Infos, IntervalTestReordersBeforeTheScenesAreCut) {
 }
 
 // argoverse2_dataset.py:198-201: valid_flag with use_valid_flag, num_interior_pts > 0 without it.
-TEST(Av2Infos, UseValidFlagReadsGt3dInfosValidFlagElseInteriorPoints) {
+TEST(SyntheticAv2Infos, UseValidFlagReadsGt3dInfosValidFlagElseInteriorPoints) {
   const nlohmann::json expected = Expected();
   const ImportedSubDataset flagged = Read("mini_av2_infos_valid_flag.pkl", false, true);
   ExpectLike(flagged, expected["valid_flag"], Far3dFilters(expected, true));
@@ -107,7 +107,7 @@ std::string ErrorOf(const std::string& file, bool use_valid_flag = false) {
   return "(no error)";
 }
 
-TEST(Av2Infos, BadInfosNameTheFileTheInfoAndTheKey) {
+TEST(SyntheticAv2Infos, BadInfosNameTheFileTheInfoAndTheKey) {
   // The converter writes no valid_flag: use_valid_flag=True fails in Far3D with a KeyError.
   std::string error = ErrorOf("mini_av2_infos_train.pkl", true);
   EXPECT_NE(error.find("mini_av2_infos_train.pkl: infos[0].gt3d_infos: missing key 'valid_flag'"), std::string::npos)

@@ -205,7 +205,7 @@ Scenario ImportCodebase(const std::string& relative) {
 
 // Each codebase's dataset semantics decide the verdict over the same small infos (train's scene-0553
 // has a seq_split_num=2 chunk without GT): a chunk pool livelocks, a whole-dataset pool terminates.
-TEST(ConfigImport, EachCodebaseIsReadWithItsOwnDatasetSemantics) {
+TEST(ConfigImport, EachCodebaseIsReadWithItsOwnDatasetSemanticsOnSyntheticConfigs) {
   const Scenario sparse4d = ImportCodebase("sparse4d/sparse4dv2_seq_filter_default.py");
   EXPECT_TRUE(sparse4d.grouping().seq_mode()) << "with_seq_flag";
   EXPECT_EQ(sparse4d.grouping().seq_split_num(), 2u) << "sequences_split_num";
@@ -325,7 +325,7 @@ TEST(ConfigImport, ValuesThatCannotWorkAreRefused) {
 // Far3D over its own kind of infos (Argoverse 2, tests/data/importers/mini_av2_infos_train.pkl, written by
 // scripts/make_av2_fixtures.py): the third log's second half has no GT after the filters. Far3D's whole-dataset
 // pool still terminates; the same job with a chunk pool would hang, which proves the chunks without GT are there.
-TEST(ConfigImport, Far3dOverArgoverse2InfosTerminatesOnlyWithItsWholeDatasetPool) {
+TEST(ConfigImport, Far3dOverSyntheticArgoverse2InfosTerminatesOnlyWithItsWholeDatasetPool) {
   const std::string path = kCodebases + "/far3d/far3d_global_pool.py";
   Scenario far3d = Import(path, {kAv2Infos}, 2);
   ASSERT_EQ(far3d.dataset().subdatasets_size(), 1);
@@ -344,7 +344,7 @@ TEST(ConfigImport, Far3dOverArgoverse2InfosTerminatesOnlyWithItsWholeDatasetPool
 // With plugin=True and a plugin_dir the checkout holds, the dataset class is read from its own source
 // (importers/dataset_source.h): the stand-ins under tests/data/configs/codebases/*/projects give the
 // same semantics as the table, and a user's own subclass is modelled from its code.
-TEST(ConfigImport, DatasetClassesAreReadFromTheirSource) {
+TEST(ConfigImport, DatasetClassesAreReadFromSyntheticStandInSources) {
   const auto provenance = [](const std::string& relative) {
     const std::string path = kCodebases + "/" + relative;
     ConfigJobOptions options;
@@ -398,7 +398,7 @@ TEST(ConfigImport, DatasetClassesAreReadFromTheirSource) {
 
 // The table and the source reading agree on every codebase whose stand-in source the tests hold: each config
 // imported once with its plugin (the class read from source) and once with plugin=False (the table's entry).
-TEST(ConfigImport, TheTableAndTheSourceReadingAgree) {
+TEST(ConfigImport, TheTableAndTheSourceReadingAgreeOnSyntheticStandIns) {
   for (const char* relative : {"sparse4d/sparse4dv2_seq_filter_default.py", "far3d/far3d_global_pool.py",
                                "bevformer/bevformer_tiny_like.py", "petr/petrv2_trainval_cbgs.py",
                                "streampetr/seq_filter_default_speed_test.py", "streampetr/sliding_window_8key.py"}) {

@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of BEVDet's (HuangJunJie2017/BEVDet@1bacecb0 configs/bevdet/bevdet-r50.py):
+# SYNTHETIC: petrsim's own config in the shape of BEVDet's (HuangJunJie2017/BEVDet@1bacecb0 configs/bevdet/bevdet-r50.py):
 # mmdet3d's NuScenesDataset (one group, the whole-dataset pool) inside CBGSDataset, grid settings read
 # through subscripts and slices, total_epochs without a runner (mmdet3d's train script makes it an
 # EpochBasedRunner).

@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of BEVFormer's (fundamentalvision/BEVFormer@66b65f3a
+# SYNTHETIC: petrsim's own config in the shape of BEVFormer's (fundamentalvision/BEVFormer@66b65f3a
 # projects/configs/bevformer/bevformer_tiny.py): BEVFormer's CustomNuScenesDataset (bev_size, a queue
 # of previous frames; one group, the whole-dataset pool), its own builder reading shuffler_sampler,
 # and an epoch runner written as total_epochs with a runner.

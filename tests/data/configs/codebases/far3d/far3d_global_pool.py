@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of Far3D's (megvii-research/Far3D@5efb9d73 projects/configs/far3d.py):
+# SYNTHETIC: petrsim's own config in the shape of Far3D's (megvii-research/Far3D@5efb9d73 projects/configs/far3d.py):
 # Argoverse2DatasetT in sequence mode with filter_empty_gt at its default (True), whose _rand_another
 # draws from the whole dataset, so a chunk without GT cannot trap the loader. The class names are the
 # real config's (far3d.py:15-20, Argoverse 2's 26 competition categories), and petrsim's tests read

@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of PETRv2's trainval + CBGS configs (megvii-research/PETR@f7525f93
+# SYNTHETIC: petrsim's own config in the shape of PETRv2's trainval + CBGS configs (megvii-research/PETR@f7525f93
 # projects/configs/petrv2/*_trainval_cbgs.py): PETR's CustomNuScenesDataset (no sequence keys: one
 # group, the whole-dataset pool) inside CBGSDataset, train+val as an ann_file list, mmdet3d's train
 # script (EpochBasedRunner from total_epochs... here written as a runner), and an unused import.

@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of Sparse4Dv2's (linxuewu/Sparse4D@db711ad5
+# SYNTHETIC: petrsim's own config in the shape of Sparse4Dv2's (linxuewu/Sparse4D@db711ad5
 # projects/configs/sparse4dv2_r50_HInf_256x704.py): sequence chunks under Sparse4D's key names
 # (with_seq_flag, sequences_split_num), CircleObjectRangeFilter, an IterBasedRunner. Unlike the
 # published file it leaves filter_empty_gt at the class default (True): the redraws then stay

@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of StreamPETR's test_speed config (exiawsh/StreamPETR@95f64702
+# SYNTHETIC: petrsim's own config in the shape of StreamPETR's test_speed config (exiawsh/StreamPETR@95f64702
 # projects/configs/test_speed/stream_petr_r50_704_bs2_seq_428q_nui_speed_test.py): sequence mode with
 # filter_empty_gt at CustomNuScenesDataset's default (True), the one published StreamPETR config where
 # the in-chunk resample is live. Written over petrsim's own StreamPETR test config.

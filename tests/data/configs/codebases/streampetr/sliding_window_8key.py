@@ -1,4 +1,4 @@
-# petrsim's own config in the shape of StreamPETR's sliding-window config (exiawsh/StreamPETR@95f64702
+# SYNTHETIC: petrsim's own config in the shape of StreamPETR's sliding-window config (exiawsh/StreamPETR@95f64702
 # projects/configs/StreamPETR/stream_petr_r50_flash_704_bs1_8key_2grad_24e.py): no sequence mode (one
 # group, the whole-dataset pool), a queue of 8 frames of which the last 2 must have GT, an epoch runner
 # with DistributedGroupSampler. Unlike the published file (filter_empty_gt=False, random_length=1) it

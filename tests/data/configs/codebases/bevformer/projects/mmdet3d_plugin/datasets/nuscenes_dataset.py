@@ -1,4 +1,4 @@
-# petrsim's own stand-in for BEVFormer's dataset class (fundamentalvision/BEVFormer@66b65f3a
+# SYNTHETIC: petrsim's own stand-in for BEVFormer's dataset class (fundamentalvision/BEVFormer@66b65f3a
 # projects/mmdet3d_plugin/datasets/nuscenes_dataset.py): a queue of earlier frames, the base's group
 # flag of zeros and its _rand_another.
 import random

@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Far3D's dataset class (megvii-research/Far3D@5efb9d73
+# SYNTHETIC: petrsim's own stand-in for Far3D's dataset class (megvii-research/Far3D@5efb9d73
 # projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py): sequence chunks by scene, and a
 # _rand_another that draws from every index (no flag is ever -1), so no chunk can trap the loader.
 import numpy as np

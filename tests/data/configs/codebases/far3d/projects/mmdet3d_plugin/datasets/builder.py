@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Far3D's data loader builder, byte-identical to StreamPETR's (megvii-research/Far3D@5efb9d73
+# SYNTHETIC: petrsim's own stand-in for Far3D's data loader builder, byte-identical to StreamPETR's (megvii-research/Far3D@5efb9d73
 # projects/mmdet3d_plugin/datasets/builder.py): it reads the config's shuffler_sampler and builds the
 # InfiniteGroupEachSampleInBatchSampler for an IterBasedRunner.
 from mmdet.datasets.samplers import GroupSampler

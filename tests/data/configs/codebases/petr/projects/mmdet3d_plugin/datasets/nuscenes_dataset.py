@@ -1,4 +1,4 @@
-# petrsim's own stand-in for PETR's dataset class (megvii-research/PETR@f7525f93
+# SYNTHETIC: petrsim's own stand-in for PETR's dataset class (megvii-research/PETR@f7525f93
 # projects/mmdet3d_plugin/datasets/nuscenes_dataset.py): only get_data_info changes; the retry loop,
 # the group flag of zeros and _rand_another are mmdet3d's.
 from mmdet.datasets import DATASETS

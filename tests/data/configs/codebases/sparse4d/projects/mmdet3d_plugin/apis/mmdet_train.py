@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Sparse4D's train loop (linxuewu/Sparse4D@db711ad5
+# SYNTHETIC: petrsim's own stand-in for Sparse4D's train loop (linxuewu/Sparse4D@db711ad5
 # projects/mmdet3d_plugin/apis/mmdet_train.py): the runner's type picks the sampler; the config's
 # shuffler_sampler is never passed on.
 from projects.mmdet3d_plugin.datasets.builder import build_dataloader

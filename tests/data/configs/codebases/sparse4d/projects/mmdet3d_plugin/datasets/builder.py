@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Sparse4D's data loader builder (linxuewu/Sparse4D@db711ad5
+# SYNTHETIC: petrsim's own stand-in for Sparse4D's data loader builder (linxuewu/Sparse4D@db711ad5
 # projects/mmdet3d_plugin/datasets/builder.py): it takes a shuffler_sampler parameter, but its train loop
 # never passes the config's; the runner's type picks InfiniteGroupEachSampleInBatchSampler.
 def build_dataloader(

@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Sparse4D's dataset class (linxuewu/Sparse4D@db711ad5
+# SYNTHETIC: petrsim's own stand-in for Sparse4D's dataset class (linxuewu/Sparse4D@db711ad5
 # projects/mmdet3d_plugin/datasets/nuscenes_3d_det_track_dataset.py): StreamPETR's chunking under other
 # key names, and a retry loop one call below __getitem__.
 import numpy as np

@@ -1,4 +1,4 @@
-# petrsim's own stand-in for StreamPETR's data loader builder (exiawsh/StreamPETR@95f64702
+# SYNTHETIC: petrsim's own stand-in for StreamPETR's data loader builder (exiawsh/StreamPETR@95f64702
 # projects/mmdet3d_plugin/datasets/builder.py): it reads the config's shuffler_sampler and builds the
 # InfiniteGroupEachSampleInBatchSampler for an IterBasedRunner.
 from mmdet.datasets.samplers import GroupSampler

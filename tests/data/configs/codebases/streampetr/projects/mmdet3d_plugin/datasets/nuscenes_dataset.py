@@ -1,4 +1,4 @@
-# petrsim's own stand-in for StreamPETR's dataset class (exiawsh/StreamPETR@95f64702
+# SYNTHETIC: petrsim's own stand-in for StreamPETR's dataset class (exiawsh/StreamPETR@95f64702
 # projects/mmdet3d_plugin/datasets/nuscenes_dataset.py), written for the tests of
 # importers/dataset_source.h: the same signature, sequence flags and retry loop, none of the loading.
 import math

@@ -1,4 +1,4 @@
-# A user's own dataset classes over StreamPETR's (petrsim's test fixture, importers/dataset_source.h):
+# SYNTHETIC (petrsim's own test fixture, not upstream code): A user's own dataset classes over StreamPETR's (petrsim's test fixture, importers/dataset_source.h):
 # the fix for the seed job's hang written as the user writes it, a _rand_another that draws from the
 # whole dataset; and an mmengine-style bounded retry loop.
 import numpy as np

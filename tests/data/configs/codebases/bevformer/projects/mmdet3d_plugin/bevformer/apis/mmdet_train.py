@@ -1,4 +1,4 @@
-# petrsim's own stand-in for BEVFormer's train loop (fundamentalvision/BEVFormer@66b65f3a
+# SYNTHETIC: petrsim's own stand-in for BEVFormer's train loop (fundamentalvision/BEVFormer@66b65f3a
 # projects/mmdet3d_plugin/bevformer/apis/mmdet_train.py): it passes the config's sampler keys on, and
 # builds an epoch runner from total_epochs when the config has no runner.
 from projects.mmdet3d_plugin.datasets.builder import build_dataloader

@@ -1,4 +1,4 @@
-# petrsim's own stand-in for Far3D's train loop, byte-identical to StreamPETR's (megvii-research/Far3D@5efb9d73
+# SYNTHETIC: petrsim's own stand-in for Far3D's train loop, byte-identical to StreamPETR's (megvii-research/Far3D@5efb9d73
 # projects/mmdet3d_plugin/core/apis/mmdet_train.py): cfg.runner is read while the loaders are built.
 from projects.mmdet3d_plugin.datasets.builder import build_dataloader
 

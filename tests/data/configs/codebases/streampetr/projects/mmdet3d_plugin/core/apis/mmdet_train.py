@@ -1,4 +1,4 @@
-# petrsim's own stand-in for StreamPETR's train loop (exiawsh/StreamPETR@95f64702
+# SYNTHETIC: petrsim's own stand-in for StreamPETR's train loop (exiawsh/StreamPETR@95f64702
 # projects/mmdet3d_plugin/core/apis/mmdet_train.py): cfg.runner is read while the loaders are built.
 from projects.mmdet3d_plugin.datasets.builder import build_dataloader
 
