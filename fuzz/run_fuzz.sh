@@ -30,7 +30,7 @@ rm -rf "$build/artifacts"  # findings of earlier runs are theirs, not this run's
 mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$corpus/pyconfig" "$build/artifacts"
 cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
 for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
-for f in tests/data/flight_recorder_json/lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
+for f in tests/data/flight_recorder_json/synthetic_lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
 # petrsim traces of two small simulated runs (a hang and a completed job), when petrsim is built.
 petrsim="${PETRSIM:-build/petrsim}"
 if [ -x "$petrsim" ] && [ -z "$(ls -A "$corpus/trace")" ]; then

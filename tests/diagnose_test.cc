@@ -1,7 +1,8 @@
 // `petrsim diagnose` (replay/diagnose.h) on real Flight Recorder dumps (tests/data/flight_recorder/
 // nvrx: four 16-rank Megatron jobs with injected faults and NVIDIA's own analyzer output), on
-// damaged copies of them, on the JSON dump format, and on petrsim's own traces of a simulated
-// hang; and the pickle reader (replay/pickle.h) on hand-written pickles.
+// damaged copies of them, on a synthetic JSON of them (json.dump of the pickles), and on
+// petrsim's own traces of a simulated hang; and the pickle reader (replay/pickle.h) on
+// hand-written pickles.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -196,16 +197,20 @@ TEST(Diagnose, AnUnreadableDumpAmongOthersCountsItsRankAsWithoutAFile) {
             roots[0]->missing_ranks.end());
 }
 
-TEST(Diagnose, TheJsonDumpFormatGivesTheSameDiagnosis) {
+// SYNTHETIC JSON: the real pickles passed through Python's json.dump (make_synthetic_json.py), not
+// PyTorch's dump_json layout (which writes pg_status as decimal strings, see
+// tests/flight_recorder_test.cc for that layout): a JSON dump holding the pickle's types reads to
+// the same diagnosis.
+TEST(Diagnose, ASyntheticJsonOfThePicklesGivesTheSameDiagnosis) {
   const Diagnosis from_pickle = Diagnose(LoadRecordings({kNvrx + "/lock_gil_2nd"}));
-  const Diagnosis from_json = Diagnose(LoadRecordings({kData + "/flight_recorder_json/lock_gil_2nd"}));
+  const Diagnosis from_json = Diagnose(LoadRecordings({kData + "/flight_recorder_json/synthetic_lock_gil_2nd"}));
   EXPECT_EQ(DiagnosisJson(from_json).dump(), DiagnosisJson(from_pickle).dump());
   EXPECT_EQ(Roots(from_json).size(), 2u);
 }
 
 TEST(Diagnose, ADumpOfAnotherVersionIsRefused) {
   const fs::path dir = TempDir("version");
-  std::ifstream in(kData + "/flight_recorder_json/lock_gil_2nd/_dump_0.json");
+  std::ifstream in(kData + "/flight_recorder_json/synthetic_lock_gil_2nd/_dump_0.json");  // synthetic JSON
   std::stringstream text;
   text << in.rdbuf();
   std::string json = text.str();
