@@ -342,6 +342,7 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
     rec.format = "flight_recorder";
     std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
     std::vector<std::string> unreadable;
+    std::vector<FrDump> dumps;
     size_t read = 0;
     for (const std::string& file : files) {
       try {
@@ -351,7 +352,17 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
                           "Recorder dump (a pickle or JSON)",
                           file));
         }
-        AddFlightRecorderDump(rec, ReadFlightRecorderDump(file), pg_ids);
+        dumps.push_back(ReadFlightRecorderDump(file));
+      } catch (const ScenarioError& error) {
+        if (files.size() == 1) throw;
+        unreadable.push_back(error.what());
+      }
+    }
+    // Bare lists name groups by each process's own index: matched across the dumps first.
+    for (std::string& note : MatchBareListGroups(dumps)) rec.notes.push_back(std::move(note));
+    for (FrDump& dump : dumps) {
+      try {
+        AddFlightRecorderDump(rec, std::move(dump), pg_ids);
         ++read;
       } catch (const ScenarioError& error) {
         if (files.size() == 1) throw;

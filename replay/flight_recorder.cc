@@ -1,9 +1,11 @@
 // Flight Recorder dumps; see flight_recorder.h.
 #include "replay/flight_recorder.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -453,6 +455,134 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
                     display_name));
   }
   return dump;
+}
+
+namespace {
+
+// "0-3", "8,9,11": ranks ascending, runs of three or more as a range, the others joined by `sep`.
+std::string CompactRanks(const std::vector<uint32_t>& ranks, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += sep;
+    if (j - i >= 2) {
+      out += fmt::format("{}-{}", ranks[i], ranks[j]);
+      i = j + 1;
+    } else {
+      out += std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
+  std::vector<size_t> bare;
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    if (dumps[i].bare_list) bare.push_back(i);
+  }
+  if (bare.empty()) return {};
+  std::sort(bare.begin(), bare.end(), [&](size_t a, size_t b) { return dumps[a].rank < dumps[b].rank; });
+
+  // The ranks that wait in no call: nothing pending in their dump, or no dump below the highest rank.
+  uint32_t end = 0;
+  std::set<uint32_t> waiting, dumped;
+  for (const FrDump& dump : dumps) {
+    end = std::max(end, dump.rank + 1);
+    dumped.insert(dump.rank);
+    for (const FrEntry& e : dump.entries) {
+      if (e.state != "completed") {
+        waiting.insert(dump.rank);
+        break;
+      }
+    }
+  }
+  std::vector<uint32_t> idle;
+  bool idle_without_dump = false;
+  for (uint32_t r = 0; r < end; ++r) {
+    if (waiting.count(r) > 0) continue;
+    idle.push_back(r);
+    idle_without_dump = idle_without_dump || dumped.count(r) == 0;
+  }
+
+  // Each (rank, local id) stream joins the first group of that local id it overlaps and agrees with.
+  struct Group {
+    int64_t local_id = 0;
+    std::map<int64_t, std::string> ops;  // sequence number -> op, of every stream matched
+    std::vector<uint32_t> ranks;
+    std::string name;
+  };
+  std::vector<Group> groups;
+  std::map<int64_t, std::vector<size_t>> groups_of_id;
+  std::map<std::pair<size_t, int64_t>, size_t> group_of;  // (dump index, local id) -> group
+  for (const size_t i : bare) {
+    std::map<int64_t, std::map<int64_t, std::string>> streams;  // local id -> seq -> op
+    for (const FrEntry& e : dumps[i].entries) {
+      if (!e.is_p2p) streams[e.pg_id].emplace(e.collective_seq_id, e.profiling_name);
+    }
+    for (const auto& [id, ops] : streams) {
+      size_t chosen = groups.size();
+      for (const size_t g : groups_of_id[id]) {
+        bool overlap = false, agree = true;
+        for (const auto& [seq, op] : ops) {
+          const auto it = groups[g].ops.find(seq);
+          if (it == groups[g].ops.end()) continue;
+          overlap = true;
+          if (it->second != op) {
+            agree = false;
+            break;
+          }
+        }
+        if (overlap && agree) {
+          chosen = g;
+          break;
+        }
+      }
+      if (chosen == groups.size()) {
+        groups.emplace_back().local_id = id;
+        groups_of_id[id].push_back(chosen);
+      }
+      groups[chosen].ops.insert(ops.begin(), ops.end());
+      groups[chosen].ranks.push_back(dumps[i].rank);
+      group_of[{i, id}] = chosen;
+    }
+  }
+  for (Group& group : groups) {
+    std::sort(group.ranks.begin(), group.ranks.end());
+    group.name = fmt::format("{}@{}", group.local_id, CompactRanks(group.ranks, ","));
+  }
+  for (const size_t i : bare) {
+    FrDump& dump = dumps[i];
+    for (FrEntry& e : dump.entries) {
+      const auto it = group_of.find({i, e.pg_id});
+      if (it == group_of.end()) continue;  // a point-to-point call on an id with no collective
+      const Group& group = groups[it->second];
+      e.pg_name = group.name;
+      if (dump.pg_config.count(group.name) > 0) continue;
+      FrGroupConfig config;
+      config.name = group.name;
+      std::set_union(group.ranks.begin(), group.ranks.end(), idle.begin(), idle.end(),
+                     std::back_inserter(config.ranks));
+      dump.pg_config[group.name] = std::move(config);
+    }
+  }
+
+  std::vector<std::string> notes;
+  notes.push_back(fmt::format(
+      "bare-list dumps (PyTorch 2.2) name a process group by its index among the groups each process created "
+      "(ProcessGroupNCCL::uid_), which differs from rank to rank, and not its members: {} group(s) matched across "
+      "ranks by their calls (the same op at each sequence number two ranks both recorded), named <index>@<ranks>",
+      groups.size()));
+  if (!idle.empty()) {
+    notes.push_back(
+        fmt::format("rank(s) {} wait in no call (nothing pending in their dump{}): the bare list cannot "
+                    "say which groups they belong to, so each group counts them among its members",
+                    CompactRanks(idle, ", "), idle_without_dump ? ", or no dump" : ""));
+  }
+  return notes;
 }
 
 FrDump ReadFlightRecorderDump(const std::string& path) {

@@ -77,4 +77,26 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
 // True when the file looks like a Flight Recorder dump rather than a petrsim trace.
 bool LooksLikeFlightRecorderDump(const std::string& path);
 
+// The groups of bare-list dumps, matched across the dumps of one job. A bare list names a group by
+// its pg_id alone, which is ProcessGroupNCCL::uid_: `uid_(process_group_id++)` with `static
+// std::atomic<size_t> process_group_id = 0` (ProcessGroupNCCL.cpp of that era, whose
+// NCCLTraceBuffer::record(uid_, seq_, ...) wrote the list), that is the index of the group among
+// the groups THIS process created. PyTorch's own analyzer says the same of pg_id
+// (tools/flight_recorder/components/builder.py: "pg_id: ProcessGroupNCCL::uid_ ... corresponds
+// to nothing in groups table"). So one id names different groups on different ranks (in a
+// Megatron job, local id 5 is the tensor-parallel group of each rank: 8 groups of 2 ranks) and one
+// group has different ids (the expert-parallel group is id 10 on ranks 8-11 and id 11 on ranks
+// 12-15), and no dump says which ranks a group has.
+//
+// Here each (rank, local id) stream of collectives joins the first group of that local id whose
+// calls it overlaps at some sequence number and agrees with (the same op) at every one; else it
+// starts a group. Streams that never overlap are not matched (groups at unrelated sequence numbers
+// are different groups). A group is named "<local id>@<ranks>" ("10@8,9,11"). Its members are the
+// ranks matched to it and the ranks that wait in no call at all (no entry pending, or no dump
+// below the highest rank): those are the ranks the others may be waiting for, and the list cannot
+// say which group they belong to, so they are counted in each. Entries' pg_name and the dumps'
+// pg_config are rewritten; dumps that are not bare lists are left as they are. Returns notes
+// saying what was inferred (empty when no dump is a bare list).
+std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps);
+
 }  // namespace petrsim

@@ -173,8 +173,10 @@ def json_dump(real, version, v):
 
 def bare_list(real):
     # [PR110960]: the dump is the list itself; each entry {pg_id, seq_id, profiling_name,
-    # sizes (flat, the first tensor's), state, frames}. pg_id is the local index: the group's
-    # name did not exist yet, so groups with one local index on different ranks are one here.
+    # sizes (flat, the first tensor's), state, frames}. pg_id is the local index (ProcessGroupNCCL::uid_,
+    # a per-process counter): the group's name did not exist yet, so one local index names different
+    # groups on different ranks here, and no dump says a group's members (the reader matches groups
+    # across ranks by their calls: MatchBareListGroups in replay/flight_recorder.h).
     out = []
     for e in real["entries"]:
         out.append(
