@@ -302,7 +302,11 @@ class Converter {
            fmt::format("Flight Recorder dump version '{}' is not supported (petrsim reads 2.x)", dump.version));
     }
     dump.comm_lib_version = OptStr(root, "comm_lib_version", "top level");
-    if (dump.comm_lib_version.empty()) dump.comm_lib_version = OptStr(root, "nccl_version", "top level");
+    dump.lib_version_key = dump.comm_lib_version.empty() ? "" : "comm_lib_version";
+    if (dump.comm_lib_version.empty()) {
+      dump.comm_lib_version = OptStr(root, "nccl_version", "top level");
+      if (!dump.comm_lib_version.empty()) dump.lib_version_key = "nccl_version";
+    }
     if (const PickleNode* rank = Get(root, "rank", "top level"); rank != nullptr && rank->type != Type::kNone) {
       const int64_t value = Int(*rank, "rank");
       if (value < 0 || value >= (int64_t{1} << 20)) Fail("rank", fmt::format("rank {} out of range", value));
@@ -321,6 +325,10 @@ class Converter {
         group.ranks = Ranks(Need(*value, "ranks", where), where + ".ranks");
         dump.pg_config[name] = std::move(group);
       }
+      for (const auto& [name, group] : dump.pg_config) {
+        if (group.desc == "default_pg") dump.world_ranks = group.ranks;
+      }
+      if (dump.world_ranks.empty() && dump.pg_config.count("0") > 0) dump.world_ranks = dump.pg_config.at("0").ranks;
     }
     if (const PickleNode* status = Get(root, "pg_status", "top level"); status != nullptr) {
       if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found " + WithArticle(status->TypeName()));
@@ -478,6 +486,71 @@ std::string CompactRanks(const std::vector<uint32_t>& ranks, const char* sep) {
 }
 
 }  // namespace
+
+// Which PyTorch releases write which dump format. Evidence, per format (S: source read in a
+// stored copy; PR: a pytorch/pytorch pull request, its date and diff). The release dates are as
+// PyTorch announced them, not read in a stored copy: 2.2.0 on 30 Jan 2024, 2.4.0 on 24 Jul 2024,
+// 2.6.0 on 29 Jan 2025, 2.7.0 on 23 Apr 2025, each from a branch cut some five weeks before.
+// docs/research/flight_recorder_formats.md has the rest.
+//   bare list: PR #110960 (Oct 2023) writes the list of entries; PR #118044/#118046 (23 Jan 2024,
+//     after the 2.2 branch cut) make it a dict with a version. So 2.2.
+//   "2.2": a dict with a version exists from #118046 (so 2.3 at the earliest); S: NCCLUtils.hpp
+//     with version_val "2.2" and no pg_status; pg_status came with "2.3" in PR #131268 (Jul 2024),
+//     after the 2.4 branch cut. So 2.3-2.4 (which of the two, or both, is not read).
+//   "2.3": from #131268 (after the 2.4 cut) until "2.4", which main had by PR #141648
+//     (27 Nov 2024: FlightRecorder.hpp split out of NCCLUtils.hpp with version_val "2.4"), before
+//     the 2.6 cut. So 2.5.
+//   "2.4": S: pytorch/pytorch FlightRecorder.hpp at 911ce84b and 00f0e2f6, version_val "2.4";
+//     on main by 27 Nov 2024 (#141648) and until "2.5", which PR #151048's diff (10 Apr 2025,
+//     after the 2.7 cut) shows on main. So 2.5-2.7 (whether 2.5 shipped "2.3" or "2.4" is not
+//     read).
+//   "2.5": after 27 Nov 2024 ("2.4", before the 2.6 cut) and before #151048 made it "2.6"
+//     (10 Apr 2025, after the 2.7 cut). So 2.6-2.7.
+//   "2.6" to "2.8": #151048 (10 Apr 2025) bumps "2.5" to "2.6" and adds nccl_version; the 2.8
+//     tree already says "2.9" (below). So only the development builds between 2.7 and 2.8.
+//   "2.9": S: ROCm/pytorch commit 10b22ea5, a merge whose conflict shows one side with
+//     version.txt "2.8.0" and FlightRecorder.hpp version_val "2.9", nccl_version_key. So 2.8
+//     (the nvrx dumps are "2.9" with NCCL 2.27.3).
+//   "2.10": S: the other side of that conflict, version.txt "2.9.0" with version_val "2.10" and
+//     comm_lib_version_key; pytorch/pytorch FlightRecorderDetail.hpp (cb41e3a4) writes
+//     comm_lib_version. So 2.9 or later (no later format is read).
+std::optional<FrTorchReleases> FrFormatTorchReleases(const FrDump& dump) {
+  if (dump.bare_list) return FrTorchReleases{"2.2", "2.2", false};
+  static const std::map<std::string, FrTorchReleases> kReleases = {
+      {"2.2", {"2.3", "2.4", false}}, {"2.3", {"2.5", "2.5", false}}, {"2.4", {"2.5", "2.7", false}},
+      {"2.5", {"2.6", "2.7", false}}, {"2.6", {"2.8", "2.8", true}},  {"2.7", {"2.8", "2.8", true}},
+      {"2.8", {"2.8", "2.8", true}},  {"2.9", {"2.8", "2.8", false}}, {"2.10", {"2.9", "", false}},
+  };
+  const auto it = kReleases.find(dump.version);
+  if (it == kReleases.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string FrDumpReleaseText(const FrDump& dump) {
+  std::string text = dump.bare_list ? "Flight Recorder bare list" : "Flight Recorder format " + dump.version;
+  const auto releases = FrFormatTorchReleases(dump);
+  if (!releases) {
+    text += " (a PyTorch release petrsim does not know)";
+  } else if (releases->development) {
+    text += fmt::format(" (PyTorch {} development builds)", releases->first);
+  } else if (releases->last.empty()) {
+    text += fmt::format(" (PyTorch {} or later)", releases->first);
+  } else if (releases->first == releases->last) {
+    text += fmt::format(" (PyTorch {})", releases->first);
+  } else {
+    text += fmt::format(" (PyTorch {}-{})", releases->first, releases->last);
+  }
+  if (!dump.comm_lib_version.empty()) {
+    text += dump.lib_version_key == "nccl_version" ? ", NCCL " : ", comm_lib_version ";
+    text += dump.comm_lib_version;
+  }
+  return text;
+}
+
+std::optional<uint32_t> FrDumpWorldSize(const FrDump& dump) {
+  if (dump.world_ranks.empty()) return std::nullopt;
+  return static_cast<uint32_t>(dump.world_ranks.size());
+}
 
 std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
   std::vector<size_t> bare;

@@ -51,11 +51,15 @@ struct FrGroupStatus {
 struct FrDump {
   std::string path;
   uint32_t rank = 0;
-  std::string version;     // "2.x"; empty for a bare list
-  bool bare_list = false;  // the earliest form (PyTorch 2.2): the entries list alone
-  std::string comm_lib_version;
+  std::string version;           // "2.x"; empty for a bare list
+  bool bare_list = false;        // the earliest form (PyTorch 2.2): the entries list alone
+  std::string comm_lib_version;  // the communication library's version, e.g. "2.27.3"
+  std::string lib_version_key;   // the key that named it: "nccl_version" (2.6-2.9), "comm_lib_version" (2.10)
   std::map<std::string, FrGroupConfig> pg_config;  // by group name
-  std::map<int64_t, FrGroupStatus> pg_status;      // by local pg_id
+  // The world: the ranks of the default group (the pg_config group described "default_pg", else
+  // the one named "0", the name PyTorch gives the world group); empty when the dump does not say.
+  std::vector<uint32_t> world_ranks;
+  std::map<int64_t, FrGroupStatus> pg_status;  // by local pg_id
   bool has_pg_status = false;
   std::vector<FrEntry> entries;
   // The file was cut short or corrupt after its start: what went wrong (file, byte offset);
@@ -73,6 +77,31 @@ FrDump ReadFlightRecorderDump(const std::string& path);
 // the dump's own "rank" key or `rank_from_name` (nothing: the dump must name it).
 FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
                                std::optional<uint32_t> rank_from_name);
+
+// The PyTorch releases that write a dump format: `first` to `last` ("2.5", "2.7"); `last` empty:
+// `first` and later; `development`: only builds between releases (nightlies), not a release.
+struct FrTorchReleases {
+  std::string first, last;
+  bool development = false;
+};
+
+// The releases that write the dump's format (its `version`, or the bare list), as PyTorch's
+// source history shows them (flight_recorder.cc cites the evidence per format; most bounds come
+// from the dates of the pull requests that changed the format against the releases' branch
+// cuts); nothing for a format petrsim does not know.
+std::optional<FrTorchReleases> FrFormatTorchReleases(const FrDump& dump);
+
+// What the dump says of the release, for a report: the format, the PyTorch releases that write
+// it, and the communication library's version as the dump names it, e.g.
+//   "Flight Recorder format 2.4 (PyTorch 2.5-2.7), NCCL 2.21.5"
+//   "Flight Recorder format 2.10 (PyTorch 2.9 or later), comm_lib_version 2.27.3"
+//   "Flight Recorder format 2.7 (PyTorch 2.8 development builds), NCCL 2.27.3"
+//   "Flight Recorder bare list (PyTorch 2.2)"
+//   "Flight Recorder format 2.0 (a PyTorch release petrsim does not know)"
+std::string FrDumpReleaseText(const FrDump& dump);
+
+// The world size the dump says (its default group's ranks), or nothing.
+std::optional<uint32_t> FrDumpWorldSize(const FrDump& dump);
 
 // True when the file looks like a Flight Recorder dump rather than a petrsim trace.
 bool LooksLikeFlightRecorderDump(const std::string& path);

@@ -133,6 +133,44 @@ TEST(FlightRecorderFormats, ABareListsLocalGroupIdsAreMatchedAcrossRanksAsNvidia
   EXPECT_EQ(all_to_all_waiting, (std::set<std::vector<uint32_t>>{{8, 9, 11}, {12, 13, 14}})) << report;
 }
 
+// What a dump says of the release (its format, the PyTorch releases that write it, the NCCL it
+// names) and of the world (its default group's ranks).
+TEST(FlightRecorderFormats, TheReleaseAndTheWorldAreWhatTheDumpSays) {
+  const FrDump real = ReadFlightRecorderDump(kReal + "/_dump_3");  // PyTorch's own pickle
+  EXPECT_EQ(real.lib_version_key, "nccl_version");
+  EXPECT_EQ(FrDumpReleaseText(real), "Flight Recorder format 2.9 (PyTorch 2.8), NCCL 2.27.3");
+  EXPECT_EQ(FrDumpWorldSize(real), std::optional<uint32_t>(16));
+  EXPECT_EQ(real.world_ranks.front(), 0u);
+  EXPECT_EQ(real.world_ranks.back(), 15u);
+
+  const auto text = [](const std::string& dir) { return FrDumpReleaseText(ReadFlightRecorderDump(kVersioned + dir)); };
+  EXPECT_EQ(text("/2.10/json/_dump_3.json"),
+            "Flight Recorder format 2.10 (PyTorch 2.9 or later), comm_lib_version 2.27.3");
+  EXPECT_EQ(text("/2.10/pickle/_dump_3"),
+            "Flight Recorder format 2.10 (PyTorch 2.9 or later), comm_lib_version 2.27.3");
+  EXPECT_EQ(text("/2.7/json/_dump_3.json"), "Flight Recorder format 2.7 (PyTorch 2.8 development builds), NCCL 2.27.3");
+  EXPECT_EQ(text("/2.3/pickle/_dump_3"), "Flight Recorder format 2.3 (PyTorch 2.5)");
+  EXPECT_EQ(text("/2.2/pickle/_dump_3"), "Flight Recorder format 2.2 (PyTorch 2.3-2.4)");
+  const FrDump bare = ReadFlightRecorderDump(kVersioned + "/bare_list/pickle/_dump_3");
+  EXPECT_EQ(FrDumpReleaseText(bare), "Flight Recorder bare list (PyTorch 2.2)");
+  EXPECT_EQ(FrDumpWorldSize(bare), std::nullopt);  // no pg_config
+
+  const std::string text_24 =
+      R"({"version":"2.4","nccl_version":"2.21.5","pg_config":{"0":{"name":"0","desc":"default_pg",)"
+      R"("ranks":"[0, 1, 2, 3]"},"1":{"name":"1","desc":"tp","ranks":"[0, 1]"}}})";
+  const FrDump v24 = ParseFlightRecorderDump(text_24, "rank_1.json", 1u);
+  EXPECT_EQ(FrDumpReleaseText(v24), "Flight Recorder format 2.4 (PyTorch 2.5-2.7), NCCL 2.21.5");
+  EXPECT_EQ(v24.world_ranks, (std::vector<uint32_t>{0, 1, 2, 3}));
+  const auto releases = FrFormatTorchReleases(v24);
+  ASSERT_TRUE(releases.has_value());
+  EXPECT_EQ(releases->first, "2.5");
+  EXPECT_EQ(releases->last, "2.7");
+  const FrDump unknown = ParseFlightRecorderDump(R"({"version":"2.0"})", "rank_0.json", 0u);
+  EXPECT_EQ(FrDumpReleaseText(unknown), "Flight Recorder format 2.0 (a PyTorch release petrsim does not know)");
+  EXPECT_FALSE(FrFormatTorchReleases(unknown).has_value());
+  EXPECT_EQ(FrDumpWorldSize(unknown), std::nullopt);
+}
+
 // One 2.10 JSON dump, changed by `edit`, parsed; the error message, or "" if it parsed.
 template <typename Edit>
 std::string ParseEdited(Edit edit, FrDump* out = nullptr) {
