@@ -28,6 +28,8 @@ enum class TraceKind : uint8_t {
                          // final_index: the index it resamples to); instant
   kBatchReady = 13,      // a worker hands a whole batch to the main process; instant
   kProcessExit = 14,     // the rank's process ends (text: how); instant
+  kStall = 15,           // a worker's getitem has not returned for the probe's bound, from its
+                         // start to the sample (text: its Python stack, innermost last); slice
 };
 
 // TraceRecord::worker values that are not DataLoader workers.

@@ -165,6 +165,8 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
     }
     files.push_back(path);
     for (const TraceEvent& event : trace.events) {
+      // A probe's DataLoader other than the first (a validation loader): its batches are not the training loop's.
+      if (event.loader() != 0) continue;
       const RecordedJob::Key key{r, event.iteration(), event.slot()};
       switch (event.kind()) {
         case TraceEventKind::sampler_draw:

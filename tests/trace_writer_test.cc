@@ -422,6 +422,7 @@ TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
     later.set_kind(TraceEventKind::iteration);
     later.set_start_ns(5);
     later.set_end_ns(6);
+    later.set_loader(3);  // a second DataLoader's (the probe's field 22)
     std::string body = later.SerializeAsString();
     body += std::string("\xd0\x06\x2a", 3);  // field 106, varint 42
     std::string bytes = ReadBytes(path);
@@ -460,6 +461,7 @@ TEST_F(TraceWriterTest, TheFastScanReadsWhatProtobufReads) {
           EXPECT_EQ(v.group, e.group());
           EXPECT_EQ(v.gt_count, e.gt_count());
           EXPECT_EQ(v.accepted, e.accepted());
+          EXPECT_EQ(v.loader, e.loader());
         },
         nullptr);
     EXPECT_EQ(i, slow.size());

@@ -238,6 +238,15 @@ void PerfettoWriter::Record(const TraceRecord& record) {
     case TraceKind::kBatchReady:
       fmt::format_to(to, "\"batch {0} ready\",\"args\":{{\"batch\":{0}}}", record.iteration);
       break;
+    case TraceKind::kStall:
+      // The probe's sample of a getitem that has not returned (from its start to the sample): its Python stack.
+      fmt::format_to(to,
+                     "\"stalled getitem idx {}\",\"cname\":\"terrible\",\"args\":{{\"worker\":{},\"batch\":{},"
+                     "\"slot\":{},\"index\":{},\"stack\":",
+                     record.index, record.worker, record.iteration, record.slot, record.index);
+      AppendJsonString(out, record.text);
+      out += "}";
+      break;
     case TraceKind::kSamplerDraw:
     case TraceKind::kGetItemAttempt:
       break;  // not drawn (above)

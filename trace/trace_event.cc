@@ -70,6 +70,7 @@ static_assert(static_cast<int>(TraceKind::kSamplerDraw) == TraceEventKind::sampl
 static_assert(static_cast<int>(TraceKind::kGetItemAttempt) == TraceEventKind::getitem_attempt);
 static_assert(static_cast<int>(TraceKind::kBatchReady) == TraceEventKind::batch_ready);
 static_assert(static_cast<int>(TraceKind::kProcessExit) == TraceEventKind::process_exit);
+static_assert(static_cast<int>(TraceKind::kStall) == TraceEventKind::stall);
 static_assert(static_cast<int>(TraceKind::kRankDied) == TraceEventKind::rank_died);
 static_assert(static_cast<int>(TraceKind::kDesync) == TraceEventKind::desync);
 

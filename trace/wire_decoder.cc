@@ -140,6 +140,9 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
         case TraceEvent::kAcceptedFieldNumber:
           e.accepted = v != 0;
           break;
+        case TraceEvent::kLoaderFieldNumber:
+          e.loader = static_cast<uint32_t>(v);
+          break;
         default:
           break;  // a field of a later format: skipped
       }

@@ -34,6 +34,7 @@ struct TraceEventView {
   int64_t group = -1;
   uint32_t gt_count = 0;
   bool accepted = false;
+  uint32_t loader = 0;
 };
 
 // Reads a base-128 varint at p (advanced past it) within [p, end); false on a malformed or cut

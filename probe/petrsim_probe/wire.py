@@ -11,7 +11,7 @@ which are always written. Negative int32/int64 values are written as 10-byte var
 # TraceEventKind (model/trace.proto), value for value.
 LOAD, DATA_WAIT, COMPUTE, COLLECTIVE, CHECKPOINT, ITERATION = 0, 1, 2, 3, 4, 5
 LIVELOCK, WATCHDOG, RANK_DIED, DESYNC, TRUNCATED = 6, 7, 8, 9, 10
-SAMPLER_DRAW, GETITEM_ATTEMPT, BATCH_READY, PROCESS_EXIT = 11, 12, 13, 14
+SAMPLER_DRAW, GETITEM_ATTEMPT, BATCH_READY, PROCESS_EXIT, STALL = 11, 12, 13, 14, 15
 
 # Collective.Op and Collective.Dtype (model/scenario.proto).
 OPS = {"allreduce": 0, "broadcast": 1, "reduce": 2, "allgather": 3, "reduce_scatter": 4,
@@ -43,8 +43,8 @@ def varint(value):
 
 
 # Tags, precomputed (the hot path writes many events).
-_T = {f: _tag(f, _WIRE_VARINT) for f in range(1, 22)}
-_L = {f: _tag(f, _WIRE_LEN) for f in range(1, 22)}
+_T = {f: _tag(f, _WIRE_VARINT) for f in range(1, 23)}
+_L = {f: _tag(f, _WIRE_LEN) for f in range(1, 23)}
 _SMALL = [bytes((v,)) for v in range(128)]
 
 
@@ -57,7 +57,7 @@ def _v(value):
 def encode_event(kind, start_ns, end_ns, worker=-1, iteration=0, slot=0, index=-1,
                  final_index=-1, attempts=0, process_group="", seq=0, op=0, numel=0,
                  completed=True, text="", records_dropped=0, dtype=0, started_ns=-1, group=-1,
-                 gt_count=0, accepted=False):
+                 gt_count=0, accepted=False, loader=0):
     """One serialized TraceEvent (without its length prefix)."""
     T = _T
     parts = [T[1], _v(kind), T[3], _v(start_ns), T[4], _v(end_ns)]
@@ -99,6 +99,8 @@ def encode_event(kind, start_ns, end_ns, worker=-1, iteration=0, slot=0, index=-
         parts += (T[20], _v(gt_count))
     if accepted:
         parts += (T[21], _SMALL[1])
+    if loader:
+        parts += (T[22], _v(loader))
     return b"".join(parts)
 
 
@@ -186,11 +188,12 @@ def _signed(value):
 _EVENT_DEFAULTS = dict(kind=0, worker=-1, start_ns=0, end_ns=0, iteration=0, slot=0, index=-1,
                        final_index=-1, attempts=0, process_group="", seq=0, op=0, numel=0,
                        completed=True, text="", records_dropped=0, dtype=0, started_ns=-1,
-                       group=-1, gt_count=0, accepted=False)
+                       group=-1, gt_count=0, accepted=False, loader=0)
 _EVENT_FIELDS = {1: "kind", 2: "worker", 3: "start_ns", 4: "end_ns", 5: "iteration", 6: "slot",
                  7: "index", 8: "final_index", 9: "attempts", 10: "process_group", 11: "seq",
                  12: "op", 13: "numel", 14: "completed", 15: "text", 16: "records_dropped",
-                 17: "dtype", 18: "started_ns", 19: "group", 20: "gt_count", 21: "accepted"}
+                 17: "dtype", 18: "started_ns", 19: "group", 20: "gt_count", 21: "accepted",
+                 22: "loader"}
 _SIGNED = {"worker", "start_ns", "end_ns", "index", "final_index", "started_ns", "group"}
 
 
