@@ -26,7 +26,13 @@ def main(argv=None):
                                            "header holds one, embedded in every trace header")
     parser.add_argument("--livelock-attempts", help="watchdog: loads without GT from one pool "
                                                     "(default 100)")
-    parser.add_argument("--livelock-seconds", help="watchdog: seconds spent in them (default 5)")
+    parser.add_argument("--livelock-seconds", help="watchdog: seconds spent in them (default 5); "
+                                                   "also the bound after which a DataLoader "
+                                                   "worker's __getitem__ that has not returned "
+                                                   "gets its Python stack recorded (a stall)")
+    parser.add_argument("--stop-stalls", action="store_true", default=None,
+                        help="also stop such a worker (a StallError; the rank fails at once), as "
+                             "the livelock watchdog does")
     args = parser.parse_args(ours)
     if not target:
         parser.error("expected `-- SCRIPT [ARGS...]` (or `-- -m MODULE [ARGS...]`) after the options")
@@ -36,7 +42,8 @@ def main(argv=None):
     try:
         petrsim_probe.install(args.trace_dir, scenario=args.scenario,
                               livelock_attempts=args.livelock_attempts,
-                              livelock_seconds=args.livelock_seconds)
+                              livelock_seconds=args.livelock_seconds,
+                              stop_stalls=args.stop_stalls)
     except petrsim_probe.ProbeError as e:
         sys.stderr.write("{}\n".format(e))
         return 2

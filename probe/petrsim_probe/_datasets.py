@@ -1,7 +1,8 @@
 """Recording every __getitem__ attempt, and the livelock watchdog, by wrapping dataset classes.
 
-The DataLoader's dataset is walked when the DataLoader is made (in the main process, before its
-workers fork, so they inherit the wrappers): through ConcatDataset-like containers (`datasets`
+Each DataLoader's dataset is walked when the DataLoader is first iterated (in the main process,
+before its workers start, so forked ones inherit the wrappers; a spawned or forkserver worker
+walks its own copy when it starts): through ConcatDataset-like containers (`datasets`
 and `cumulative_sizes`, as torch's and mmdet's ConcatDataset have) down to the leaf datasets,
 each with its offset in the concatenation. The leaf's own class (the user's subclass, if any) gets
 wrapped `prepare_train_data` and `_rand_another` (mmdet3d's Custom3DDataset protocol: the first
@@ -16,6 +17,7 @@ through untouched.
 """
 
 import os
+import threading
 
 import numpy as np
 
@@ -30,6 +32,19 @@ class LivelockError(RuntimeError):
     """Raised in a DataLoader worker by the probe's livelock watchdog."""
 
 
+class StallError(RuntimeError):
+    """Raised in a DataLoader worker whose __getitem__ has not returned for the stall bound, when
+    the probe stops stalls (install(stop_stalls=True))."""
+
+
+class Top:
+    """A DataLoader's dataset: its loader number, `flag` and leaf datasets."""
+    __slots__ = ("loader", "flag", "leaves")
+
+    def __init__(self, loader, flag):
+        self.loader, self.flag, self.leaves = loader, flag, []
+
+
 class Leaf:
     __slots__ = ("offset", "subdataset", "name", "size", "flag")
 
@@ -41,10 +56,16 @@ class Leaf:
 class GetItem:
     """One getitem of one batch slot, in progress."""
     __slots__ = ("batch", "slot", "index", "start_ns", "attempts", "count", "leaf", "local",
-                 "rejected_since_ns", "pool_leaf", "pool_flag", "one_pool", "seen", "last_index")
+                 "rejected_since_ns", "pool_leaf", "pool_flag", "one_pool", "seen", "last_index",
+                 "loader", "thread", "open", "stalled", "stop_sent_ns")
 
-    def __init__(self, batch, slot, index, start_ns):
+    def __init__(self, batch, slot, index, start_ns, loader=0):
         self.batch, self.slot, self.index, self.start_ns = batch, slot, index, start_ns
+        self.loader = loader
+        self.thread = threading.get_ident()  # whose stack the stall watcher samples
+        self.open = [True]  # see take()
+        self.stalled = False  # the stall watcher has recorded it
+        self.stop_sent_ns = None  # stop_stalls: when the watcher last told the worker to stop
         self.attempts = []  # [global index, gt_count, accepted, resampled-to]
         self.count = 0
         self.leaf = None
@@ -53,6 +74,23 @@ class GetItem:
         self.pool_flag = None
         self.seen = set()
         self.last_index = index
+
+    def take(self):
+        """True for the one caller that records this getitem's end (the getitem returning, the
+        worker's SIGTERM handler, the stall watcher, the livelock watchdog): list.pop is atomic
+        under the GIL, and a signal handler may interrupt the main thread anywhere."""
+        try:
+            self.open.pop()
+            return True
+        except IndexError:
+            return False
+
+    def loading_index(self):
+        """The dataset index it is loading now: the sampler's, or where a resample loop went."""
+        if self.attempts:
+            last = self.attempts[-1]
+            return last[3] if last[3] != -1 else last[0]
+        return self.index
 
 
 def _gt_count(data):
@@ -84,28 +122,31 @@ class DatasetHooks:
     def __init__(self, probe):
         self.probe = probe
         self.leaves = {}  # id(leaf dataset) -> Leaf
-        self.top_id = None
-        self.top_flag = None
+        self.tops = {}  # id(a DataLoader's dataset) -> Top
         self.current = None  # the GetItem in progress in this process
         self.batch = 0
         self.slot = 0
+        self.loader = 0  # the DataLoader whose batch this process loads (a worker serves one)
         self.wrapped = set()
 
     # -- registration (main process, DataLoader construction) ----------------------------------
 
-    def register(self, dataset):
-        self.top_id = id(dataset)
+    def register(self, dataset, loader=0):
+        """A DataLoader's dataset (in the main process before its workers start; in a spawned or
+        forkserver worker, the worker's own copy, whose classes this process has not wrapped)."""
+        if id(dataset) in self.tops:
+            return
         flag = getattr(dataset, "flag", None)
-        self.top_flag = np.asarray(flag) if flag is not None else None
-        self._walk(dataset, 0, [0])
+        top = self.tops[id(dataset)] = Top(loader, np.asarray(flag) if flag is not None else None)
+        self._walk(dataset, 0, [0], top)
         self._wrap(type(dataset), "__getitem__", self._make_getitem)
 
-    def _walk(self, dataset, offset, counter):
+    def _walk(self, dataset, offset, counter, top):
         subs = getattr(dataset, "datasets", None)
         cumulative = getattr(dataset, "cumulative_sizes", None)
         if subs is not None and cumulative is not None and len(subs) == len(cumulative):
             for i, sub in enumerate(subs):
-                self._walk(sub, offset + (cumulative[i - 1] if i else 0), counter)
+                self._walk(sub, offset + (cumulative[i - 1] if i else 0), counter, top)
             return
         flag = getattr(dataset, "flag", None)
         name = getattr(dataset, "petrsim_name", None)
@@ -113,8 +154,9 @@ class DatasetHooks:
         if not name and isinstance(ann_file, str) and ann_file:  # mmdet3d: its info file
             name = os.path.splitext(os.path.basename(ann_file))[0]
         name = name or type(dataset).__name__
-        self.leaves[id(dataset)] = Leaf(offset, counter[0], name, len(dataset),
-                                        np.asarray(flag) if flag is not None else None)
+        leaf = self.leaves.setdefault(id(dataset), Leaf(
+            offset, counter[0], name, len(dataset), np.asarray(flag) if flag is not None else None))
+        top.leaves.append(leaf)
         counter[0] += 1
         cls = type(dataset)
         if hasattr(cls, "prepare_train_data"):
@@ -150,22 +192,24 @@ class DatasetHooks:
         hooks = self
 
         def __getitem__(self, idx):
-            if hooks.current is not None or id(self) != hooks.top_id:
+            if hooks.current is not None or id(self) not in hooks.tops:
                 return original(self, idx)
-            g = GetItem(hooks.batch, hooks.slot, int(idx), now_ns())
+            g = GetItem(hooks.batch, hooks.slot, int(idx), now_ns(), hooks.loader)
             hooks.slot += 1
             hooks.current = g
             try:
                 result = original(self, idx)
-            except LivelockError:
-                hooks.current = None
+            except (LivelockError, StallError):
+                hooks.current = None  # (recorded by the watchdog that raised it)
                 raise
             except BaseException as e:
                 hooks.current = None
-                hooks.finish(g, error="{}: {}".format(type(e).__name__, e)[:500])
+                if g.take():
+                    hooks.finish(g, error="{}: {}".format(type(e).__name__, e)[:500])
                 raise
             hooks.current = None
-            hooks.finish(g)
+            if g.take():
+                hooks.finish(g)
             return result
 
         return __getitem__
@@ -220,10 +264,10 @@ class DatasetHooks:
             for global_index, gt, accepted, to in g.attempts[:ATTEMPT_EVENTS_MAX]:
                 rec.event(wire.GETITEM_ATTEMPT, end, end, worker=worker, iteration=g.batch,
                           slot=g.slot, index=global_index, gt_count=gt, accepted=accepted,
-                          final_index=-1 if accepted else to)
+                          final_index=-1 if accepted else to, loader=g.loader)
         rec.event(wire.LOAD, g.start_ns, end, worker=worker, iteration=g.batch, slot=g.slot,
                   index=g.index, final_index=final_index, attempts=attempts, completed=completed,
-                  text=error)
+                  text=error, loader=g.loader)
 
     def check_livelock(self, g, leaf, local, global_index):
         """The watchdog: after a rejected attempt, stop a getitem that has drawn only from one
@@ -272,17 +316,22 @@ class DatasetHooks:
         return "{}sub-dataset {} '{}', {}, {} frames; {}".format(
             group, pool["subdataset"], pool["subdataset_name"], where, pool["frames"], seen)
 
-    def group_of(self, index):
-        """The sampler group of a dataset index: the top-level dataset's `flag` (mmdet's
-        ConcatDataset concatenates its sub-datasets' flags), else its leaf's own flag."""
-        flag = self.top_flag
+    def group_of(self, index, dataset_id):
+        """The sampler group of a dataset index of a DataLoader's dataset: the top-level dataset's
+        `flag` (mmdet's ConcatDataset concatenates its sub-datasets' flags), else its leaf's own."""
+        top = self.tops.get(dataset_id)
+        if top is None:
+            return -1
+        flag = top.flag
         if flag is not None:
             return int(flag[index]) if 0 <= index < len(flag) else -1
-        for leaf in self.leaves.values():
+        for leaf in top.leaves:
             if leaf.offset <= index < leaf.offset + leaf.size and leaf.flag is not None:
                 return int(leaf.flag[index - leaf.offset])
         return -1
 
-    def new_batch(self, batch):
+    def new_batch(self, batch, loader=None):
         self.batch = batch
         self.slot = 0
+        if loader is not None:
+            self.loader = loader

@@ -1,7 +1,8 @@
 """One process's recorder: buffers encoded TraceEvents and appends them to its rank's file.
 
-Every process of a rank (the main process and its forked DataLoader workers) appends to the same
-`rank_<r>.pbtrace`, opened once by the main process with O_APPEND before the workers fork: each
+Every process of a rank (the main process and its DataLoader workers) appends to the same
+`rank_<r>.pbtrace`, opened by the main process with O_APPEND before the workers start (a forked
+worker inherits the descriptor, a spawned or forkserver one opens the file to append): each
 flush is one write() of whole length-delimited messages, so the processes' records never
 interleave inside a message and a killed process leaves a readable prefix. The main process
 writes the header when it opens the file (the rank is known then). What is still open when the
@@ -10,7 +11,9 @@ by `dump()` with completed=false: at exit, on an uncaught exception, on SIGTERM 
 livelock watchdog stops the job.
 
 Thread safety: record() and flush() take one lock (the signal thread may dump while the main
-thread records). Open collectives are a dict keyed by a token from itertools.count: single dict
+thread records; a worker's stall watcher records beside its main thread), reentrant: a SIGTERM
+handler records on the thread it interrupted, which may hold it (the handler then ends the
+process, so the interrupted write never resumes). Open collectives are a dict keyed by a token from itertools.count: single dict
 operations, atomic under the GIL, need no lock.
 
 Asynchronous collectives (DDP's gradient buckets, `async_op=True`) are not given a done-callback:
@@ -47,7 +50,7 @@ class Recorder:
         self.build_id = build_id
         self.scenario = scenario
         self.scenario_path = scenario_path
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (a signal handler may record while its thread holds it)
         self.buf = bytearray()
         self.fd = -1
         self.path = None
@@ -94,9 +97,21 @@ class Recorder:
         os.set_inheritable(fd, False)  # forked workers inherit it anyway; exec'd programs do not
         self.fd = fd
 
+    def open_existing(self, path, rank, world_size):
+        """In a spawned or forkserver DataLoader worker: appends to the rank's file, which its main
+        process opened and headed (whole messages, O_APPEND, as a forked worker writes)."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            raise ProbeError("petrsim_probe: {}: cannot open for appending: {}".format(
+                path, e.strerror)) from None
+        self.path, self.rank, self.world_size = path, rank, world_size
+        self.owner_pid = os.getpid()
+        self.fd = fd
+
     def after_fork_in_worker(self, worker_id):
         """In a forked DataLoader worker: drop what the main process had buffered or open."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (a signal handler may record while its thread holds it)
         self.buf = bytearray()
         self.pending = {}
         self.in_flight = []
