@@ -375,6 +375,7 @@ Diagnosis Diagnose(const Recordings& rec) {
       }
     }
   }
+  diagnose_internal::ApplyStalls(rec, out);
   return out;
 }
 

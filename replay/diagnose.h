@@ -30,6 +30,7 @@
 #include "model/preflight.h"
 #include "model/scenario.pb.h"
 #include "model/stuck_getitem.h"
+#include "replay/diagnose_stall.h"
 #include "replay/training_log.h"
 
 namespace petrsim {
@@ -67,6 +68,7 @@ struct RankRecording {
   uint64_t events_read = 0;                       // events of any kind (petrsim traces) or entries (dumps)
   std::map<std::string, GroupProgress> progress;  // by group name
   std::vector<StuckGetitem> spins;                // getitems recorded spinning
+  std::vector<WorkerStall> stalls;                // the probe's stall events (diagnose_stall.h)
   std::optional<std::string> died;                // why, if it died
   std::optional<std::string> partial;             // the file was cut short: what went wrong
   uint64_t records_dropped = 0;                   // the writer left out this many (record limit, ring)
@@ -154,6 +156,7 @@ struct Diagnosis {
   std::vector<uint32_t> suspects;                 // ranks of the world that printed no timeout
   bool world_size_known = true;                   // false: the log names no world size (at least `world_size` ranks)
   std::optional<IterationBound> hang_iterations;  // from the last iteration logged and the log interval
+  std::vector<WorkerStall> stalls;                // the probe's stall events of every rank (diagnose_stall.h)
 };
 
 Diagnosis Diagnose(const Recordings& recordings);

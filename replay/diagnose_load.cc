@@ -22,6 +22,7 @@
 #include "model/file_io.h"
 #include "model/outcome.h"
 #include "model/trace.pb.h"
+#include "replay/diagnose_stall.h"
 #include "replay/flight_recorder.h"
 #include "trace/reader.h"
 
@@ -164,6 +165,7 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
             break;
           }
           case TraceEventKind::load:
+            diagnose_internal::NoteLoadAfterStall(rank, event);
             if (!event.completed) {
               // A getitem the worker was still in at the end: its attempts so far.
               StuckGetitem* found = nullptr;
@@ -180,6 +182,9 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
             break;
           case TraceEventKind::rank_died:
             if (!rank.died) rank.died = std::string(event.text);
+            break;
+          case TraceEventKind::stall:
+            diagnose_internal::NoteStall(rank, event);
             break;
           case TraceEventKind::truncated:
             rank.records_dropped += event.records_dropped;
@@ -200,6 +205,7 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
   if (keep_scenario && out.header.has_scenario()) out.scenario = out.header.scenario();
   out.header.clear_scenario();
   rank.rank = out.header.rank();
+  diagnose_internal::SettleStalls(rank);
   rank.present = true;
   rank.source = path;
   // Recorded when slices end; program order is issue order.

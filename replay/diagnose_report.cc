@@ -115,6 +115,7 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   } else {
     out += "\nstuck: the first collective of each process group that not every member joined\n" + header + roots;
   }
+  out += diagnose_internal::FormatStalls(d);
   const std::string consequences = table(false);
   if (!consequences.empty()) {
     out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" + header +
@@ -199,6 +200,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
     out["cause_detail"] = nullptr;
   }
   if (d.log) out["log"] = LogJson(d);
+  diagnose_internal::AddStallsJson(d, out);
   return out;
 }
 
