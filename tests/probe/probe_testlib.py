@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PROBE_DIR = os.path.join(REPO, "probe")
 JOB = os.path.join(HERE, "reference_job.py")
+STALL_JOB = os.path.join(HERE, "stall_job.py")
 SCENARIO = os.path.join(HERE, "reference_job.pbtxt")
 PLANTED = os.path.join(HERE, "reference_job_planted.pbtxt")
 SKIP = 77
@@ -101,14 +102,14 @@ class Job:
     """A torchrun job started in its own session (start_job): stop() kills the whole session,
     orphaned DataLoader workers included, and returns the job's output."""
 
-    def __init__(self, tmp, job_args, nproc=2, probe_module_args=None, name="job"):
+    def __init__(self, tmp, job_args, nproc=2, probe_module_args=None, name="job", script=JOB):
         log_dir = os.path.join(tmp, name + "_logs")
         self.name = name
         self.command = torchrun_command(nproc, free_port(), log_dir)
         if probe_module_args is not None:
-            self.command += ["-m", "petrsim_probe"] + probe_module_args + ["--", JOB] + job_args
+            self.command += ["-m", "petrsim_probe"] + probe_module_args + ["--", script] + job_args
         else:
-            self.command += [JOB] + job_args
+            self.command += [script] + job_args
         env = dict(os.environ)
         env["PYTHONPATH"] = PROBE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                          else "")
@@ -166,16 +167,16 @@ class Job:
         return self.output()
 
 
-def start_job(tmp, job_args, nproc=2, probe_module_args=None, name="job"):
-    """Starts the reference job under torchrun and returns its Job (call job.stop() in a
-    finally)."""
-    return Job(tmp, job_args, nproc, probe_module_args, name)
+def start_job(tmp, job_args, nproc=2, probe_module_args=None, name="job", script=JOB):
+    """Starts the reference job (or `script`) under torchrun and returns its Job (call job.stop()
+    in a finally)."""
+    return Job(tmp, job_args, nproc, probe_module_args, name, script)
 
 
-def launch(tmp, job_args, nproc=2, probe_module_args=None, timeout_s=50, name="job"):
-    """Runs the reference job under torchrun. probe_module_args: run it through
+def launch(tmp, job_args, nproc=2, probe_module_args=None, timeout_s=50, name="job", script=JOB):
+    """Runs the reference job (or `script`) under torchrun. probe_module_args: run it through
     `-m petrsim_probe ARGS --` instead of as a script. Returns (exit code, output, seconds)."""
-    job = start_job(tmp, job_args, nproc, probe_module_args, name)
+    job = start_job(tmp, job_args, nproc, probe_module_args, name, script)
     try:
         code = job.wait(timeout_s)
     finally:
