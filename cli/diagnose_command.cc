@@ -1,6 +1,7 @@
 // `petrsim diagnose`; see diagnose_command.h.
 #include "cli/diagnose_command.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -16,7 +17,9 @@
 namespace petrsim {
 
 int RunDiagnose(const DiagnoseFlags& flags) {
-  if (!flags.sets.empty() && flags.scenario_path.empty()) throw ScenarioError("diagnose: --set needs --scenario");
+  if (!flags.sets.empty() && flags.scenario_path.empty()) {
+    throw ScenarioError("diagnose: --set and --torch-version need --scenario");
+  }
   size_t logs = 0;
   for (const std::string& path : flags.paths) logs += IsTrainingLogPath(path) ? 1 : 0;
   if (logs > 0 && logs < flags.paths.size()) {
@@ -35,12 +38,22 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   if (logs > 0) {
     std::optional<uint32_t> world_size;
     if (scenario) world_size = scenario->job().world_size();
+    if (flags.world_size > 0) world_size = flags.world_size;
     diagnosis = DiagnoseTrainingLog(ReadTrainingLogs(flags.paths), world_size);
   } else {
+    if (flags.world_size > 0)
+      throw ScenarioError("diagnose: --world-size is for training logs (traces and dumps say it)");
     diagnosis = Diagnose(LoadRecordings(flags.paths));
   }
   std::optional<ScenarioCrossCheck> cross;
-  if (scenario) cross = CrossCheck(diagnosis, *scenario, flags.scenario_path);
+  if (scenario) {
+    const bool release_given = std::any_of(flags.sets.begin(), flags.sets.end(), [](const std::string& set) {
+      return set.rfind("comm.torch_version=", 0) == 0;
+    });
+    const std::vector<std::string> release = ReconcileRelease(diagnosis, *scenario, release_given);
+    cross = CrossCheck(diagnosis, *scenario, flags.scenario_path);
+    cross->artifact_lines = release;
+  }
   // Without --scenario, a livelock in petrsim traces gets its fixes from the scenario the traces recorded.
   const std::vector<Fix> recorded_fixes = cross ? std::vector<Fix>{} : RecordedScenarioFixes(diagnosis);
   if (flags.json) {
@@ -72,6 +85,12 @@ CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
                        "the job's scenario: place the stuck collective in its plan and check it "
                        "against the scenario's predicted livelock");
   diagnose->add_option("--set", flags.sets, kSetHelp);
+  AddTorchVersionOption(*diagnose, flags.sets);
+  diagnose
+      ->add_option("--world-size", flags.world_size,
+                   "training logs: the job's rank count, where the log does not say it (no gpu_ids, torchrun "
+                   "world size or file per rank)")
+      ->check(CLI::Range(1, 1 << 20));
   return diagnose;
 }
 

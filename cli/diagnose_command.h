@@ -2,6 +2,7 @@
 // traces or PyTorch Flight Recorder dumps); see replay/diagnose.h.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct DiagnoseFlags {
   bool json = false;
   std::string scenario_path;  // --scenario: the job's scenario, to map and cross-check
   std::vector<std::string> sets;
+  uint32_t world_size = 0;  // --world-size: a training log's rank count (0: the log's or the scenario's)
 };
 
 // Prints the diagnosis; returns 0 when every recorded collective was joined everywhere and

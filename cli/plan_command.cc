@@ -46,6 +46,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
       ->check(CLI::Range(uint64_t{0}, uint64_t{1000000}));
   plan->add_flag("--json", flags.json, "print a JSON object");
   plan->add_option("--set", flags.sets, kSetHelp);
+  AddTorchVersionOption(*plan, flags.sets);
   return plan;
 }
 

@@ -30,6 +30,7 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& flags) {
                    "as many local Gloo ranks as were recorded; its traces go to a new directory under $TMPDIR)")
       ->check(CLI::IsMember({"sim", "real"}));
   replay->add_option("--set", flags.sets, kSetHelp);
+  AddTorchVersionOption(*replay, flags.sets);
   replay->add_flag("--json", flags.json, "print a JSON object");
   return replay;
 }

@@ -1,6 +1,8 @@
 // Scenario arguments; see scenario_args.h.
 #include "cli/scenario_args.h"
 
+#include <CLI/CLI.hpp>
+
 #include "model/memory_estimate.h"
 
 #include "model/scenario_loader.h"
@@ -16,6 +18,13 @@ Scenario LoadWithOverrides(const std::string& path, const std::vector<std::strin
     ValidateScenario(scenario, path + " (after --set)");
   }
   return scenario;
+}
+
+void AddTorchVersionOption(CLI::App& command, std::vector<std::string>& sets) {
+  command.add_option_function<std::string>(
+      "--torch-version", [&sets](const std::string& version) { sets.push_back("comm.torch_version=" + version); },
+      "the job's PyTorch release, e.g. 1.13 or 1.13.1+cu117 (what DDP issues and the watchdog prints depend on it; "
+      "the same as --set comm.torch_version=V)");
 }
 
 const char* const kMemoryMaxHelp =

@@ -52,4 +52,30 @@ std::string SupportedTorchVersions() {
   return out;
 }
 
+std::string TorchReleaseText(bool is_set, const std::string& version) {
+  if (is_set) return "PyTorch " + version;
+  return "PyTorch " + version + " assumed (the reference job's); pass --torch-version";
+}
+
+std::optional<LoggedTorchVersion> FindLoggedTorchVersion(std::string_view text) {
+  text = text.substr(0, size_t{1} << 16);
+  uint64_t number = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    ++number;
+    start = end + 1;
+    for (const std::string_view key : {std::string_view("PyTorch: "), std::string_view("PyTorch version: ")}) {
+      const size_t at = line.find(key);
+      if (at == std::string_view::npos) continue;
+      std::string_view value = line.substr(at + key.size());
+      value = value.substr(0, value.find_first_of(" \t\r"));
+      if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0]))) continue;
+      return LoggedTorchVersion{std::string(value), number};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace petrsim

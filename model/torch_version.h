@@ -3,6 +3,7 @@
 #pragma once
 
 #include <compare>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,5 +29,18 @@ std::optional<TorchVersion> ParseTorchVersion(std::string_view text);
 
 // The supported releases, for messages: "1.9, 1.10, ..., 2.5".
 std::string SupportedTorchVersions();
+
+// The release a report names for a scenario's comm.torch_version: "PyTorch 1.13" when the scenario sets it, else
+// "PyTorch 1.9 assumed (the reference job's); pass --torch-version" (`is_set`: comm.has_torch_version()).
+std::string TorchReleaseText(bool is_set, const std::string& version);
+
+// The release a training log's environment block names, within its first 64 KiB (where mmcv's and mmengine's
+// `Environment info` and torch.utils.collect_env print it): `PyTorch: 1.13.1+cu117` (mmcv's collect_env; mmengine
+// indents it) or `PyTorch version: 1.13.1` (torch's collect_env). The text as printed and its line (from 1).
+struct LoggedTorchVersion {
+  std::string text;
+  uint64_t line = 0;
+};
+std::optional<LoggedTorchVersion> FindLoggedTorchVersion(std::string_view log_text);
 
 }  // namespace petrsim

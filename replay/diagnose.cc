@@ -84,6 +84,8 @@ Diagnosis Diagnose(const Recordings& rec) {
   out.format = rec.format;
   out.world_size = rec.world_size;
   out.recorded_scenario = rec.scenario;
+  out.torch_version = rec.torch_version;
+  out.torch_version_from = rec.torch_version_from;
   const bool petrsim = rec.format == "petrsim";
   for (const std::string& note : rec.notes) out.partial.push_back(note);
   for (const RankRecording& rank : rec.ranks) {
@@ -369,7 +371,11 @@ Diagnosis Diagnose(const Recordings& rec) {
         break;
       }
       if (rank.died) {
-        out.cause = fmt::format("rank {} never reached it: it died: {}", m, *rank.died);
+        const bool killed = rank.died->rfind("killed by", 0) == 0;
+        out.cause =
+            fmt::format("rank {} never reached it: {}{} at {:.3f} s{}", m, killed ? "it was " : "it died: ", *rank.died,
+                        static_cast<double>(rank.died_ns - rec.origin_ns) / 1e9,
+                        rec.origin_ns != 0 ? " (times from the job's first recorded event)" : "");
         out.cause_detail = CauseDetail{"died", m, std::nullopt, *rank.died};
         break;
       }

@@ -69,7 +69,8 @@ struct RankRecording {
   std::map<std::string, GroupProgress> progress;  // by group name
   std::vector<StuckGetitem> spins;                // getitems recorded spinning
   std::vector<WorkerStall> stalls;                // the probe's stall events (diagnose_stall.h)
-  std::optional<std::string> died;                // why, if it died
+  std::optional<std::string> died;                // why, if it died (or was killed: "killed by SIGTERM")
+  int64_t died_ns = 0;                            // when
   std::optional<std::string> partial;             // the file was cut short: what went wrong
   uint64_t records_dropped = 0;                   // the writer left out this many (record limit, ring)
 };
@@ -93,6 +94,9 @@ struct Recordings {
   // The origin reports measure times from: 0 for the simulator's virtual clock, the earliest event
   // of any rank for traces on a host's steady clock (whose raw values mean nothing to a user).
   int64_t origin_ns = 0;
+  // The PyTorch release the recordings name, and where: a probe trace's header ("petrsim_probe 0.1 (torch 1.13.1)"),
+  // a Flight Recorder dump's version fields. "" when they name none.
+  std::string torch_version, torch_version_from;
 };
 
 // Reads PATHS: each a directory (every regular file in it: rank_<r>.pbtrace files, or Flight
@@ -156,6 +160,7 @@ struct Diagnosis {
   std::vector<uint32_t> suspects;                 // ranks of the world that printed no timeout
   bool world_size_known = true;                   // false: the log names no world size (at least `world_size` ranks)
   std::optional<IterationBound> hang_iterations;  // from the last iteration logged and the log interval
+  std::string torch_version, torch_version_from;  // Recordings' (traces and dumps); a log's are in `log`
   std::vector<WorkerStall> stalls;                // the probe's stall events of every rank (diagnose_stall.h)
 };
 
@@ -163,7 +168,8 @@ Diagnosis Diagnose(const Recordings& recordings);
 
 // A training log's diagnosis (replay/training_log.h): per process group and sequence number (where printed) the
 // collective the ranks that timed out wait in, missing the ranks of the world that printed no timeout. The world
-// size is `given_world_size` when set (the scenario's), else the log's; when neither, the ranks seen.
+// size is the log's when it says one (a different `given_world_size`, the scenario's or --world-size, is noted), else
+// `given_world_size` when set; when neither, the ranks seen (world_size_known false).
 Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size);
 
 // `diagnose --scenario S`: the recordings come from a job that S describes. Each root stuck
@@ -209,7 +215,28 @@ struct ScenarioCrossCheck {
   // What makes the job terminate, each proven by re-running `check` on the scenario with it (model/fixes.h); empty
   // when the scenario's check finds nothing to fix.
   std::vector<Fix> fixes;
+  // The predicted hang against the recordings, item by item: the missing ranks, the world size, the iteration, the
+  // op, the plan step, the frame. "consistent" needs every item to match or be open (not in the recordings); the
+  // verdict names what differs, and what is open.
+  struct Comparison {
+    std::string what;       // "missing ranks", "world size", "iteration", "op", "step", "frame"
+    std::string predicted;  // the scenario's
+    std::string recorded;   // the recordings', or why they do not say
+    std::string result;     // "match", "differs" or "open"
+  };
+  std::vector<Comparison> comparisons;
+  std::string predicted_step;  // the plan step of predicted_seq
+  // The release the cross-check ran the scenario with, and where it came from (the artifact's, the scenario's, or
+  // assumed): lines printed before the comparison, e.g. "release: the log says PyTorch 1.13.1+cu117 (train.log:7),
+  // the scenario sets none (1.9 assumed): PyTorch 1.13 used".
+  std::vector<std::string> artifact_lines;
 };
+
+// Before the cross-check: the PyTorch release the recordings name (a log's environment block `PyTorch: X`, a probe
+// trace's header, a dump's version fields, or the one release a log's watchdog-line format fits) against the
+// scenario's comm.torch_version. Where they differ and `release_given` is false (no --torch-version or --set of it),
+// `scenario` takes the recordings' release. Returns the line that says which release is used and why.
+std::vector<std::string> ReconcileRelease(const Diagnosis& diagnosis, Scenario& scenario, bool release_given);
 
 // Throws ScenarioError when S cannot be used (its dataset or sampler fails).
 ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name);

@@ -3,9 +3,11 @@
 #include "replay/diagnose.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/dataset.h"
 #include "model/error.h"
@@ -55,6 +57,153 @@ std::string FirstPlanDifference(const ExpandedPlan& given, const ExpandedPlan& r
                        ran.periodic.size());
   }
   return diff;
+}
+
+using Comparison = ScenarioCrossCheck::Comparison;
+
+std::vector<uint32_t> Sorted(std::set<uint32_t> ranks) { return {ranks.begin(), ranks.end()}; }
+
+// An op as the plan names it (c10d's OpType, "ALLREDUCE") or as recordings do: a Flight Recorder dump's profiling
+// name ("nccl:all_reduce"), a log's OpType. Compared without the backend prefix, case and underscores.
+std::string OpKey(std::string_view op) {
+  if (const size_t colon = op.find(':'); colon != std::string_view::npos) op.remove_prefix(colon + 1);
+  std::string key;
+  for (const char c : op) {
+    if (c != '_') key += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return key;
+}
+
+// The items of the prediction against the recordings, and the verdict (see ScenarioCrossCheck::comparisons).
+void Compare(const Diagnosis& diagnosis, const Scenario& scenario, ScenarioCrossCheck& cross) {
+  std::set<uint32_t> missing;
+  const StuckCollective* first = nullptr;
+  const ScenarioCrossCheck::Placed* placed = nullptr;
+  for (size_t i = 0, p = 0; i < diagnosis.stuck.size(); ++i) {
+    const StuckCollective& stuck = diagnosis.stuck[i];
+    if (!stuck.root) continue;
+    missing.insert(stuck.missing_ranks.begin(), stuck.missing_ranks.end());
+    if (first == nullptr || stuck.group == "0" || stuck.desc == "default_pg") {
+      first = &stuck;
+      placed = &cross.placed[p];
+    }
+    ++p;
+  }
+  if (!cross.check_hit) {
+    cross.verdict =
+        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
+        "never drawn within the job), so the missing ranks stopped for another reason";
+    return;
+  }
+  if (missing.empty()) {
+    cross.verdict = fmt::format(
+        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
+        "at iteration {}: the recordings end earlier, or come from another job",
+        cross.hit_rank, cross.hit_iteration);
+    return;
+  }
+  auto& items = cross.comparisons;
+  const auto add = [&](std::string what, std::string predicted, std::string recorded, std::string result) {
+    items.push_back(Comparison{std::move(what), std::move(predicted), std::move(recorded), std::move(result)});
+  };
+  const std::vector<uint32_t> predicted_missing =
+      cross.sim_stuck_ranks.empty() ? std::vector<uint32_t>{cross.hit_rank} : cross.sim_stuck_ranks;
+  const std::vector<uint32_t> recorded_missing = Sorted(missing);
+  add("missing ranks", RankList(predicted_missing), RankList(recorded_missing),
+      predicted_missing == recorded_missing ? "match" : "differs");
+  const TrainingLog* log = diagnosis.log ? &*diagnosis.log : nullptr;
+  const uint32_t world = scenario.job().world_size();
+  if (log != nullptr) {
+    if (log->world_size) {
+      add("world size", std::to_string(world), fmt::format("{} ({})", *log->world_size, log->world_size_from),
+          *log->world_size == world ? "match" : "differs");
+    } else {
+      uint32_t seen = 0;
+      for (const auto& [r, rank] : log->ranks) seen = std::max(seen, r + 1);
+      add("world size", std::to_string(world),
+          fmt::format("not in the log (ranks 0-{} seen; no gpu_ids, torchrun world size or file per rank)",
+                      seen == 0 ? 0 : seen - 1),
+          seen <= world ? "open" : "differs");
+    }
+  } else if (diagnosis.world_size != 0) {
+    add("world size", std::to_string(world), std::to_string(diagnosis.world_size),
+        diagnosis.world_size == world ? "match" : "differs");
+  }
+  const std::string predicted_iteration = std::to_string(cross.hit_iteration);
+  const std::string predicted_step =
+      fmt::format("default_pg seq {}, \"{}\"", cross.predicted_seq, cross.predicted_step);
+  if (first->seq > 0) {
+    if (!placed->found || placed->startup) {
+      add("iteration", predicted_iteration,
+          placed->startup ? fmt::format("startup (seq {})", first->seq)
+                          : fmt::format("{} seq {} is not in the plan within the job", first->group, first->seq),
+          "differs");
+    } else {
+      add("iteration", predicted_iteration, std::to_string(placed->iteration),
+          placed->iteration == cross.hit_iteration ? "match" : "differs");
+    }
+    const bool same_step =
+        (placed->plan_group == "default_pg" && static_cast<uint64_t>(first->seq) == cross.predicted_seq) ||
+        (!placed->plan_group.empty() && placed->plan_group == cross.sim_group &&
+         static_cast<uint64_t>(first->seq) == cross.sim_seq);
+    add("step", predicted_step,
+        placed->found ? fmt::format("{} seq {}, \"{}\"", placed->plan_group, first->seq, placed->step)
+                      : fmt::format("{} seq {}", first->group, first->seq),
+        same_step ? "match" : "differs");
+  } else if (log != nullptr) {
+    if (cross.log_bound) {
+      const bool in_bound =
+          cross.log_bound->first <= cross.hit_iteration && cross.hit_iteration <= cross.log_bound->last;
+      add("iteration", predicted_iteration,
+          fmt::format("{}..{} (from the last iteration line and the log interval)", cross.log_bound->first,
+                      cross.log_bound->last),
+          in_bound ? "match" : "differs");
+    } else {
+      add("iteration", predicted_iteration, "the log prints no iteration line", "open");
+    }
+    add("step", predicted_step,
+        fmt::format("the watchdog lines print no SeqNum (PyTorch {})",
+                    log->torch_release.empty() ? std::string("1.8 to 1.10") : log->torch_release),
+        "open");
+  } else {
+    add("step", predicted_step, "the recordings give no sequence number", "open");
+  }
+  // The op: NCCL's watchdog lines and traces name it; Gloo's lines name the transport wait that timed out.
+  bool gloo = false;
+  if (log != nullptr) {
+    for (const auto& [r, rank] : log->ranks) {
+      for (const LogTimeout& timeout : rank.timeouts) gloo = gloo || timeout.backend == "gloo";
+    }
+  }
+  if (!first->op.empty() && first->op != "?") {
+    cross.log_op_matches = OpKey(first->op) == OpKey(cross.predicted_op);
+    add("op", cross.predicted_op, first->op, *cross.log_op_matches ? "match" : "differs");
+  } else {
+    add("op", cross.predicted_op,
+        gloo ? "not printed (Gloo prints the transport wait that timed out, not the op)" : "not recorded", "open");
+  }
+  if (cross.log_frame_matches) {
+    add("frame", cross.predicted_frame, cross.log_frame, *cross.log_frame_matches ? "match" : "differs");
+  } else if (log != nullptr) {
+    add("frame", cross.predicted_frame, "no traceback of a waiting rank in the log", "open");
+  }
+
+  std::vector<std::string> differs, open;
+  for (const Comparison& c : items) {
+    if (c.result == "differs")
+      differs.push_back(fmt::format("{}: predicted {}, recorded {}", c.what, c.predicted, c.recorded));
+    if (c.result == "open") open.push_back(c.what);
+  }
+  if (!differs.empty()) {
+    cross.verdict = fmt::format("not what the scenario predicts: {}", fmt::join(differs, "; "));
+    return;
+  }
+  cross.consistent = true;
+  cross.verdict = fmt::format(
+      "consistent{} with a sampler livelock on rank {}: its DataLoader worker {} spins forever on batch {} "
+      "(slot {}), in the pool {}",
+      open.empty() ? std::string() : fmt::format(" as far as the recordings show (open: {})", fmt::join(open, ", ")),
+      cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
 }
 
 }  // namespace
@@ -123,6 +272,7 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     // The ranks that do start the hit iteration block in its first collective on the world group.
     cross.predicted_seq = CollectivesBefore(plan, "default_pg", cross.hit_iteration) + 1;
     if (const auto at = LocateCollective(plan, "default_pg", cross.predicted_seq, job_iterations)) {
+      cross.predicted_step = at->step;
       if (at->collective != nullptr) {
         cross.predicted_op = OpTypeName(at->collective->op());
         cross.predicted_frame = at->collective->python_frame();
@@ -170,57 +320,13 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     cross.sim_iteration = result.collective->iteration;
   }
 
-  // Consistent: a root stuck collective lacks the rank check names, at the iteration it names
-  // (or at the simulator's sequence number).
-  std::vector<uint32_t> missing;
-  for (size_t i = 0, p = 0; i < diagnosis.stuck.size(); ++i) {
-    const StuckCollective& stuck = diagnosis.stuck[i];
-    if (!stuck.root) continue;
-    const auto& placed = cross.placed[p++];
-    missing.insert(missing.end(), stuck.missing_ranks.begin(), stuck.missing_ranks.end());
-    if (!cross.check_hit) continue;
-    const bool rank_missing =
-        std::find(stuck.missing_ranks.begin(), stuck.missing_ranks.end(), cross.hit_rank) != stuck.missing_ranks.end();
-    bool same_place = (placed.found && !placed.startup && placed.iteration == cross.hit_iteration) ||
-                      (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
-                       static_cast<uint64_t>(stuck.seq) == cross.sim_seq);
-    if (stuck.seq == 0 && diagnosis.log) {
-      // A log without SeqNum: the iteration the log bounds, the op and the frame must all fit the plan's step.
-      // What the log does not print cannot contradict: no op (Gloo names its transport wait, not the
-      // collective), no iteration line (the hang is anywhere in the job), no traceback.
-      if (!stuck.op.empty() && stuck.op != "?") cross.log_op_matches = stuck.op == cross.predicted_op;
-      const bool in_bound = !cross.log_bound || (cross.log_bound->first <= cross.hit_iteration &&
-                                                 cross.hit_iteration <= cross.log_bound->last);
-      same_place = in_bound && cross.log_op_matches.value_or(true) && cross.log_frame_matches.value_or(true);
-    }
-    if (rank_missing && same_place) cross.consistent = true;
-  }
-  if (cross.consistent) {
-    cross.verdict = fmt::format(
-        "consistent with a sampler livelock on rank {}: its DataLoader worker {} spins forever on batch {} "
-        "(slot {}), in the pool {}",
-        cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
-  } else if (!cross.check_hit) {
-    cross.verdict =
-        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
-        "never drawn within the job), so the missing ranks stopped for another reason";
-  } else if (missing.empty()) {
-    cross.verdict = fmt::format(
-        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
-        "at iteration {}: the recordings end earlier, or come from another job",
-        cross.hit_rank, cross.hit_iteration);
-  } else {
-    cross.verdict = fmt::format(
-        "not what the scenario predicts: it predicts rank {} stuck at iteration {} (simulated: {} seq {} on {}), "
-        "the recordings miss rank(s) {}",
-        cross.hit_rank, cross.hit_iteration, cross.sim_outcome, cross.sim_seq,
-        cross.sim_group.empty() ? "-" : cross.sim_group, RankList(missing));
-  }
+  Compare(diagnosis, scenario, cross);
   return cross;
 }
 
 std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
   std::string out = fmt::format("\nscenario {}:\n", cross.scenario_name);
+  for (const std::string& line : cross.artifact_lines) out += fmt::format("  {}\n", line);
   if (!cross.plan_difference.empty()) {
     out += fmt::format(
         "  its plan differs from the one the recording ran ({}); the sequence numbers are placed in the recorded "
@@ -256,15 +362,6 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
         cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
     out += fmt::format("  the other ranks then wait in default_pg seq {}: {} \"{}\"\n", cross.predicted_seq,
                        cross.predicted_op, cross.predicted_frame);
-    if (cross.log_op_matches) {
-      out += fmt::format("  the log's op {} the plan's\n", *cross.log_op_matches ? "matches" : "differs from");
-    } else if (cross.from_log) {
-      out += "  the log names no collective (Gloo prints the transport wait that timed out, not the op)\n";
-    }
-    if (cross.log_frame_matches) {
-      out += fmt::format("  the log's frame ({}) {} the plan's\n", cross.log_frame,
-                         *cross.log_frame_matches ? "matches" : "differs from");
-    }
   } else {
     out += "  check: no livelock pool is drawn within the job\n";
   }
@@ -274,7 +371,14 @@ std::string FormatCrossCheck(const ScenarioCrossCheck& cross) {
     out += fmt::format("; rank(s) {} never reach seq {} on {} (iteration {})", RankList(cross.sim_stuck_ranks),
                        cross.sim_seq, cross.sim_group, cross.sim_iteration);
   }
-  out += fmt::format("\n  verdict: {}\n", cross.verdict);
+  out += "\n";
+  if (!cross.comparisons.empty()) {
+    out += "  the prediction against the recordings:\n";
+    for (const auto& c : cross.comparisons) {
+      out += fmt::format("    {:<8} {:<14} predicted {}; recorded {}\n", c.result, c.what, c.predicted, c.recorded);
+    }
+  }
+  out += fmt::format("  verdict: {}\n", cross.verdict);
   out += FormatFixes(cross.fixes, "");
   return out;
 }
@@ -335,6 +439,11 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
                             {"last_in_scene", pool.last_frame_in_scene},
                             {"frames", pool.frames}};
   }
+  nlohmann::json comparisons = nlohmann::json::array();
+  for (const auto& c : cross.comparisons) {
+    comparisons.push_back(
+        {{"what", c.what}, {"predicted", c.predicted}, {"recorded", c.recorded}, {"result", c.result}});
+  }
   nlohmann::json log = nullptr;
   if (cross.log_bound || cross.log_op_matches || cross.log_frame_matches) {
     const auto opt = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
@@ -359,6 +468,8 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
           {"plan_difference",
            cross.plan_difference.empty() ? nlohmann::json(nullptr) : nlohmann::json(cross.plan_difference)},
           {"notes", cross.notes},
+          {"artifacts", cross.artifact_lines},
+          {"comparisons", comparisons},
           {"consistent_with_livelock", cross.consistent},
           {"fixes", FixesJson(cross.fixes)},
           {"verdict", cross.verdict}};

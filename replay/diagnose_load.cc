@@ -47,6 +47,12 @@ void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, s
   rank.present = true;
   rank.source = dump.path;
   rank.partial = dump.partial;
+  // The release the dump's format names: one release is used by `diagnose --scenario`; a range is said as it is.
+  if (rec.torch_version_from.empty()) {
+    const auto releases = FrFormatTorchReleases(dump);
+    if (releases && !releases->development && releases->first == releases->last) rec.torch_version = releases->first;
+    rec.torch_version_from = fmt::format("{}: {}", dump.path, FrDumpReleaseText(dump));
+  }
   for (const auto& [name, config] : dump.pg_config) {
     GroupInfo& group = rec.groups[name];
     if (group.desc.empty()) group.desc = config.desc;
@@ -181,7 +187,18 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
             }
             break;
           case TraceEventKind::rank_died:
-            if (!rank.died) rank.died = std::string(event.text);
+            if (!rank.died) {
+              rank.died = std::string(event.text);
+              rank.died_ns = event.start_ns;
+            }
+            break;
+          case TraceEventKind::process_exit:
+            // The probe's last event: "killed by SIGTERM", "the process ends with an uncaught exception: ...", or a
+            // clean "the process exits". Killed or failed, the rank died there.
+            if (!rank.died && event.text != "the process exits") {
+              rank.died = std::string(event.text);
+              rank.died_ns = event.start_ns;
+            }
             break;
           case TraceEventKind::stall:
             diagnose_internal::NoteStall(rank, event);
@@ -251,6 +268,13 @@ void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
         fmt::format("{}: world_size {} differs from the other files' {}", path, header.world_size(), rec.world_size));
   }
   if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
+  // The probe names the torch it ran under in its build id: "petrsim_probe 0.1 (torch 1.13.1)".
+  if (const size_t at = header.build_id().find("(torch "); at != std::string::npos && rec.torch_version.empty()) {
+    const std::string& id = header.build_id();
+    const size_t end = id.find(')', at);
+    rec.torch_version = id.substr(at + 7, end == std::string::npos ? std::string::npos : end - at - 7);
+    rec.torch_version_from = fmt::format("{}: header build_id \"{}\"", path, id);
+  }
   rec.end_ns = std::max(rec.end_ns, trace.end_ns);
   if (header.clock() == "steady" && trace.start_ns != std::numeric_limits<int64_t>::max()) {
     rec.origin_ns = rec.origin_ns == 0 ? trace.start_ns : std::min(rec.origin_ns, trace.start_ns);

@@ -47,12 +47,15 @@ Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_wor
   d.format = "training_log";
   uint32_t seen = 0;
   for (const auto& [r, rank] : log.ranks) seen = std::max(seen, r + 1);
-  if (given_world_size) {
+  if (given_world_size && log.world_size && *log.world_size != *given_world_size) {
+    // What the job printed is what ran: its count names the missing ranks, and the difference is said.
+    d.world_size = std::max(*log.world_size, seen);
+    log.notes.push_back(
+        fmt::format("the log says {} ranks ({}), the scenario (or --world-size) {}: the log's count is "
+                    "used",
+                    *log.world_size, log.world_size_from, *given_world_size));
+  } else if (given_world_size) {
     d.world_size = *given_world_size;
-    if (log.world_size && *log.world_size != *given_world_size) {
-      log.notes.push_back(fmt::format("the log says {} ranks ({}), the scenario {}: the scenario's count is used",
-                                      *log.world_size, log.world_size_from, *given_world_size));
-    }
     if (seen > *given_world_size) {
       log.notes.push_back(
           fmt::format("the log names rank {}, beyond the scenario's {} ranks", seen - 1, *given_world_size));
@@ -147,7 +150,7 @@ std::string FormatLogSection(const Diagnosis& d) {
   if (!d.world_size_known) {
     out += fmt::format(
         "  world size: not in the log (no gpu_ids, torchrun world size or file per rank): at least {} ranks; ranks "
-        "above {} cannot be named (give --scenario)\n",
+        "above {} cannot be named (give --world-size N or --scenario)\n",
         d.world_size, d.world_size == 0 ? 0 : d.world_size - 1);
   } else if (!log.world_size_from.empty()) {
     out += fmt::format("  world size {}: {}\n", d.world_size, log.world_size_from);

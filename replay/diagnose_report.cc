@@ -79,8 +79,12 @@ std::string FormatDiagnosis(const Diagnosis& d) {
                                    : "Flight Recorder dumps",
       d.events, d.calls, d.graph_vertices, d.graph_edges);
   if (d.format == "training_log") {
-    out = fmt::format("petrsim diagnose: {}{} ranks, training logs ({} lines, {} watchdog timeouts)\n",
-                      d.world_size_known ? "" : "at least ", d.world_size, d.events, d.calls);
+    const std::string world =
+        d.world_size_known ? fmt::format("{} ranks", d.world_size)
+                           : fmt::format("world size unknown (not in the log; ranks 0-{} seen; give --world-size N)",
+                                         d.world_size == 0 ? 0 : d.world_size - 1);
+    out =
+        fmt::format("petrsim diagnose: {}, training logs ({} lines, {} watchdog timeouts)\n", world, d.events, d.calls);
   }
   if (!d.ranks_without_file.empty()) {
     out += fmt::format(
@@ -134,7 +138,12 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   }
   if (d.log) out += FormatLogSection(d);
   std::string unknown = "none found";
-  if (!d.stuck.empty() && d.format == "training_log") {
+  if (!d.stuck.empty() && d.format == "training_log" && !d.world_size_known) {
+    unknown = fmt::format(
+        "every rank seen (0-{}) printed a timeout, and the log does not say how many ranks the job has: the ranks "
+        "that never reached the collective are above {}, unnamed; give --world-size N (or --scenario)",
+        d.world_size == 0 ? 0 : d.world_size - 1, d.world_size == 0 ? 0 : d.world_size - 1);
+  } else if (!d.stuck.empty() && d.format == "training_log") {
     unknown =
         "every rank of the world printed a timeout: none is missing; the collective never completed for "
         "another reason (a network or NCCL fault), or the log lacks ranks";

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -23,8 +24,10 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/error.h"
+#include "model/torch_version.h"
 
 namespace petrsim {
 namespace {
@@ -938,6 +941,16 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
     log.files.push_back(f.path);
     log.bytes += text.size();
     parser.ParseFile(f, text);
+    if (const auto logged = FindLoggedTorchVersion(text)) {
+      const std::string from = fmt::format("{}:{}", f.path, logged->line);
+      if (log.torch_version.empty()) {
+        log.torch_version = logged->text;
+        log.torch_version_from = from;
+      } else if (logged->text != log.torch_version) {
+        log.notes.push_back(fmt::format("{} says PyTorch {}, {} PyTorch {}: the first is used", from, logged->text,
+                                        log.torch_version_from, log.torch_version));
+      }
+    }
     if (f.rank) log.ranks[*f.rank].rank = *f.rank;
     if (f.rank && log.ranks[*f.rank].source.empty()) log.ranks[*f.rank].source = f.path;
   }
@@ -951,6 +964,31 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
         "the files' ranks are torchrun's local ranks (`<local_rank>/stderr.log`): the global ranks on one node");
   }
   log.torch_release = ReleaseOfFormat(log);
+  // Lines of no rank alone (a watchdog line quoted in a README) do not make a log.
+  const bool recognised = !log.ranks.empty() || log.seed || log.world_size || log.last_iteration ||
+                          !log.torch_version.empty() || parser.config_interval_ > 0;
+  if (!recognised) {
+    std::string first;
+    for (const FileContext& f : files) {
+      const LogBuffer buffer(f.path);
+      const string_view text = buffer.text();
+      const size_t begin = text.find_first_not_of(" \t\r\n");
+      if (begin == string_view::npos) continue;
+      string_view line = text.substr(begin, text.find('\n', begin) - begin);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      first = line.size() > 60 ? std::string(line.substr(0, 57)) + "..." : std::string(line);
+      break;
+    }
+    throw ScenarioError(fmt::format(
+        "{}: not a training log, a petrsim trace or a Flight Recorder dump: none of its {} line(s) is one petrsim "
+        "reads (an NCCL watchdog or Gloo timeout, an mmcv/mmengine iteration line, a traceback, the environment or "
+        "config block){}; {}",
+        fmt::join(log.files, ", "), log.lines,
+        log.unattributed > 0 ? fmt::format(" of a rank ({} such line(s) name no rank: {})", log.unattributed,
+                                           log.notes.empty() ? std::string("-") : log.notes.front())
+                             : std::string(),
+        first.empty() ? std::string("it holds only whitespace") : fmt::format("it starts with \"{}\"", first)));
+  }
   return log;
 }
 

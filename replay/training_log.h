@@ -102,8 +102,10 @@ struct TrainingLog {
   std::optional<LogIteration> last_iteration;  // the job's last iteration line (whichever rank printed it)
   std::optional<uint64_t> log_interval;        // from consecutive iteration lines, or `log_config` interval
   std::string torch_release;                   // the releases the watchdog lines' format fits, "" when none
-  std::vector<std::string> notes;              // lines cut short, unattributed lines, assumptions
-  uint64_t unattributed = 0;                   // recognised lines without a rank
+  std::string torch_version;       // the environment block's `PyTorch: 1.13.1+cu117`, "" when the log has none
+  std::string torch_version_from;  // where: "train.log:7"
+  std::vector<std::string> notes;  // lines cut short, unattributed lines, assumptions
+  uint64_t unattributed = 0;       // recognised lines without a rank
 };
 
 // True when `path` (a regular file) reads as a training log: gzip, or text that is not a Flight Recorder JSON dump.

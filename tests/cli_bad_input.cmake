@@ -15,6 +15,7 @@ file(CREATE_LINK loop_b.pbtrace ${dir}/loop_a.pbtrace SYMBOLIC)
 file(CREATE_LINK loop_a.pbtrace ${dir}/loop_b.pbtrace SYMBOLIC)
 file(WRITE ${dir}/two_seeds.log "Set random seed to 0, deterministic: False\nSet random seed to 1, deterministic: False\n")
 execute_process(COMMAND printf "\\177ELF\\002\\001\\001\\000\\000\\000\\003\\000>\\000" OUTPUT_FILE ${dir}/binary.log)
+file(WRITE ${dir}/README.md "# A project\n\nThe job printed `Watchdog caught collective operation timeout`\n")
 file(WRITE ${dir}/good.pbtxt "dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }\ngrouping { seq_split_num: 2 }\njob { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }\n")
 set(cases
   "check|rule.pbtxt|rule.pbtxt: job.world_size: must be in [1, 65536], got 0"
@@ -36,9 +37,12 @@ set(cases
   "merge|missing.json|missing.json: cannot open shard file"
   "diagnose|missing-dir|missing-dir: no such file or directory"
   "diagnose|syntax.pbtxt|syntax.pbtxt: byte 0: neither a petrsim trace"
-  "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set needs --scenario"
+  "diagnose --set job.world_size=2|good.pbtxt|diagnose: --set and --torch-version need --scenario"
   "diagnose|two_seeds.log|two_seeds.log:2: `Set random seed to 1`, but"
   "diagnose|binary.log|binary.log: byte 7: expected a text training log, found binary data"
+  "diagnose|README.md|README.md: not a training log, a petrsim trace or a Flight Recorder dump: none of its 3 line(s) is one petrsim reads"
+  "diagnose|README.md|it starts with \"# A project\""
+  "check --torch-version 1.5|good.pbtxt|good.pbtxt (after --set): comm.torch_version: must be a supported PyTorch release"
   "--no-wall-time --trace-ring 10|good.pbtxt|--trace-ring and --trace-records-max need --trace DIR"
   "--no-wall-time --trace-ring -1|good.pbtxt|--trace-ring: Value -1 not in range 0 to 4294967296"
   "--no-wall-time --trace-records-max 0|good.pbtxt|--trace-records-max: Value 0 not in range 1"
