@@ -1,13 +1,16 @@
 // Formatting of the pre-flight report; see check_command.h.
 #include "cli/check_command.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/scenario_args.h"
+#include "model/error.h"
 #include "model/fixes.h"
 #include "model/iteration_plan.h"
 #include "model/memory_estimate.h"
@@ -15,6 +18,9 @@
 #include "model/preflight.h"
 #include "model/sampler.h"
 #include "model/scenario_defaults.h"
+#include "model/temp_files.h"
+#include "model/torch_version.h"
+#include "model/user_change.h"
 
 namespace petrsim {
 namespace {
@@ -112,6 +118,9 @@ std::string FormatCheckReport(const Scenario& scenario, const std::string& path,
                    scenario.resample().policy() == Resample::bounded
                        ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())
                        : ""));
+  line(fmt::format("  comm      {}, timeout {} ms, {}", scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo",
+                   scenario.comm().timeout_ms(),
+                   TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
   line(fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices, report.graph_edges,
                    report.closed_classes));
   line("");
@@ -314,9 +323,42 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags) {
   check->add_option("scenario", flags.scenario_path, "scenario file (.pbtxt, .pb or .json)")->required();
   check->add_flag("--json", flags.json, "print a JSON object");
   check->add_option("--set", flags.sets, kSetHelp);
+  AddTorchVersionOption(*check, flags.sets);
+  check->add_option("--write-drops", flags.write_drops,
+                    "write the data fix (the info frames to drop, by sample token) as a Python script FILE.py that "
+                    "writes fixed copies of the info files");
   check->add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
   return check;
 }
+
+namespace {
+
+// --write-drops: the proven drop_frames fixes as a script, written whole or not at all (FILE.tmp renamed onto FILE).
+void WriteDrops(const Scenario& scenario, const CheckFlags& flags, const std::vector<Fix>& fixes) {
+  std::vector<Fix> drops;
+  for (const Fix& fix : fixes) {
+    if (fix.kind == "drop_frames" && fix.proven) drops.push_back(fix);
+  }
+  if (drops.empty()) {
+    throw ScenarioError(
+        fmt::format("--write-drops {}: the check proves no frames to drop (no livelock pool, or "
+                    "dropping them does not make the job terminate); nothing written",
+                    flags.write_drops));
+  }
+  const std::string text = DropScript(scenario, drops, flags.scenario_path);
+  const std::string tmp = flags.write_drops + ".tmp";
+  const TempFileRegistration registration(tmp);
+  std::FILE* file = std::fopen(tmp.c_str(), "wb");
+  if (file == nullptr) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp, std::strerror(errno)));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  if (std::fclose(file) != 0 || !written || std::rename(tmp.c_str(), flags.write_drops.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    throw ScenarioError(fmt::format("{}: cannot write: {}", flags.write_drops, std::strerror(error)));
+  }
+}
+
+}  // namespace
 
 int RunCheckCommand(const CheckFlags& flags) {
   const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
@@ -324,6 +366,7 @@ int RunCheckCommand(const CheckFlags& flags) {
   const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
   const CheckReport report = RunPreflight(scenario, dataset);
   const std::vector<Fix> fixes = ProveFixes(scenario, dataset, flags.scenario_path, report);
+  if (!flags.write_drops.empty()) WriteDrops(scenario, flags, fixes);
   const std::string text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report, fixes)
                                       : FormatCheckReport(scenario, flags.scenario_path, dataset, report, fixes);
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -34,7 +34,8 @@ struct CheckFlags {
   std::string scenario_path;
   std::vector<std::string> sets;
   bool json = false;
-  std::string memory_max;  // --memory-max; empty: half of this machine's memory
+  std::string memory_max;   // --memory-max; empty: half of this machine's memory
+  std::string write_drops;  // --write-drops: the data fix as a Python script (model/user_change.h)
 };
 CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags);
 // Prints the pre-flight report; returns CheckExitCode. Throws ScenarioError on bad input.

@@ -10,7 +10,9 @@
 #include "model/assert.h"
 #include "model/error.h"
 #include "model/memory_estimate.h"
+#include "model/preflight.h"
 #include "model/sampler.h"
+#include "model/torch_version.h"
 #include "trace/directory_writer.h"
 #include "trace/fan_out_sink.h"
 #include "trace/perfetto_writer.h"
@@ -114,12 +116,10 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
                   job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
                   SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()),
                   result.job_iterations, IterationsPerEpoch(scenario, dataset), IterationsPerEpochSource(scenario)));
-  line(
-      fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, PyTorch {}, "
-                  "timeout {} ms",
-                  plan.startup.size(), plan.per_iteration.size(), LeadingCounts(plan), plan.periodic.size(),
-                  scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().torch_version(),
-                  scenario.comm().timeout_ms()));
+  line(fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, timeout {} ms, {}",
+                   plan.startup.size(), plan.per_iteration.size(), LeadingCounts(plan), plan.periodic.size(),
+                   scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().timeout_ms(),
+                   TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
   line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(), dataset.groups_num()));
   line("");
 
@@ -260,7 +260,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
 }
 
 std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                          const sim::SimResult& result, std::optional<double> wall_ms) {
+                          const sim::SimResult& result, std::optional<double> wall_ms, const std::vector<Fix>& fixes) {
   nlohmann::json j;
   j["scenario"] = path;
   j["name"] = scenario.name();
@@ -321,6 +321,7 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
   j["nccl_log"] = result.nccl_log;
   j["job_log"] = result.job_log;
   j["torch_version"] = scenario.comm().torch_version();
+  j["torch_version_assumed"] = !scenario.comm().has_torch_version();
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : result.ranks) {
     nlohmann::json rank = {{"rank", r.rank},
@@ -343,6 +344,7 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
     ranks.push_back(std::move(rank));
   }
   j["ranks"] = std::move(ranks);
+  j["fixes"] = FixesJson(fixes);
   nlohmann::json stats;
   stats["events"] = result.events;
   stats["wall_ms"] = wall_ms ? nlohmann::json(*wall_ms) : nlohmann::json(nullptr);
@@ -368,6 +370,7 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
                  "dead rank, 2 bad input, 3 petrsim's own limit reached");
   app.add_flag("--json", flags.json, "print the run's report as a JSON object");
   app.add_option("--set", flags.sets, kSetHelp);
+  AddTorchVersionOption(app, flags.sets);
   app.add_option("--perfetto", flags.perfetto, "write a Chrome/Perfetto trace-event timeline (JSON) to this file");
   AddPerfettoOptions(app, flags.perfetto_flags, "virtual");
   app.add_option("--trace-records-max", flags.trace_records_max,
@@ -455,8 +458,18 @@ int RunSimulation(const RunFlags& flags) {
   bar.Clear();  // the report follows, maybe on the same terminal
   PETRSIM_ASSERT(!first_hash || *first_hash == result.trace_hash);
   const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
-  const std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall)
-                                      : FormatRunReport(scenario, path, dataset, result, wall, flags.sets);
+  // A job that hangs (or fails) in its data: what the user changes, each fix proven by `check` (model/fixes.h).
+  std::vector<Fix> fixes;
+  if (result.outcome != Outcome::kCompleted && result.outcome != Outcome::kLimitReached) {
+    const CheckReport check = RunPreflight(scenario, dataset);
+    if (NeedsFixes(check)) fixes = ProveFixes(scenario, dataset, path, check);
+  }
+  std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall, fixes)
+                                : FormatRunReport(scenario, path, dataset, result, wall, flags.sets);
+  if (!flags.json && !fixes.empty()) {
+    text += "\n";
+    for (const std::string& fix_line : FixLines(fixes)) text += fix_line + "\n";
+  }
   if (perfetto) {
     perfetto->Finish({{"scenario", path},
                       {"outcome", OutcomeName(result.outcome)},

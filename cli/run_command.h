@@ -8,6 +8,7 @@
 
 #include "cli/perfetto_options.h"
 #include "model/dataset.h"
+#include "model/fixes.h"
 #include "model/scenario.pb.h"
 #include "sim/simulator.h"
 #include "trace/directory_writer.h"
@@ -32,8 +33,10 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
 // specially (letters, digits, and _ - + = . , / : @ %), else in single quotes ("a b" -> 'a b',
 // "it's" -> 'it'\''s').
 std::string ShellQuote(const std::string& text);
+// `fixes`: what makes a job that hangs in its data terminate (model/fixes.h), the report's "fixes".
 std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                          const sim::SimResult& result, std::optional<double> wall_ms);
+                          const sim::SimResult& result, std::optional<double> wall_ms,
+                          const std::vector<Fix>& fixes = {});
 
 // Virtual nanoseconds as "1835.120 s (0:30:35)".
 std::string FormatVirtualTime(int64_t ns);

@@ -157,6 +157,13 @@ void ConfigJobBuilder::ReadDatasetFilters() {
          from("use_valid_flag", sem.use_valid_flag_default, sem.use_valid_flag_source));
   s().mutable_filters()->set_filter_empty_gt(filter_empty_gt);
   s().mutable_filters()->set_use_valid_flag(use_valid_flag);
+  // Where the user would change it (model/user_change.h).
+  UserSource& user = *s().mutable_user_source();
+  user.set_config(config_.path);
+  user.set_dataset_dict(parts_.front().path);
+  user.set_dataset_type(sem.type);
+  if (const ConfigValue* type = Get(parts_.front().dict, "type")) user.set_dataset_dict_where(type->where);
+  if (const ConfigValue* v = PartValue("filter_empty_gt")) user.set_filter_empty_gt_where(v->where);
 
   // Far3D's interval_test: an argument of Argoverse2DatasetT only (argoverse2_dataset_t.py:19), the order its infos
   // are read in, which the info reader applies.
@@ -222,6 +229,7 @@ void ConfigJobBuilder::ReadResamplePolicy() {
     why = fmt::format("{}._rand_another draws from the frame's own group flag [{}]", sem.type, sem.pool_source);
   }
   if (policy != Resample::in_group) s().mutable_resample()->set_policy(policy);
+  s().mutable_user_source()->set_rand_another_where(sem.pool_source);
   Record("resample.policy", Resample::Policy_Name(policy), why);
 }
 

@@ -19,6 +19,7 @@
 #include "model/error.h"
 #include "model/file_io.h"
 #include "model/progress_line.h"
+#include "model/torch_version.h"
 
 namespace petrsim {
 namespace {
@@ -126,6 +127,88 @@ ImportFilters ToFilters(const ImportFlags& flags, bool seq_split_num_given) {
   return filters;
 }
 
+// Replaces the provenance line of `field` (and the notes that start with any of `stale`) by `line`.
+void Reprovenance(ConfigJob& job, const std::string& field, const std::string& line,
+                  std::initializer_list<std::string_view> stale = {}) {
+  std::erase_if(job.provenance, [&](const std::string& p) { return p.rfind(field + " = ", 0) == 0; });
+  job.provenance.push_back(line);
+  std::erase_if(job.notes, [&](const std::string& n) {
+    return std::any_of(stale.begin(), stale.end(), [&](std::string_view s) { return n.rfind(s, 0) == 0; });
+  });
+}
+
+uint64_t LineAt(const std::string& text, size_t at) {
+  return 1 + static_cast<uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+}
+
+// What the job's training log says beyond the config: the seed the train script drew (`Set random seed to S`), the
+// release (`PyTorch: X` of the environment block) and the ranks (`gpu_ids = range(0, N)`); where the log and the
+// config disagree, the log (what ran) is used and both are named.
+void ApplyLogFacts(ConfigJob& job, const std::string& text, const std::string& path, bool gpus_given) {
+  if (const size_t at = text.find("Set random seed to "); at != std::string::npos) {
+    uint32_t seed = 0;
+    const char* begin = text.data() + at + 19;
+    const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), seed);
+    if (ec == std::errc() && end != begin && seed < (1u << 31)) {
+      if (job.scenario.job().has_seed() && job.scenario.job().seed() != seed) {
+        job.notes.push_back(fmt::format("seed: the config says {}, the log {} ({}:{}): the log's is used",
+                                        job.scenario.job().seed(), seed, path, LineAt(text, at)));
+      }
+      job.scenario.mutable_job()->set_seed(seed);
+      Reprovenance(job, "job.seed",
+                   fmt::format("job.seed = {}  # {}:{} (Set random seed to)", seed, path, LineAt(text, at)),
+                   {"the config sets no seed", "seed = "});
+    }
+  }
+  if (const auto logged = FindLoggedTorchVersion(text)) {
+    job.log_torch_version = logged->text;
+    job.log_torch_version_from = fmt::format("{}:{}", path, logged->line);
+  }
+  if (const size_t at = text.find("gpu_ids = range(0, "); at != std::string::npos && !gpus_given) {
+    uint32_t n = 0;
+    const char* begin = text.data() + at + 19;
+    const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), n);
+    if (ec == std::errc() && end != begin && n >= 1 && n <= 65536 && n != job.scenario.job().world_size()) {
+      job.notes.push_back(
+          fmt::format("world size: the config says {}, the log {} (gpu_ids = range(0, {}) at {}:{}): "
+                      "the log's is used",
+                      job.scenario.job().world_size(), n, n, path, LineAt(text, at)));
+      job.scenario.mutable_job()->set_world_size(n);
+      Reprovenance(job, "job.world_size",
+                   fmt::format("job.world_size = {}  # {}:{} (gpu_ids = range(0, {}))", n, path, LineAt(text, at), n));
+    }
+  }
+}
+
+// comm.torch_version: --torch-version, else the log's environment block, else 1.9 assumed (said in the summary).
+void ApplyRelease(ConfigJob& job, const std::string& given) {
+  std::string chosen, from;
+  if (!given.empty()) {
+    chosen = given;
+    from = "--torch-version";
+    if (!job.log_torch_version.empty() && ParseTorchVersion(job.log_torch_version) != ParseTorchVersion(given)) {
+      job.notes.push_back(fmt::format("release: --torch-version {}, the log PyTorch {} ({}): --torch-version is used",
+                                      given, job.log_torch_version, job.log_torch_version_from));
+    }
+  } else if (!job.log_torch_version.empty()) {
+    chosen = job.log_torch_version;
+    from = fmt::format("{} (PyTorch: {})", job.log_torch_version_from, job.log_torch_version);
+  }
+  if (chosen.empty()) {
+    job.notes.push_back(
+        "comm.torch_version: PyTorch 1.9 assumed (the reference job's); pass --torch-version (or the "
+        "job's training log, whose environment block names it)");
+    return;
+  }
+  const auto version = ParseTorchVersion(chosen);
+  if (!version) {
+    throw ScenarioError(
+        fmt::format("{}: PyTorch {} is not a release petrsim models ({})", from, chosen, SupportedTorchVersions()));
+  }
+  job.scenario.mutable_comm()->set_torch_version(version->ToString());
+  Reprovenance(job, "comm.torch_version", fmt::format("comm.torch_version = {}  # {}", version->ToString(), from));
+}
+
 // `import mmdet3d-config`: the job from the config, the dataset from the info files it names.
 int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   const bool log = [&] {
@@ -143,30 +226,13 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   options.infos = flags.config_infos;
   if (flags.gpus > 0) options.gpus = flags.gpus;
   ConfigJob job = ReadConfigJob(config, options);
-  if (log) {
-    // mmdet's train script logs the seed it drew (or was given): `Set random seed to S, deterministic: ...`.
-    const std::string& text = log_text;
-    const size_t at = text.find("Set random seed to ");
-    if (at != std::string::npos) {
-      uint32_t seed = 0;
-      const char* begin = text.data() + at + 19;
-      const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), seed);
-      if (ec == std::errc() && end != begin && seed < (1u << 31)) {
-        job.scenario.mutable_job()->set_seed(seed);
-        const uint64_t line = 1 + static_cast<uint64_t>(std::count(text.begin(), text.begin() + at, '\n'));
-        job.provenance.erase(std::remove_if(job.provenance.begin(), job.provenance.end(),
-                                            [](const std::string& p) { return p.rfind("job.seed = ", 0) == 0; }),
-                             job.provenance.end());
-        job.provenance.push_back(fmt::format("job.seed = {}  # {}:{} (Set random seed to)", seed, flags.config, line));
-        job.notes.erase(std::remove_if(job.notes.begin(), job.notes.end(),
-                                       [](const std::string& n) {
-                                         return n.rfind("the config sets no seed", 0) == 0 ||
-                                                n.rfind("seed = ", 0) == 0;
-                                       }),
-                        job.notes.end());
-      }
-    }
+  if (!flags.log.empty()) {
+    if (log) throw ScenarioError(fmt::format("--log {}: the config given is a training log already", flags.log));
+    ApplyLogFacts(job, ReadRegularFile(flags.log, "training log", kMaxConfigLogBytes), flags.log, flags.gpus > 0);
+  } else if (log) {
+    ApplyLogFacts(job, log_text, flags.config, flags.gpus > 0);
   }
+  ApplyRelease(job, flags.torch_version);
   std::vector<ImportedSubDataset> data;
   std::string description = "petrsim import mmdet3d-config: " + flags.config + "; infos:";
   ImportProgress bar(flags.quiet);
@@ -193,6 +259,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     sub.name = name;
   }
   bar.Clear();
+  for (const std::string& file : job.info_files) job.scenario.mutable_user_source()->add_info_files(file);
   ScenarioOverlay overlay;
   overlay.fields = job.scenario;
   overlay.comments = job.provenance;
@@ -237,6 +304,12 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
   config->add_option("--gpus", flags.gpus, "the job's GPU count (default: the config's num_gpus or gpu_ids)")
       ->check(CLI::Range(1, 65536));
   config->add_option("-o,--output", flags.output, "the scenario to write (.pbtxt; .pb binary; .json)")->required();
+  config->add_option("--log", flags.log,
+                     "the job's training log: the seed it drew, its PyTorch release (environment block) and its "
+                     "ranks (gpu_ids), used where they differ from the config, both named");
+  config->add_option("--torch-version", flags.torch_version,
+                     "the job's PyTorch release, e.g. 1.13.1+cu117 (default: the log's environment block; else 1.9 "
+                     "assumed, said in the summary)");
   config->add_flag("--quiet", flags.quiet, "no progress bar on stderr");
   CLI::App* nuscenes =
       import->add_subcommand("nuscenes", "the nuScenes tables (DIR/VERSION/*.json); each split becomes a sub-dataset");

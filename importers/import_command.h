@@ -42,7 +42,9 @@ struct ImportFlags {
   std::string config;
   std::string config_data_root;
   std::vector<std::string> config_infos;
-  uint32_t gpus = 0;  // 0: the config's
+  uint32_t gpus = 0;          // 0: the config's
+  std::string log;            // --log: the job's training log (seed, release, ranks), beside a .py config
+  std::string torch_version;  // --torch-version: the job's PyTorch release
 };
 
 // Adds `import` with its two sources to `app`; returns the `import` subcommand.

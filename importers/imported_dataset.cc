@@ -174,6 +174,7 @@ Scenario Header(const std::vector<ImportedSubDataset>& data, const ImportFilters
     if (f.has_plan()) *scenario.mutable_plan() = f.plan();
     if (f.has_comm()) *scenario.mutable_comm() = f.comm();
     if (f.has_pipeline()) *scenario.mutable_pipeline() = f.pipeline();
+    if (f.has_user_source()) *scenario.mutable_user_source() = f.user_source();
   }
   return scenario;
 }

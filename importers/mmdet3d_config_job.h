@@ -57,6 +57,8 @@ struct ConfigJob {
   // Per info file, how its path was found ("ann_file 'x.pkl' (cfg.py:40 (data.train.ann_file)) under
   // --data-root D", "--infos F"): a missing file's error says it.
   std::vector<std::string> info_file_origins;
+  // The release a training log's environment block names, and where ("train.log:7"); set by the import command.
+  std::string log_torch_version, log_torch_version_from;
   std::vector<std::string> subdataset_names;
   // Far3D's Argoverse2DatasetT(interval_test=True) reorders its infos before the sequence flags
   // (argoverse2_dataset_t.py:27-31); the info reader applies it (Mmdet3dInfosOptions::interval_test).

@@ -13,6 +13,7 @@
 #include "model/scenario_defaults.h"
 #include "model/scenario_override.h"
 #include "model/scenario_validation.h"
+#include "model/user_change.h"
 
 namespace petrsim {
 namespace {
@@ -193,6 +194,16 @@ Fix DropRange(const Scenario& scenario, const Dataset& dataset, int64_t first, i
       SampleToken(scenario, first_scene.subdataset, first_scene.index_in_subdataset, first_frame.frame_in_scene);
   fix.last_sample_token =
       SampleToken(scenario, last_scene.subdataset, last_scene.index_in_subdataset, last_frame.frame_in_scene);
+  for (int64_t i = first; i <= last; ++i) {
+    const FrameInfo& frame = dataset.frame(i);
+    const SceneInfo& scene = dataset.scenes()[frame.scene];
+    std::string token = SampleToken(scenario, scene.subdataset, scene.index_in_subdataset, frame.frame_in_scene);
+    if (token.empty()) {
+      fix.sample_tokens.clear();
+      break;
+    }
+    fix.sample_tokens.emplace_back(dataset.subdatasets()[scene.subdataset].name, std::move(token));
+  }
   return fix;
 }
 
@@ -394,13 +405,16 @@ std::vector<Fix> ProveFixes(const Scenario& scenario, const Dataset& dataset, co
   if (!report.pools.empty()) {
     for (Fix& fix : ProveDrops(scenario, counted, full, dataset, display_name, report)) fixes.push_back(std::move(fix));
   }
+  for (Fix& fix : fixes) fix.change = UserChange(scenario, fix);
   return fixes;
 }
 
 std::vector<std::string> FixLines(const std::vector<Fix>& fixes) {
   std::vector<std::string> lines;
   if (fixes.empty()) return lines;
-  lines.emplace_back("fixes (each checked by re-running this check with it applied):");
+  lines.emplace_back(
+      "fixes (each checked by re-running this check with it applied; --set is its what-if form, the line under it "
+      "what you change):");
   size_t width = 0;
   for (const Fix& fix : fixes) {
     if (!fix.set.empty()) width = std::max(width, fix.set.size() + 7);  // "--set " and a space
@@ -410,6 +424,7 @@ std::vector<std::string> FixLines(const std::vector<Fix>& fixes) {
     const std::string result = (fix.proven ? "proven: " : "not a fix: ") + fix.detail;
     if (!fix.set.empty()) {
       lines.push_back(fmt::format("  {:<{}} {}", "--set " + fix.set, width, result));
+      for (const std::string& change : fix.change) lines.push_back("      " + change);
       continue;
     }
     std::string what;
@@ -432,7 +447,10 @@ std::vector<std::string> FixLines(const std::vector<Fix>& fixes) {
     // Drops proven together share one result line, after the last of them.
     const bool shared_with_next = k + 1 < fixes.size() && fixes[k + 1].set.empty() &&
                                   fixes[k + 1].proven == fix.proven && fixes[k + 1].detail == fix.detail;
-    if (!shared_with_next) lines.push_back(fmt::format("  {:<{}} {}", "", width, result));
+    if (!shared_with_next) {
+      lines.push_back(fmt::format("  {:<{}} {}", "", width, result));
+      for (const std::string& change : fix.change) lines.push_back("      " + change);
+    }
   }
   return lines;
 }
@@ -443,7 +461,8 @@ nlohmann::json FixesJson(const std::vector<Fix>& fixes) {
     nlohmann::json json = {{"kind", fix.kind},
                            {"set", fix.set.empty() ? nlohmann::json(nullptr) : nlohmann::json(fix.set)},
                            {"proven", fix.proven},
-                           {"detail", fix.detail}};
+                           {"detail", fix.detail},
+                           {"change", fix.change}};
     if (fix.kind == "drop_frames") {
       json["subdataset"] = fix.subdataset;
       json["subdataset_name"] = fix.subdataset_name;

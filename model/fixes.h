@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,9 +50,14 @@ struct Fix {
   uint64_t frames = 0;
   std::string first_sample_token;  // the scenario's Frame.token of the first and last frame, when
   std::string last_sample_token;   // the scenario gives one (imported datasets do); else ""
+  // Every frame's (sub-dataset name, sample token), when every frame has a token; else empty.
+  std::vector<std::pair<std::string, std::string>> sample_tokens;
   // Not a pool of the report: frames that removing the pools' frames leaves in a chunk without
   // GT (the scene's chunks are cut again from fewer frames), removed as well.
   bool recut = false;
+  // What the user changes (model/user_change.h): "config: ...", "code: ..." or "data: ..." lines; empty when not
+  // proven.
+  std::vector<std::string> change;
 };
 
 // Whether `report` shows a problem a fix is sought for: the job fails (check exits 1) and there

@@ -1,11 +1,13 @@
 // The fixes `check` lists: each re-checked on the scenario with it applied (model/fixes.h).
 #include "model/fixes.h"
+#include "model/user_change.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/scenario_text.h"
@@ -220,7 +222,18 @@ TEST(FixesTest, DropFramesNamesEachPool) {
 
   const auto lines = FixLines(checked.fixes);
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines[0], "fixes (each checked by re-running this check with it applied):");
+  EXPECT_EQ(lines[0],
+            "fixes (each checked by re-running this check with it applied; --set is its what-if form, the line under "
+            "it what you change):");
+  // Every frame's sample token, by sub-dataset, for the data fix's script.
+  ASSERT_EQ(val.sample_tokens.size(), 3u);
+  EXPECT_EQ(val.sample_tokens[0], (std::pair<std::string, std::string>{"val", "t0"}));
+  EXPECT_EQ(val.sample_tokens[2], (std::pair<std::string, std::string>{"val", "t2"}));
+  // The shared result line is followed by the data change the user makes.
+  const auto data_line = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.rfind("      data: drop the frames above from the info files", 0) == 0;
+  });
+  EXPECT_NE(data_line, lines.end());
   const auto val_line = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
     return line.find(
                "scene 'fedcba9876543210fedcba9876543210', frames 0..2 of the scene (dataset indices 14..16), "
@@ -393,10 +406,120 @@ TEST(FixesTest, SeedScenarioFixes) {
   const auto drops = Drops(checked.fixes);
   ASSERT_EQ(drops.size(), 1u);
   EXPECT_EQ(drops[0]->subdataset_name, "val");
-  EXPECT_EQ(drops[0]->scene_name, "val-0087");
+  EXPECT_EQ(drops[0]->scene_name, "val-0110");
   EXPECT_EQ(drops[0]->first_index, checked.report.pools[0].first_frame);
   EXPECT_EQ(drops[0]->last_index, checked.report.pools[0].last_frame);
   EXPECT_TRUE(drops[0]->proven) << drops[0]->detail;
+}
+
+// Fixes as the change the user makes (model/user_change.h): against the user's own config when the scenario records
+// where its values came from (Scenario.user_source, written by `petrsim import mmdet3d-config`), in general terms
+// otherwise; nothing for a fix that is not proven.
+TEST(UserChangeTest, FixesAreWrittenAsTheUsersChange) {
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    name: "t"
+    dataset {
+      subdatasets {
+        name: "train"
+        explicit {
+          scenes {
+            name: "a"
+            gt_counts: [ 1, 1, 0, 0 ]
+          }
+        }
+      }
+      subdatasets {
+        name: "val"
+        explicit {
+          scenes {
+            name: "b"
+            gt_counts: [ 1, 1, 1, 1 ]
+          }
+        }
+      }
+    }
+    grouping { seq_mode: true seq_split_num: 2 }
+    job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 50 }
+  )pb");
+  const Checked plain = CheckWithFixes(scenario);
+  const Fix* filter = Find(plain.fixes, "filters.filter_empty_gt=false");
+  ASSERT_NE(filter, nullptr);
+  ASSERT_TRUE(filter->proven) << filter->detail;
+  ASSERT_EQ(filter->change.size(), 1u);
+  EXPECT_EQ(filter->change[0],
+            "config: add filter_empty_gt=False to the train dataset's dict (data.train) (the dataset class's default "
+            "is True)");
+  const Fix* sub = Find(plain.fixes, "resample.policy=in_subdataset");
+  ASSERT_NE(sub, nullptr);
+  ASSERT_TRUE(sub->proven) << sub->detail;
+  EXPECT_NE(sub->change.at(0).find("`return np.random.randint(0, len(self))`"), std::string::npos) << sub->change[0];
+  // Two info files: a dataset's own _rand_another cannot reach the other one.
+  const Fix* global = Find(plain.fixes, "resample.policy=global");
+  ASSERT_NE(global, nullptr);
+  EXPECT_NE(global->change.at(0).find("merge the 2 info files into one ann_file"), std::string::npos);
+  for (const Fix& fix : plain.fixes) {
+    if (!fix.proven) EXPECT_TRUE(fix.change.empty()) << fix.set;
+  }
+
+  UserSource& user = *scenario.mutable_user_source();
+  user.set_config("cfg.py");
+  user.set_dataset_dict("data.train");
+  user.set_dataset_type("CustomNuScenesDataset");
+  user.set_dataset_dict_where("cfg.py:30");
+  user.set_filter_empty_gt_where("cfg.py:34");
+  user.set_rand_another_where("projects/mmdet3d_plugin/datasets/nuscenes_dataset.py:120");
+  user.add_info_files("train.pkl");
+  user.add_info_files("val.pkl");
+  const Checked imported = CheckWithFixes(scenario);
+  const Fix* edit = Find(imported.fixes, "filters.filter_empty_gt=false");
+  ASSERT_NE(edit, nullptr);
+  EXPECT_EQ(edit->change.at(0),
+            "config: cfg.py:34: filter_empty_gt=True -> filter_empty_gt=False, in data.train "
+            "(type='CustomNuScenesDataset', cfg.py:30)");
+  EXPECT_NE(
+      Find(imported.fixes, "resample.policy=in_subdataset")
+          ->change.at(0)
+          .find("in CustomNuScenesDataset._rand_another (projects/mmdet3d_plugin/datasets/nuscenes_dataset.py:120)"),
+      std::string::npos);
+  const auto drops = Drops(imported.fixes);
+  ASSERT_FALSE(drops.empty());
+  EXPECT_NE(drops.back()->change.at(0).find("from the info files (train.pkl, val.pkl)"), std::string::npos);
+}
+
+// The data fix's script names each info file and its frames' tokens; without tokens it refuses to guess.
+TEST(UserChangeTest, TheDropScriptNamesEachInfoFileAndItsTokens) {
+  Scenario scenario = testing::ScenarioFromText(R"pb(
+    name: "t"
+    dataset {
+      subdatasets {
+        name: "train"
+        explicit {
+          scenes {
+            name: "a"
+            frames { gt_count: 1 token: "t0" }
+            frames { gt_count: 1 token: "t1" }
+            frames { gt_count: 0 token: "t2" }
+            frames { gt_count: 0 token: "t3" }
+          }
+        }
+      }
+    }
+    grouping { seq_mode: true seq_split_num: 2 }
+    job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 50 }
+    user_source { info_files: "infos/train.pkl" }
+  )pb");
+  const Checked checked = CheckWithFixes(scenario);
+  std::vector<Fix> drops;
+  for (const Fix* fix : Drops(checked.fixes)) drops.push_back(*fix);
+  ASSERT_EQ(drops.size(), 1u);
+  const std::string script = DropScript(scenario, drops, "s.pbtxt");
+  EXPECT_NE(script.find("'info_file': 'infos/train.pkl'"), std::string::npos) << script;
+  EXPECT_NE(script.find("            't2',\n            't3',\n"), std::string::npos) << script;
+  EXPECT_EQ(script.find("'t1'"), std::string::npos) << script;
+
+  scenario.clear_user_source();
+  const std::string untokened = DropScript(scenario, drops, "s.pbtxt");
+  EXPECT_NE(untokened.find("'info_file': None"), std::string::npos) << untokened;
 }
 
 }  // namespace
