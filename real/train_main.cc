@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -115,9 +116,22 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
     const auto result = petrsim::real::TrainRank(scenario, dataset, options);
     bar.Clear();
     const auto& logged = result.logged_losses;  // as mmdet logs it: the mean over the ranks
-    std::cout << "rank " << options.rank << ": " << logged.size() << " iterations, loss "
-              << (logged.empty() ? 0.0 : logged.front()) << " -> " << (logged.empty() ? 0.0 : logged.back())
-              << ", parameters hash " << std::hex << result.parameters_hash << std::dec << ", " << result.step_ms
+    // One iteration's loss moves with its batch; the means of the first and last quarter (at most 10 iterations
+    // each) show the trend.
+    const size_t window = std::clamp<size_t>(logged.size() / 4, 1, 10);
+    const auto mean = [&](size_t begin) {
+      double sum = 0;
+      for (size_t i = begin; i < begin + window; ++i) sum += logged[i];
+      return sum / static_cast<double>(window);
+    };
+    std::cout << "rank " << options.rank << ": " << logged.size() << " iterations, loss ";
+    if (logged.empty()) {
+      std::cout << "-";
+    } else {
+      std::cout << mean(0) << " -> " << mean(logged.size() - window) << " (means of the first and last " << window
+                << " iteration(s); first " << logged.front() << ", last " << logged.back() << ")";
+    }
+    std::cout << ", parameters hash " << std::hex << result.parameters_hash << std::dec << ", " << result.step_ms
               << " ms per iteration after the first\n";
     return 0;
   } catch (const petrsim::ScenarioError& error) {
