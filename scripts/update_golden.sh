@@ -19,7 +19,7 @@ write check_tiny check scenarios/tiny.pbtxt
 write sample_tiny sample scenarios/tiny.pbtxt
 write plan_tiny plan --iterations 2 scenarios/tiny.pbtxt
 write plan_seed_json plan --iterations 1 --json scenarios/streampetr_trainval_hang.pbtxt
-write sample_seed_rank7 sample --ranks 7 --iterations 200 scenarios/streampetr_trainval_hang.pbtxt
+write sample_seed_rank1 sample --ranks 1 --iterations 200 scenarios/streampetr_trainval_hang.pbtxt
 write run_seed --no-wall-time scenarios/streampetr_trainval_hang.pbtxt
 write run_seed_json --no-wall-time --json scenarios/streampetr_trainval_hang.pbtxt
 write run_tiny --no-wall-time scenarios/tiny.pbtxt
@@ -29,8 +29,16 @@ write run_seed_old_code_desync --no-wall-time --set plan.streampetr.old_code_ski
 write diagnose_gpu_error_1st diagnose tests/data/flight_recorder/nvrx/gpu_error_1st
 write diagnose_lock_gil_2nd diagnose tests/data/flight_recorder/nvrx/lock_gil_2nd
 write diagnose_lock_gil_2nd_json diagnose --json tests/data/flight_recorder/nvrx/lock_gil_2nd
-write diagnose_seed_log diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt tests/data/logs/seed_job_torch1.9.log
-write diagnose_seed_log_json diagnose --json tests/data/logs/seed_job_torch1.9.log
+write diagnose_seed_log diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt tests/data/logs/seed_job_excerpt.log
+write diagnose_seed_log_alone diagnose tests/data/logs/seed_job_excerpt.log
+write diagnose_synthetic_8ranks_log_json diagnose --json tests/data/logs/synthetic_8ranks_torch1.9.log
+write diagnose_synthetic_8ranks_log_vs_seed diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt \
+  tests/data/logs/synthetic_8ranks_torch1.9.log
+for log in torch1.13_log:synthetic_4ranks_torch1.13 torch1.13_other_step:synthetic_4ranks_torch1.13_other_step \
+    torch1.13_no_env:synthetic_4ranks_torch1.13_no_env; do
+  write "diagnose_synthetic_${log%%:*}" diagnose --scenario scenarios/streampetr_trainval_hang.pbtxt \
+    "tests/data/logs/${log#*:}.log"
+done
 # Reports on a recorded run of the seed scenario; the trace directory is printed as TRACE_DIR.
 trace=$(mktemp -d)
 "$petrsim" scenarios/streampetr_trainval_hang.pbtxt --trace "$trace/run" > /dev/null || true

@@ -170,7 +170,7 @@ TEST(SyntheticDatasetTest, PlantedHalfSceneHasBoxesButNoGt) {
   const Dataset dataset = BuildDataset(scenario, "t");
   const SceneInfo* planted = nullptr;
   for (const auto& scene : dataset.scenes()) {
-    if (scene.name == "val-0087") planted = &scene;
+    if (scene.name == "val-0110") planted = &scene;  // plants { scene: 110 part: second_half }
   }
   ASSERT_NE(planted, nullptr);
   const int64_t half = planted->begin + (planted->frames_given + 1) / 2;

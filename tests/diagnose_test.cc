@@ -253,7 +253,10 @@ TEST(Diagnose, NotADumpIsRefusedWithTheFileAndByte) {
 // scenario cross-check places it in the plan and calls it a livelock.
 TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/streampetr_trainval_hang.pbtxt";
-  const Scenario scenario = LoadScenarioFile(scenario_path);
+  Scenario scenario = LoadScenarioFile(scenario_path);
+  // The seed job hangs at iteration 40, before any getitem resampled (1 train frame in 2000 has
+  // no box); with 1 in 50 some do, so the trace has getitem attempts, and the hang stays where it is.
+  scenario.mutable_dataset()->mutable_subdatasets(0)->mutable_synthetic()->set_empty_frame_fraction(0.02);
   const Dataset dataset = BuildDataset(scenario, scenario_path);
   const fs::path dir = TempDir("sim_trace");
   sim::SimResult result;
@@ -266,6 +269,8 @@ TEST(Diagnose, PetrsimTracesOfASimulatedHang) {
   }
   ASSERT_EQ(result.outcome, Outcome::kHang);
   ASSERT_TRUE(result.collective.has_value());
+  EXPECT_EQ(result.collective->iteration, 40u);
+  EXPECT_GT(result.resample_attempts, 0u);
   // The trace holds the kinds a post-mortem reads: sampler draws, getitem attempts of the
   // getitems that resampled, batches ready, collectives with their start, exits.
   std::map<int, uint64_t> kinds;
@@ -479,6 +484,9 @@ TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
   scenario.mutable_plan()->mutable_streampetr()->set_old_code_skips_dn_without_gt(true);
   scenario.mutable_filters()->set_filter_empty_gt(false);
   scenario.mutable_job()->set_samples_per_gpu(1);
+  // 8 ranks, not the seed's 4: when the mismatch is found, the skipping rank's call must be the odd
+  // one out among several (with 4, only it and one other have reached that sequence number).
+  scenario.mutable_job()->set_world_size(8);
   const Dataset dataset = BuildDataset(scenario, "scenario");
   const fs::path dir = TempDir("old_code");
   sim::SimResult result;
@@ -502,8 +510,8 @@ TEST(Diagnose, TheOldCodesConditionalCollectiveIsADesyncOfTheSkippingRank) {
 }
 
 // The user story of `diagnose --scenario`: Flight Recorder dumps of the seed job (what a real
-// StreamPETR job with TORCH_NCCL_TRACE_BUFFER_SIZE would leave: ranks 0-6 pending in the
-// all_reduce of default_pg, named "0", that rank 7 never enqueued) and the job's scenario give
+// StreamPETR job with TORCH_NCCL_TRACE_BUFFER_SIZE would leave: ranks 0, 2 and 3 pending in the
+// all_reduce of default_pg, named "0", that rank 1 never enqueued) and the job's scenario give
 // the iteration, the step and the pool, and say the dumps are consistent with its livelock.
 TEST(Diagnose, FlightRecorderDumpsOfTheSeedJobWithItsScenario) {
   const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/streampetr_trainval_hang.pbtxt";
@@ -513,8 +521,11 @@ TEST(Diagnose, FlightRecorderDumpsOfTheSeedJobWithItsScenario) {
   ASSERT_TRUE(result.collective.has_value());
   const int64_t seq = static_cast<int64_t>(result.collective->seq);
   const fs::path dir = TempDir("seed_dumps");
-  const std::vector<uint32_t> members = {0, 1, 2, 3, 4, 5, 6, 7};
-  for (uint32_t r = 0; r < 8; ++r) {
+  const uint32_t world = scenario.job().world_size();
+  ASSERT_EQ(world, 4u);
+  ASSERT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+  const std::vector<uint32_t> members = {0, 1, 2, 3};
+  for (uint32_t r = 0; r < world; ++r) {
     const bool stuck = std::find(result.stuck_ranks.begin(), result.stuck_ranks.end(), r) != result.stuck_ranks.end();
     std::vector<Entry> entries;
     if (!stuck) entries.push_back({"0", seq, "nccl:all_reduce", "Float", 1});
@@ -534,7 +545,7 @@ TEST(Diagnose, FlightRecorderDumpsOfTheSeedJobWithItsScenario) {
   EXPECT_NE(cross.verdict.find("scene '" + result.stuck->scene_name + "'"), std::string::npos) << cross.verdict;
   // Dumps from another hang (one collective later) are not what the scenario predicts.
   const fs::path other = TempDir("other_dumps");
-  for (uint32_t r = 0; r < 8; ++r) {
+  for (uint32_t r = 0; r < world; ++r) {
     const bool stuck = r == 3;
     std::vector<Entry> entries;
     if (!stuck) entries.push_back({"0", seq + 60, "nccl:all_reduce", "Float", 1});

@@ -374,7 +374,7 @@ TEST_F(PerfettoWriterTest, ASimulatedRunNestsOnEveryTrack) {
     async_slices += event["tid"].get<int64_t>() >= PerfettoWriter::kAsyncCollectivesTid &&
                     event["tid"].get<int64_t>() < PerfettoWriter::kAsyncCollectivesTid + PerfettoWriter::kAsyncLanes;
   }
-  EXPECT_EQ(hung, 7);  // every waiting rank's last collective
+  EXPECT_EQ(hung, 3);  // every waiting rank's last collective: ranks 0, 2 and 3 (rank 1 is stuck)
   EXPECT_GT(async_slices, 1000);
   for (auto& [track, slices] : tracks) {
     std::sort(slices.begin(), slices.end());  // by start, then the longest first

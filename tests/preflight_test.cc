@@ -40,8 +40,8 @@ TEST(PreflightTest, SeedScenarioFindsThePlantedValHalfScene) {
   const TrapPool& pool = report.pools[0];
   EXPECT_EQ(pool.kind, PoolKind::kLivelock);
   EXPECT_EQ(pool.subdataset_name, "val");
-  EXPECT_EQ(pool.scene_name, "val-0087");
-  EXPECT_EQ(pool.scene_index_in_subdataset, 87u);
+  EXPECT_EQ(pool.scene_name, "val-0110");
+  EXPECT_EQ(pool.scene_index_in_subdataset, 110u);
   // The planted second half: frames ceil(n/2) .. n-1 of the scene, one chunk.
   const SceneInfo& scene = dataset.scenes()[pool.scene];
   EXPECT_EQ(pool.first_frame_in_scene, (scene.frames_given + 1) / 2);
@@ -49,8 +49,10 @@ TEST(PreflightTest, SeedScenarioFindsThePlantedValHalfScene) {
   EXPECT_EQ(pool.first_frame, scene.begin + (scene.frames_given + 1) / 2);
   EXPECT_EQ(pool.last_frame, scene.end - 1);
   EXPECT_EQ(pool.group, dataset.group_of(pool.first_frame));
-  // Val chunk g shares sampler group g with train chunk g (no flag offset).
+  // Val chunk g shares sampler group g with train chunk g (no flag offset): every val scene
+  // before it is cut in 2 chunks, so the second half of scene 110 is val chunk 2 * 110 + 1.
   EXPECT_LT(pool.group, 300);
+  EXPECT_EQ(pool.group, 2 * 110 + 1);
 
   ASSERT_TRUE(report.first_hit.has_value());
   const auto brute =
@@ -63,6 +65,9 @@ TEST(PreflightTest, SeedScenarioFindsThePlantedValHalfScene) {
   EXPECT_EQ(report.first_hit->worker, report.first_hit->iteration % 4);
   // The train frames of the merged group come first, so the hit is the val chunk's first frame.
   EXPECT_EQ(report.first_hit->index, pool.first_frame);
+  // The scene was planted where the seed job's real log points: rank 1 is the one rank that
+  // prints no watchdog timeout (tests/data/logs/seed_job_excerpt.log), so rank 1 draws it first.
+  EXPECT_EQ(report.first_hit->rank, 1u);
 }
 
 TEST(PreflightTest, SampleStreamStopsWhereCheckPredicts) {

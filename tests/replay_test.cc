@@ -47,7 +47,7 @@ sim::SimResult* ReplayTest::result_ = nullptr;
 
 TEST_F(ReplayTest, TheRecordedOutcomeIsReadFromTheTraces) {
   const RecordedJob job = LoadRecordedJob(*dir_);
-  EXPECT_EQ(job.world_size, 8u);
+  EXPECT_EQ(job.world_size, 4u);  // the seed scenario's job.world_size
   EXPECT_EQ(job.backend, "sim");
   EXPECT_EQ(job.recorded.outcome, "hang");
   EXPECT_EQ(job.recorded.stuck_ranks, result_->stuck_ranks);

@@ -155,10 +155,20 @@ TEST(SamplerTest, InfiniteSamplerAssertion) {
 TEST(SamplerTest, JobLengthFromEpochs) {
   Scenario scenario = testing::ShippedScenario("streampetr_trainval_hang.pbtxt");
   const Dataset dataset = BuildDataset(scenario, "t");
-  // StreamPETR's configs: 28130 // (8 x 2) = 1758, whatever the dataset holds (here 34149
-  // frames of train + val).
+  // The seed scenario states the published config's num_iters_per_epoch, 28130 // (8 GPUs x 2),
+  // written for 8 GPUs whatever GPUs run it: its 4 ranks keep 1758, and 24 epochs are 42192.
+  ASSERT_EQ(scenario.job().world_size(), 4u);
   EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 1758u);
+  EXPECT_EQ(IterationsPerEpochSource(scenario), "job.iterations_per_epoch");
   EXPECT_EQ(JobIterations(scenario, dataset), 24u * 1758u);
+  // Without it, StreamPETR's formula: 28130 // (GPUs x samples per GPU), whatever the dataset
+  // holds (here 34149 frames of train + val).
+  scenario.mutable_job()->clear_iterations_per_epoch();
+  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 28130u / (4u * 2u));
+  EXPECT_EQ(IterationsPerEpochSource(scenario), "StreamPETR's configs: 28130 // (4 GPUs x 2 samples)");
+  EXPECT_EQ(JobIterations(scenario, dataset), 24u * 3516u);
+  scenario.mutable_job()->set_world_size(8);
+  EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 1758u);  // the published config's 8 GPUs
   scenario.mutable_job()->set_samples_per_gpu(1);
   EXPECT_EQ(IterationsPerEpoch(scenario, dataset), 28130u / 8u);
   scenario.mutable_job()->set_iterations_per_epoch(7);

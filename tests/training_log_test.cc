@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -323,13 +325,20 @@ TEST(TrainingLog, ReadsTracebacksPerRank) {
   }
 }
 
-TEST(TrainingLog, TheSeedJobsLog) {
-  // The reference job (PyTorch 1.9): 7 ranks' watchdog lines, mmcv's config and iteration lines, one traceback.
-  const TrainingLog log = ReadTrainingLogs({kLogs + "/seed_job_torch1.9.log"});
+TEST(TrainingLog, ASyntheticEightRankLog) {
+  // SYNTHETIC: a log written by hand (not the seed job's; that is seed_job_excerpt.log, below) in PyTorch 1.9's and
+  // mmcv's formats: 7 of 8 ranks' watchdog lines, mmcv's config and iteration lines, one traceback. Its first line is
+  // the comment that says so, so its records start at line 2.
+  const std::string path = kLogs + "/synthetic_8ranks_torch1.9.log";
+  const TrainingLog log = ReadTrainingLogs({path});
   EXPECT_EQ(log.world_size, 8u);
+  EXPECT_EQ(log.world_size_from, "gpu_ids = range(0, 8) (" + path + ":34)");
   EXPECT_EQ(log.seed, 0);
   EXPECT_EQ(log.log_interval, 50u);
   EXPECT_EQ(log.torch_release, "1.9");
+  ASSERT_TRUE(log.last_iteration);
+  EXPECT_EQ(log.last_iteration->done, 150u);
+  EXPECT_EQ(log.last_iteration->where.line, 42u);
   const Diagnosis d = DiagnoseTrainingLog(log, std::nullopt);
   ASSERT_EQ(d.stuck.size(), 1u);
   EXPECT_EQ(d.stuck[0].op, "ALLREDUCE");
@@ -340,6 +349,65 @@ TEST(TrainingLog, TheSeedJobsLog) {
   const RankLog& rank3 = d.log->ranks.at(3);
   ASSERT_EQ(rank3.tracebacks.size(), 1u);
   EXPECT_EQ(rank3.tracebacks[0].frames.back().function, "all_reduce");
+  // A scenario of another world size (the seed's 4) does not override what the log states: its 8 ranks name rank 7
+  // as the missing one, and the difference is noted.
+  const Diagnosis given4 = DiagnoseTrainingLog(log, 4u);
+  EXPECT_EQ(given4.world_size, 8u);
+  ASSERT_EQ(given4.stuck.size(), 1u);
+  EXPECT_EQ(given4.stuck[0].missing_ranks, (std::vector<uint32_t>{7}));
+  EXPECT_EQ(given4.suspects, (std::vector<uint32_t>{7}));
+  const auto& notes = given4.log->notes;
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("the log's count is used") != std::string::npos;
+  })) << ::testing::PrintToString(notes);
+}
+
+TEST(TrainingLog, TheSeedJobsRealExcerpt) {
+  // The seed job's only real log (15 lines the user posted): PyTorch 1.9's watchdog lines (no SeqNum) of ranks 0, 2
+  // and 3, rank 1 prints nothing; no config block, no iteration line, no seed, so no world size either.
+  const TrainingLog log = ReadTrainingLogs({kLogs + "/seed_job_excerpt.log"});
+  EXPECT_EQ(log.lines, 15u);
+  EXPECT_FALSE(log.world_size.has_value());
+  EXPECT_FALSE(log.seed.has_value());
+  EXPECT_FALSE(log.last_iteration.has_value());
+  EXPECT_FALSE(log.log_interval.has_value());
+  EXPECT_EQ(log.torch_release, "1.9");
+  const std::map<uint32_t, uint64_t> ran_for = {{0, 1808453}, {2, 1808498}, {3, 1808594}};
+  for (const auto& [r, ms] : ran_for) {
+    SCOPED_TRACE(r);
+    ASSERT_EQ(log.ranks.count(r), 1u);
+    const RankLog& rank = log.ranks.at(r);
+    ASSERT_EQ(rank.timeouts.size(), 1u);  // rank 0's terminate `what():` repeats its line: one collective
+    const LogTimeout& t = rank.timeouts[0];
+    EXPECT_EQ(t.op, "ALLREDUCE");
+    EXPECT_FALSE(t.seq.has_value());
+    EXPECT_EQ(t.timeout_ms, 1800000u);
+    EXPECT_EQ(t.ran_for_ms, ms);
+    EXPECT_EQ(t.source_line, "ProcessGroupNCCL.cpp:566");
+  }
+  EXPECT_TRUE(log.ranks.count(1) == 0 || log.ranks.at(1).timeouts.empty());
+  EXPECT_TRUE(log.ranks.at(3).communicator_aborted);  // "NCCL communicator was aborted on rank 3."
+
+  // Alone, the ranks seen (0-3) are a lower bound of the world; rank 1 is the one missing.
+  const Diagnosis alone = DiagnoseTrainingLog(log, std::nullopt);
+  EXPECT_FALSE(alone.world_size_known);
+  EXPECT_EQ(alone.world_size, 4u);
+  ASSERT_EQ(alone.stuck.size(), 1u);
+  EXPECT_EQ(alone.stuck[0].op, "ALLREDUCE");
+  EXPECT_EQ(alone.stuck[0].seq, 0);  // no SeqNum in 1.9
+  EXPECT_EQ(alone.stuck[0].missing_ranks, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(alone.stuck[0].waiting_ranks, (std::vector<uint32_t>{0, 2, 3}));
+  EXPECT_EQ(alone.suspects, (std::vector<uint32_t>{1}));
+  EXPECT_FALSE(alone.hang_iterations.has_value());
+  ASSERT_TRUE(alone.cause_detail.has_value());
+  EXPECT_EQ(alone.cause_detail->kind, "never_reached");
+  EXPECT_EQ(alone.cause_detail->rank, 1u);
+  // With the seed scenario's 4 ranks the world is known, and the finding the same.
+  const Diagnosis given4 = DiagnoseTrainingLog(log, 4u);
+  EXPECT_TRUE(given4.world_size_known);
+  EXPECT_EQ(given4.world_size, 4u);
+  ASSERT_EQ(given4.stuck.size(), 1u);
+  EXPECT_EQ(given4.stuck[0].missing_ranks, (std::vector<uint32_t>{1}));
 }
 
 TEST(TrainingLog, ReadsTorchrunsFailureSummaryAndTheHeartbeatMonitor) {

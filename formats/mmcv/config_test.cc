@@ -282,12 +282,21 @@ TEST(MmcvConfig, YapfFormattedConfigBlock) {
   EXPECT_EQ(Get(config, "point_cloud_range").where, log + ":10");
 }
 
-TEST(MmcvConfig, ConfigBlockOfTheSeedJobsLog) {
-  const Config config =
-      ReadConfigBlockOfLog(std::string(PETRSIM_SOURCE_DIR) + "/tests/data/logs/seed_job_torch1.9.log");
+// SYNTHETIC: a log written by hand for an 8-rank job, not the seed job's (its real excerpt has no config block).
+TEST(MmcvConfig, ConfigBlockOfASyntheticEightRankLog) {
+  const std::string log = std::string(PETRSIM_SOURCE_DIR) + "/tests/data/logs/synthetic_8ranks_torch1.9.log";
+  const Config config = ReadConfigBlockOfLog(log);
   EXPECT_EQ(Get(config, "gpu_ids").AsSequence()->size(), 8u);
+  EXPECT_EQ(Get(config, "gpu_ids").where, log + ":34");  // after its first line, the "# SYNTHETIC" comment
   EXPECT_EQ(Int(config, "runner.max_iters"), 42192);
   EXPECT_EQ(Int(config, "num_iters_per_epoch"), 1758);
+}
+
+// The seed job's only real log is the 15 lines of the watchdog timeouts the user posted: no config block to read.
+TEST(MmcvConfig, TheSeedJobsRealExcerptHasNoConfigBlock) {
+  const std::string log = std::string(PETRSIM_SOURCE_DIR) + "/tests/data/logs/seed_job_excerpt.log";
+  const std::string error = ErrorOf([&] { ReadConfigBlockOfLog(log); });
+  EXPECT_EQ(error.rfind(log + ": no Config block", 0), 0u) << error;
 }
 
 TEST(MmcvConfig, PredefinedVariables) {
