@@ -31,14 +31,16 @@ std::vector<std::string> PolicyChange(const Scenario& scenario, const Fix& fix) 
   const std::string policy = fix.set.substr(fix.set.find('=') + 1);
   const int subdatasets = scenario.dataset().subdatasets_size();
   if (policy == "in_subdataset" || (policy == "global" && subdatasets <= 1)) {
-    return {fmt::format("code: in {}, draw from the whole dataset instead of the frame's sequence group: {} (under "
-                        "ConcatDataset, ann_file=[...], each info file's dataset draws within itself)",
-                        RandAnother(scenario), kWholeSubDataset)};
+    return {
+        fmt::format("code: in {}, draw from the whole dataset instead of the frame's sequence group: {} (under "
+                    "ConcatDataset, ann_file=[...], each info file's dataset draws within itself)",
+                    RandAnother(scenario), kWholeSubDataset)};
   }
   if (policy == "global") {
-    return {fmt::format("code: the draw must reach every info file's frames, which a dataset's own _rand_another "
-                        "cannot under ConcatDataset: merge the {} info files into one ann_file, then in {} {}",
-                        subdatasets, RandAnother(scenario), kWholeSubDataset)};
+    return {
+        fmt::format("code: the draw must reach every info file's frames, which a dataset's own _rand_another "
+                    "cannot under ConcatDataset: merge the {} info files into one ann_file, then in {} {}",
+                    subdatasets, RandAnother(scenario), kWholeSubDataset)};
   }
   if (policy == "next_valid_in_group") {
     return {fmt::format(
@@ -55,9 +57,10 @@ std::vector<std::string> PolicyChange(const Scenario& scenario, const Fix& fix) 
         scenario.has_user_source() ? scenario.user_source().dataset_type() : std::string("your dataset class"))};
   }
   if (policy == "bounded") {
-    return {fmt::format("code: cap the retry loop of __getitem__ at {} loads, then raise an error that names idx and "
-                        "its group",
-                        scenario.resample().attempts_max())};
+    return {
+        fmt::format("code: cap the retry loop of __getitem__ at {} loads, then raise an error that names idx and "
+                    "its group",
+                    scenario.resample().attempts_max())};
   }
   return {};
 }
@@ -80,9 +83,10 @@ std::vector<std::string> UserChange(const Scenario& scenario, const Fix& fix) {
     if (scenario.has_user_source()) {
       for (const std::string& file : scenario.user_source().info_files()) files += (files.empty() ? "" : ", ") + file;
     }
-    return {fmt::format("data: drop the frames above from the info files{}; `petrsim check --write-drops FILE.py` "
-                        "writes a script that does it (by sample token), then import and check the fixed files",
-                        files.empty() ? "" : " (" + files + ")")};
+    return {
+        fmt::format("data: drop the frames above from the info files{}; `petrsim check --write-drops FILE.py` "
+                    "writes a script that does it (by sample token), then import and check the fixed files",
+                    files.empty() ? "" : " (" + files + ")")};
   }
   return {};
 }

@@ -22,9 +22,9 @@ std::vector<std::string> ReconcileRelease(const Diagnosis& diagnosis, Scenario& 
   }
   Comm& comm = *scenario.mutable_comm();
   const std::string scenario_text =
-      comm.has_torch_version() ? fmt::format("the scenario's comm.torch_version {}", comm.torch_version())
-                               : fmt::format("the scenario sets none ({} assumed, the reference job's)",
-                                             comm.torch_version());
+      comm.has_torch_version()
+          ? fmt::format("the scenario's comm.torch_version {}", comm.torch_version())
+          : fmt::format("the scenario sets none ({} assumed, the reference job's)", comm.torch_version());
   if (said.empty()) {
     // A Flight Recorder format several releases write: said beside the scenario's release, which stays.
     const std::string range = diagnosis.torch_version_from.empty()
@@ -36,10 +36,10 @@ std::vector<std::string> ReconcileRelease(const Diagnosis& diagnosis, Scenario& 
   const auto artifact = ParseTorchVersion(said);
   const auto current = ParseTorchVersion(comm.torch_version());
   if (!artifact) {
-    return {fmt::format("release: the recordings say PyTorch {} ({}), which petrsim does not model ({}): the "
-                        "scenario's is kept, {}",
-                        said, from, SupportedTorchVersions(),
-                        TorchReleaseText(comm.has_torch_version(), comm.torch_version()))};
+    return {fmt::format(
+        "release: the recordings say PyTorch {} ({}), which petrsim does not model ({}): the "
+        "scenario's is kept, {}",
+        said, from, SupportedTorchVersions(), TorchReleaseText(comm.has_torch_version(), comm.torch_version()))};
   }
   if (current && *current == *artifact) {
     if (!comm.has_torch_version()) comm.set_torch_version(artifact->ToString());
