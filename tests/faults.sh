@@ -91,7 +91,7 @@ case "$case_name" in
     [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
     grep -q "rank 1 was killed by SIGKILL" "$dir/launcher.txt" || fail "the launcher did not report the SIGKILL"
     no_rank_left
-    expect_diagnosis "rank 1 never reached it: it died: killed by SIGKILL (the launcher saw its process"
+    expect_diagnosis "rank 1 never reached it: it was killed by SIGKILL (the launcher saw its process"
     ;;
   port_in_use)
     # A port held by another process while rank 0 tries to serve the TCPStore on it.
