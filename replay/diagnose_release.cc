@@ -42,9 +42,11 @@ std::vector<std::string> ReconcileRelease(const Diagnosis& diagnosis, Scenario& 
         said, from, SupportedTorchVersions(), TorchReleaseText(comm.has_torch_version(), comm.torch_version()))};
   }
   if (current && *current == *artifact) {
+    const std::string line =
+        fmt::format("release: PyTorch {} ({}; {})", artifact->ToString(), from,
+                    comm.has_torch_version() ? "the scenario's too" : "the scenario sets none: 1.9 assumed, the same");
     if (!comm.has_torch_version()) comm.set_torch_version(artifact->ToString());
-    return {fmt::format("release: PyTorch {} ({}; {})", artifact->ToString(), from,
-                        comm.has_torch_version() ? "the scenario's too" : "the scenario sets none")};
+    return {line};
   }
   if (release_given) {
     return {fmt::format("release: the recordings say PyTorch {} ({}), --torch-version/--set says {}: {} is used", said,
