@@ -176,8 +176,9 @@ void Compare(const Diagnosis& diagnosis, const Scenario& scenario, ScenarioCross
     }
   }
   if (!first->op.empty() && first->op != "?") {
-    cross.log_op_matches = OpKey(first->op) == OpKey(cross.predicted_op);
-    add("op", cross.predicted_op, first->op, *cross.log_op_matches ? "match" : "differs");
+    const bool op_matches = OpKey(first->op) == OpKey(cross.predicted_op);
+    if (log != nullptr) cross.log_op_matches = op_matches;  // the JSON's "log" object is a log's alone
+    add("op", cross.predicted_op, first->op, op_matches ? "match" : "differs");
   } else {
     add("op", cross.predicted_op,
         gloo ? "not printed (Gloo prints the transport wait that timed out, not the op)" : "not recorded", "open");

@@ -7,10 +7,8 @@
 #include "replay/training_log.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -28,146 +26,19 @@
 
 #include "model/error.h"
 #include "model/torch_version.h"
+#include "replay/log_file.h"
 
 namespace petrsim {
 namespace {
 
+using log_file::BinaryOffset;
+using log_file::HasLogName;
+using log_file::LogBuffer;
+using log_file::RankOfPath;
 using std::string_view;
 
 // ---------------------------------------------------------------------------------------------
-// Files.
-
-// A file's bytes: mapped, or inflated from gzip.
-class LogBuffer {
- public:
-  explicit LogBuffer(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open the log: {}", path, std::strerror(errno)));
-    struct stat info {};
-    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd);
-      throw ScenarioError(fmt::format("{}: expected a training log (a regular file)", path));
-    }
-    size_ = static_cast<size_t>(info.st_size);
-    if (size_ > 0) {
-      // MAP_POPULATE: the whole file is read, so map it at once rather than a page fault at a time.
-      void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-      if (map == MAP_FAILED) {
-        ::close(fd);
-        throw ScenarioError(fmt::format("{}: cannot map the log: {}", path, std::strerror(errno)));
-      }
-      map_ = static_cast<const char*>(map);
-    }
-    ::close(fd);
-    if (size_ >= 2 && static_cast<unsigned char>(map_[0]) == 0x1f && static_cast<unsigned char>(map_[1]) == 0x8b) {
-      Inflate();
-    }
-  }
-  ~LogBuffer() {
-    if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
-  }
-  LogBuffer(const LogBuffer&) = delete;
-  LogBuffer& operator=(const LogBuffer&) = delete;
-
-  string_view text() const { return inflated_ ? string_view(text_) : string_view(map_, size_); }
-  bool gzip() const { return inflated_; }
-  const std::string& truncated_gzip() const { return gzip_note_; }
-
- private:
-  void Inflate() {
-    z_stream z{};
-    if (inflateInit2(&z, 15 + 32) != Z_OK) throw ScenarioError(path_ + ": cannot start reading gzip");
-    const auto consumed = [&] { return static_cast<size_t>(reinterpret_cast<const char*>(z.next_in) - map_); };
-    const auto feed = [&] {
-      if (z.avail_in == 0) z.avail_in = static_cast<uInt>(std::min<size_t>(size_ - consumed(), UINT32_MAX));
-    };
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(map_));
-    feed();
-    std::string out(std::max<size_t>(size_ * 4, 1 << 16), '\0');
-    size_t produced = 0;
-    for (;;) {
-      if (produced == out.size()) out.resize(out.size() * 2);
-      z.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-      z.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - produced, UINT32_MAX));
-      const uInt before_out = z.avail_out;
-      const int rc = inflate(&z, Z_NO_FLUSH);
-      produced += before_out - z.avail_out;
-      feed();
-      if (rc == Z_STREAM_END) {
-        if (consumed() < size_) {  // concatenated gzip members (`cat a.gz b.gz`) are one log
-          inflateReset(&z);
-          continue;
-        }
-        break;
-      }
-      if (rc == Z_BUF_ERROR && consumed() >= size_) {
-        gzip_note_ = fmt::format("{}: the gzip stream ends early (a file cut short); read up to its end", path_);
-        break;
-      }
-      if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        const std::string why = z.msg != nullptr ? z.msg : "corrupt data";
-        const size_t at = consumed();
-        inflateEnd(&z);
-        throw ScenarioError(fmt::format("{}: byte {}: a gzip log that cannot be inflated: {}", path_, at, why));
-      }
-    }
-    inflateEnd(&z);
-    out.resize(produced);
-    text_ = std::move(out);
-    inflated_ = true;
-  }
-
-  std::string path_;
-  const char* map_ = nullptr;
-  size_t size_ = 0;
-  bool inflated_ = false;
-  std::string text_;
-  std::string gzip_note_;
-};
-
-// Binary: a NUL byte, or mostly bytes no text log has, in the first 64 KiB.
-std::optional<size_t> BinaryOffset(string_view text) {
-  const string_view head = text.substr(0, 1 << 16);
-  size_t odd = 0;
-  for (size_t i = 0; i < head.size(); ++i) {
-    const auto c = static_cast<unsigned char>(head[i]);
-    if (c == 0) return i;
-    if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\033' && c != '\b' && c != '\f') ++odd;
-  }
-  if (head.size() >= 64 && odd * 10 > head.size()) return size_t{0};
-  return std::nullopt;
-}
-
-bool HasLogName(const std::filesystem::path& path) {
-  std::string name = path.filename().string();
-  if (name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0) name.resize(name.size() - 3);
-  for (const char* ext : {".log", ".txt", ".out", ".err"}) {
-    const size_t n = std::strlen(ext);
-    if (name.size() > n && name.compare(name.size() - n, n, ext) == 0) return true;
-  }
-  return name == "stdout" || name == "stderr";
-}
-
-// The rank a file belongs to by its path: `rank<r>` / `rank_<r>` in its name, or torchrun --log-dir's
-// `<local_rank>/stderr.log` (that rank is the local one; the same as the global on one node).
-std::optional<uint32_t> RankOfPath(const std::filesystem::path& path, bool* local) {
-  std::string name = path.filename().string();
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (size_t at = name.find("rank"); at != std::string::npos; at = name.find("rank", at + 1)) {
-    size_t p = at + 4;
-    if (p < name.size() && (name[p] == '_' || name[p] == '-')) ++p;
-    uint32_t r = 0;
-    const auto [end, ec] = std::from_chars(name.data() + p, name.data() + name.size(), r);
-    if (ec == std::errc() && end != name.data() + p) return r;
-  }
-  const std::string parent = path.parent_path().filename().string();
-  if (!parent.empty() && parent.size() <= 6 && std::all_of(parent.begin(), parent.end(), ::isdigit) &&
-      (name.rfind("stdout", 0) == 0 || name.rfind("stderr", 0) == 0)) {
-    *local = true;
-    return static_cast<uint32_t>(std::stoul(parent));
-  }
-  return std::nullopt;
-}
+// Files (their bytes and names: log_file.h).
 
 // ---------------------------------------------------------------------------------------------
 // Small parsing helpers.
@@ -821,6 +692,15 @@ class LogParser {
 };
 
 // The releases a watchdog line's format fits, from its fields and ProcessGroupNCCL.cpp line.
+// The first non-blank line of `text`, cut to 60 characters ("" when there is none).
+std::string FirstLine(string_view text) {
+  const size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == string_view::npos) return "";
+  string_view line = text.substr(begin, text.find('\n', begin) - begin);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line.size() > 60 ? std::string(line.substr(0, 57)) + "..." : std::string(line);
+}
+
 std::string ReleaseOfFormat(const TrainingLog& log) {
   for (const auto& [r, rank] : log.ranks) {
     for (const LogTimeout& t : rank.timeouts) {
@@ -930,6 +810,7 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
   }
   log.per_rank_files = static_cast<uint32_t>(file_ranks.size());
   LogParser parser(log);
+  std::string first_line;  // the first file's first non-blank line, to say what a file that is no log looks like
   for (const FileContext& f : files) {
     const LogBuffer buffer(f.path);
     const string_view text = buffer.text();
@@ -938,6 +819,7 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
                                       buffer.gzip() ? " (after gzip)" : ""));
     }
     if (!buffer.truncated_gzip().empty()) log.notes.push_back(buffer.truncated_gzip());
+    if (first_line.empty()) first_line = FirstLine(text);
     log.files.push_back(f.path);
     log.bytes += text.size();
     parser.ParseFile(f, text);
@@ -968,17 +850,6 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
   const bool recognised = !log.ranks.empty() || log.seed || log.world_size || log.last_iteration ||
                           !log.torch_version.empty() || parser.config_interval_ > 0;
   if (!recognised) {
-    std::string first;
-    for (const FileContext& f : files) {
-      const LogBuffer buffer(f.path);
-      const string_view text = buffer.text();
-      const size_t begin = text.find_first_not_of(" \t\r\n");
-      if (begin == string_view::npos) continue;
-      string_view line = text.substr(begin, text.find('\n', begin) - begin);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      first = line.size() > 60 ? std::string(line.substr(0, 57)) + "..." : std::string(line);
-      break;
-    }
     throw ScenarioError(fmt::format(
         "{}: not a training log, a petrsim trace or a Flight Recorder dump: none of its {} line(s) is one petrsim "
         "reads (an NCCL watchdog or Gloo timeout, an mmcv/mmengine iteration line, a traceback, the environment or "
@@ -987,7 +858,8 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
         log.unattributed > 0 ? fmt::format(" of a rank ({} such line(s) name no rank: {})", log.unattributed,
                                            log.notes.empty() ? std::string("-") : log.notes.front())
                              : std::string(),
-        first.empty() ? std::string("it holds only whitespace") : fmt::format("it starts with \"{}\"", first)));
+        first_line.empty() ? std::string("it holds only whitespace")
+                           : fmt::format("it starts with \"{}\"", first_line)));
   }
   return log;
 }
