@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <string>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
