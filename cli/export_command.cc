@@ -68,7 +68,7 @@ int RunExport(const ExportFlags& flags) {
   PerfettoWriter writer(perfetto, flags.perfetto_flags.records_max, MakePerfettoWindow(flags.perfetto_flags, end_ns));
   for (const RankTrace& trace : traces) {
     for (const TraceEvent& event : trace.events) {
-      if (event.kind() == TraceEventKind::truncated) continue;
+      if (!HasTraceKind(event.kind())) continue;  // the writer's truncated, the probe's ddp_layout
       writer.Record(ToTraceRecord(event, trace.header.rank()));
     }
   }

@@ -85,7 +85,7 @@ TraceEvent ToTraceEvent(const TraceRecord& record) {
 }
 
 TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank) {
-  PETRSIM_ASSERT(event.kind() != TraceEventKind::truncated);
+  PETRSIM_ASSERT(HasTraceKind(event.kind()));
   TraceRecord record;
   record.kind = static_cast<TraceKind>(event.kind());
   record.rank = rank;

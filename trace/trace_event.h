@@ -25,8 +25,14 @@ inline constexpr uint32_t kTraceFormatVersion = 1;
 // "<directory>/rank_<rank>.pbtrace".
 std::string RankTracePath(const std::string& directory, uint32_t rank);
 
+// Whether events of `kind` are TraceSink records: all but the writer's `truncated` and the
+// probe's `ddp_layout`, which readers of records skip.
+inline bool HasTraceKind(TraceEventKind kind) {
+  return kind != TraceEventKind::truncated && kind != TraceEventKind::ddp_layout;
+}
+
 // A record as a trace event (defaults left out) and back. The record's string_views point
-// into `event`, which must outlive it. A `truncated` event has no TraceKind and must not be
+// into `event`, which must outlive it. An event without a TraceKind (HasTraceKind) must not be
 // converted.
 TraceEvent ToTraceEvent(const TraceRecord& record);
 TraceRecord ToTraceRecord(const TraceEvent& event, uint32_t rank);

@@ -156,6 +156,7 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
       const std::string_view bytes(reinterpret_cast<const char*>(p), n);
       if (field == TraceEvent::kProcessGroupFieldNumber) e.process_group = bytes;
       if (field == TraceEvent::kTextFieldNumber) e.text = bytes;
+      if (field == TraceEvent::kDdpLayoutFieldNumber) e.ddp_layout = bytes;
       p += n;
     } else if (wire == 1) {
       if (end - p < 8) return false;

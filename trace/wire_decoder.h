@@ -35,6 +35,9 @@ struct TraceEventView {
   uint32_t gt_count = 0;
   bool accepted = false;
   uint32_t loader = 0;
+  // The serialized DdpLayout of a ddp_layout event (probe/petrsim_probe/wire.py writes it),
+  // undecoded: DdpLayout::ParseFromArray reads it where needed.
+  std::string_view ddp_layout;
 };
 
 // Reads a base-128 varint at p (advanced past it) within [p, end); false on a malformed or cut

@@ -4,10 +4,12 @@
   (torch.distributed and torch.distributed.distributed_c10d, whose own helpers such as
   all_gather_object call them by their module-global names).
 - DistributedDataParallel issues its collectives from C++ (construction, buffer broadcasts,
-  bucket rebuild, gradient buckets). Its process group is replaced by a Python ProcessGroup that
-  forwards every call to the real group and records it (torch 1.13's PyProcessGroup trampoline
-  lets the C++ reducer call Python overrides). Where torch cannot subclass ProcessGroup, DDP runs
-  unwrapped and its collectives are not recorded (a warning says so).
+  bucket rebuild, gradient buckets). The subclass path: its process group is replaced by a Python
+  ProcessGroup that forwards every call to the real group and records it (torch 1.13's
+  PyProcessGroup trampoline lets the C++ reducer call Python overrides). The hook path (_ddp.py),
+  where torch cannot subclass ProcessGroup or PETRSIM_PROBE_DDP_PATH=hook: DDP runs on the real
+  group with a recording communication hook, its other collectives counted by sequence number.
+  Either way its layout is recorded (_ddp.py, `ddp_layout` events).
 - Sequence numbers: c10d's own per-group counter (`_get_sequence_number_for_group`), counted
   from the value right after the group was created (Gloo starts it at a random number, NCCL at
   0), so the first collective of a group is 1, as in `petrsim plan`. A group created before the
@@ -87,7 +89,33 @@ class CollectiveHooks:
         self.bases = {}  # process group -> its sequence number when the probe first saw it
         self.originals = []
         self.recorder_class = None
-        self.ddp_unrecorded_warned = False
+        from ._ddp import DdpRecorder, ddp_path_from_env
+
+        self.ddp_path = ddp_path_from_env()
+        self.ddp = DdpRecorder(self)
+        self.in_ddp_init = 0
+        # Hook path: sequence numbers recorded per group while a DDP's rebuild is still to be
+        # counted (tracking > 0): _ddp.py finds the ones nothing recorded.
+        self.tracking = 0
+        self._seen = {}
+
+    def track_seq(self, group, seq):
+        seen = self._seen.get(group)
+        if seen is None:
+            seen = self._seen[group] = set()
+        seen.add(seq)
+
+    def seen_seqs(self, group):
+        return self._seen.get(group, ())
+
+    def untrack(self, group, below=None):
+        seen = self._seen.get(group)
+        if seen is None:
+            return
+        if below is None or not self.tracking:
+            del self._seen[group]
+        else:
+            seen.difference_update([s for s in seen if s <= below])
 
     # -- groups ---------------------------------------------------------------------------------
 
@@ -162,6 +190,8 @@ class CollectiveHooks:
             actual = hooks.seq_of(pg)
             if actual > seq:
                 info = info[:1] + (actual,) + info[2:]
+            if hooks.tracking:
+                hooks.track_seq(info[0], info[1])
             if async_op and result is not None:
                 hooks._in_flight(result, token, info)
             elif rec.close_collective(token) is not None:
@@ -279,23 +309,167 @@ class CollectiveHooks:
             pg = bound.arguments.get("process_group")
             if pg is None:
                 pg = c10d._get_default_group()
-            if hooks.recorder_class is None:
-                try:
-                    hooks.recorder_class = hooks._make_recorder_class()
-                    hooks.recorder_class(pg)  # can this torch subclass ProcessGroup?
-                except Exception as e:  # noqa: BLE001 - any failure means: not on this torch
-                    hooks.recorder_class = False
-                    warnings.warn("petrsim_probe: DistributedDataParallel's own collectives "
-                                  "are not recorded on torch {} ({}: {}); their sequence "
-                                  "numbers still count".format(torch.__version__,
+            path = "hook"
+            if hooks.ddp_path != "hook":
+                if hooks.recorder_class is None:
+                    try:
+                        hooks.recorder_class = hooks._make_recorder_class()
+                        hooks.recorder_class(pg)  # can this torch subclass ProcessGroup?
+                    except Exception as e:  # noqa: BLE001 - any failure means: not on this torch
+                        hooks.recorder_class = False
+                        warnings.warn("petrsim_probe: torch {} cannot run DistributedDataParallel "
+                                      "on a recording ProcessGroup ({}: {}); DDP's collectives "
+                                      "are recorded through a communication hook and sequence "
+                                      "numbers instead".format(torch.__version__,
                                                                type(e).__name__, e))
-            if hooks.recorder_class:
-                bound.arguments["process_group"] = hooks.recorder_class(pg)
-            return original(*bound.args, **bound.kwargs)
+                if hooks.recorder_class:
+                    path = "subclass"
+                    bound.arguments["process_group"] = hooks.recorder_class(pg)
+            hooks.note_group(pg)
+            hooks.in_ddp_init += 1
+            try:
+                result = original(*bound.args, **bound.kwargs)
+            finally:
+                hooks.in_ddp_init -= 1
+            hooks.ddp.constructed(ddp_self, pg, path)
+            return result
 
         __init__.__wrapped__ = original
         DDP.__init__ = __init__
         self.originals.append((DDP, "__init__", original))
+
+        # The user's own communication hooks, on a DDP whose hook the probe holds (hook path).
+        register = DDP.register_comm_hook
+        self.original_register = register
+
+        def register_comm_hook(ddp_self, state, hook):
+            if hooks.ddp.by_ddp.get(ddp_self) is not None and \
+                    hooks.ddp.by_ddp[ddp_self].path == "hook":
+                ddp_self._check_comm_hook(hook)
+                hooks.ddp.user_hook(ddp_self, state, hook)
+                return None
+            return register(ddp_self, state, hook)
+
+        register_comm_hook.__wrapped__ = register
+        register_comm_hook.__doc__ = register.__doc__
+        DDP.register_comm_hook = register_comm_hook
+        self.originals.append((DDP, "register_comm_hook", register))
+
+        builtin = getattr(DDP, "_register_builtin_comm_hook", None)
+        if builtin is not None:
+            def _register_builtin_comm_hook(ddp_self, comm_hook_type):
+                state = hooks.ddp.by_ddp.get(ddp_self)
+                if state is None or state.path != "hook":
+                    return builtin(ddp_self, comm_hook_type)
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+                python_hooks = {"ALLREDUCE": default_hooks.allreduce_hook,
+                                "FP16_COMPRESS": default_hooks.fp16_compress_hook}
+                name = getattr(comm_hook_type, "name", str(comm_hook_type)).split(".")[-1]
+                if name not in python_hooks:
+                    raise RuntimeError("petrsim_probe (hook path): no Python equivalent of the "
+                                       "built-in communication hook {}".format(comm_hook_type))
+                hooks.ddp.user_hook(ddp_self, ddp_self.process_group, python_hooks[name])
+                return None
+
+            _register_builtin_comm_hook.__wrapped__ = builtin
+            DDP._register_builtin_comm_hook = _register_builtin_comm_hook
+            self.originals.append((DDP, "_register_builtin_comm_hook", builtin))
+
+    def register_original(self, ddp, state, hook):
+        """Registers the probe's hook on `ddp` through DDP's own register_comm_hook."""
+        self.original_register(ddp, state, hook)
+
+    def _record_counted(self, pg, before, start, known, what):
+        """Records the collectives a C++ call issued on `pg`: as many as its sequence numbers
+        advanced, op/numel/dtype from `known` [(op, numel, dtype, text)] (those left over or
+        missing: the count says so in the text)."""
+        probe = self.probe
+        after = self.seq_of(pg)
+        n = after - before
+        if n <= 0:
+            return
+        end = now_ns()
+        group = self.group_name(pg)
+        if len(known) != n:
+            known = [(op, numel, dtype, "{} (the probe expected {} collective(s), c10d counted "
+                      "{}: op and size may be wrong)".format(text, len(known), n))
+                     for op, numel, dtype, text in known[:n]]
+            known += [(_ALLREDUCE, 0, 0, "{}: a collective the probe did not see".format(what))] \
+                * (n - len(known))
+        for k, (op, numel, dtype, text) in enumerate(known):
+            seq = before + 1 + k
+            if self.tracking:
+                self.track_seq(group, seq)
+            probe.recorder.record_collective(
+                (group, seq, op, numel, dtype, start, probe.iteration, -1,
+                 text + " (counted by sequence number)"), end)
+
+    def _counted_pg(self, pg):
+        """The real group of a C++ DDP helper's call that the probe counts (hook path), or None."""
+        probe = self.probe
+        if not probe.active or probe.recorder.role != -1:
+            return None
+        if self.recorder_class and isinstance(pg, self.recorder_class):
+            return None  # the subclass path records it itself
+        if pg is None or pg is c10d.GroupMember.WORLD:
+            pg = c10d._get_default_group()
+        if not hasattr(pg, "_get_sequence_number_for_group"):
+            return None
+        return pg
+
+    def _wrap_ddp_helpers(self):
+        """dist._verify_params_across_processes and dist._broadcast_coalesced (DDP's construction
+        checks and state broadcasts, its buffer broadcasts), looked up on torch.distributed at
+        call time: counted by sequence number on the hook path."""
+        hooks = self
+        verify = getattr(dist, "_verify_params_across_processes", None)
+        if verify is not None:
+            def _verify_params_across_processes(process_group, tensors, *args, **kwargs):
+                pg = hooks._counted_pg(process_group)
+                if pg is None:
+                    return verify(process_group, tensors, *args, **kwargs)
+                before, start = hooks.seq_of(pg), now_ns()
+                result = verify(process_group, tensors, *args, **kwargs)
+                dims = sum(t.dim() for t in tensors)
+                known = [(wire.OPS["broadcast"], 2 * dims, 5, "DDP __init__: parameter shape check")]
+                if hooks.seq_of(pg) - before >= 2:  # 1.12+: the parameter count check first
+                    known.insert(0, (wire.OPS["allgather"], 1, 5,
+                                     "DDP __init__: parameter count check"))
+                hooks._record_counted(pg, before, start, known, "DDP __init__")
+                return result
+
+            _verify_params_across_processes.__wrapped__ = verify
+            dist._verify_params_across_processes = _verify_params_across_processes
+            self.originals.append((dist, "_verify_params_across_processes", verify))
+        coalesced = getattr(dist, "_broadcast_coalesced", None)
+        assign = getattr(dist, "_compute_bucket_assignment_by_size", None)
+        if coalesced is not None and assign is not None:
+            def _broadcast_coalesced(process_group, tensors, buffer_size, *args, **kwargs):
+                pg = hooks._counted_pg(process_group)
+                if pg is None:
+                    return coalesced(process_group, tensors, buffer_size, *args, **kwargs)
+                before, start = hooks.seq_of(pg), now_ns()
+                result = coalesced(process_group, tensors, buffer_size, *args, **kwargs)
+                if hooks.seq_of(pg) > before:
+                    tensors = list(tensors)
+                    what = "DDP __init__: module state broadcast" if hooks.in_ddp_init \
+                        else "DDP forward: buffer broadcast"
+                    buckets = assign(tensors, [int(buffer_size)])
+                    if isinstance(buckets, tuple):
+                        buckets = buckets[0]
+                    known = []
+                    for k, indices in enumerate(buckets):
+                        numel = sum(tensors[i].numel() for i in indices)
+                        dtype = _DTYPES.get(tensors[indices[0]].dtype, 0) if indices else 0
+                        known.append((wire.OPS["broadcast"], numel, dtype,
+                                      "{} {}".format(what, k)))
+                    hooks._record_counted(pg, before, start, known, what)
+                return result
+
+            _broadcast_coalesced.__wrapped__ = coalesced
+            dist._broadcast_coalesced = _broadcast_coalesced
+            self.originals.append((dist, "_broadcast_coalesced", coalesced))
 
     def _wrap_backward(self):
         """torch.autograd.backward (Tensor.backward calls it): when it returns, DDP's reducer has
@@ -304,6 +478,7 @@ class CollectiveHooks:
 
         original = torch.autograd.backward
         probe = self.probe
+        ddp = self.ddp
 
         def backward(*args, **kwargs):
             rec = probe.recorder
@@ -311,6 +486,8 @@ class CollectiveHooks:
             result = original(*args, **kwargs)  # (raised: the next poll sees what completed)
             if rec.in_flight:
                 rec.poll_in_flight(backward_since=since)
+            if ddp.pending or ddp.used_map_states:
+                ddp.after_backward()
             return result
 
         backward.__name__ = original.__name__
@@ -359,6 +536,7 @@ class CollectiveHooks:
         if dist.is_initialized():
             self.note_group(c10d._get_default_group())
         self._wrap_ddp()
+        self._wrap_ddp_helpers()
         self._wrap_backward()
 
     def uninstall(self):

@@ -12,6 +12,7 @@ which are always written. Negative int32/int64 values are written as 10-byte var
 LOAD, DATA_WAIT, COMPUTE, COLLECTIVE, CHECKPOINT, ITERATION = 0, 1, 2, 3, 4, 5
 LIVELOCK, WATCHDOG, RANK_DIED, DESYNC, TRUNCATED = 6, 7, 8, 9, 10
 SAMPLER_DRAW, GETITEM_ATTEMPT, BATCH_READY, PROCESS_EXIT, STALL = 11, 12, 13, 14, 15
+DDP_LAYOUT = 16
 
 # Collective.Op and Collective.Dtype (model/scenario.proto).
 OPS = {"allreduce": 0, "broadcast": 1, "reduce": 2, "allgather": 3, "reduce_scatter": 4,
@@ -43,8 +44,8 @@ def varint(value):
 
 
 # Tags, precomputed (the hot path writes many events).
-_T = {f: _tag(f, _WIRE_VARINT) for f in range(1, 23)}
-_L = {f: _tag(f, _WIRE_LEN) for f in range(1, 23)}
+_T = {f: _tag(f, _WIRE_VARINT) for f in range(1, 24)}
+_L = {f: _tag(f, _WIRE_LEN) for f in range(1, 24)}
 _SMALL = [bytes((v,)) for v in range(128)]
 
 
@@ -57,8 +58,9 @@ def _v(value):
 def encode_event(kind, start_ns, end_ns, worker=-1, iteration=0, slot=0, index=-1,
                  final_index=-1, attempts=0, process_group="", seq=0, op=0, numel=0,
                  completed=True, text="", records_dropped=0, dtype=0, started_ns=-1, group=-1,
-                 gt_count=0, accepted=False, loader=0):
-    """One serialized TraceEvent (without its length prefix)."""
+                 gt_count=0, accepted=False, loader=0, ddp_layout=b""):
+    """One serialized TraceEvent (without its length prefix). ddp_layout: a serialized DdpLayout
+    (encode_ddp_layout)."""
     T = _T
     parts = [T[1], _v(kind), T[3], _v(start_ns), T[4], _v(end_ns)]
     if worker != -1:
@@ -101,6 +103,92 @@ def encode_event(kind, start_ns, end_ns, worker=-1, iteration=0, slot=0, index=-
         parts += (T[21], _SMALL[1])
     if loader:
         parts += (T[22], _v(loader))
+    if ddp_layout:
+        parts += (_L[23], _v(len(ddp_layout)), ddp_layout)
+    return b"".join(parts)
+
+
+def _string(field, text):
+    b = text.encode("utf-8", "replace")
+    return _L[field] + _v(len(b)) + b
+
+
+def _packed(field, values):
+    body = b"".join(_v(v) for v in values)
+    return _L[field] + _v(len(body)) + body
+
+
+def encode_ddp_tensor(name, kind, shape, dtype, requires_grad=True, persistent=True,
+                      state_dict_aliases=0):
+    """One serialized DdpTensor (model/scenario.proto). kind: 0 parameter, 1 buffer;
+    requires_grad is written for parameters only, persistent for buffers only (where false)."""
+    parts = []
+    if name:
+        parts.append(_string(1, name))
+    if kind:
+        parts += (_T[2], _v(kind))
+    if shape:
+        parts.append(_packed(3, shape))
+    if dtype:
+        parts += (_T[4], _v(dtype))
+    if kind == 0 and not requires_grad:
+        parts += (_T[5], _SMALL[0])
+    if kind == 1 and not persistent:
+        parts += (_T[6], _SMALL[0])
+    if state_dict_aliases:
+        parts += (_T[8], _v(state_dict_aliases))
+    return b"".join(parts)
+
+
+def encode_ddp_bucket(parameters, numel, dtype):
+    """One serialized DdpLayout.Bucket: parameter positions, elements, dtype."""
+    parts = []
+    if parameters:
+        parts.append(_packed(1, parameters))
+    if numel:
+        parts += (_T[2], _v(numel))
+    if dtype:
+        parts += (_T[3], _v(dtype))
+    return b"".join(parts)
+
+
+def encode_ddp_layout(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0,
+                      first_bucket_bytes=0, find_unused_parameters=False, broadcast_buffers=True,
+                      module_class="", tensors=(), buckets=(), grad_ready_order=(),
+                      static_graph=False, path="", world_size=0, ready_order_recorded=False):
+    """One serialized DdpLayout (model/trace.proto). tensors: encode_ddp_tensor results;
+    buckets: encode_ddp_bucket results."""
+    parts = []
+    if ddp:
+        parts += (_T[1], _v(ddp))
+    if rebuilt:
+        parts += (_T[2], _SMALL[1])
+    if process_group:
+        parts.append(_string(3, process_group))
+    if bucket_cap_bytes:
+        parts += (_T[4], _v(bucket_cap_bytes))
+    if first_bucket_bytes:
+        parts += (_T[5], _v(first_bucket_bytes))
+    if find_unused_parameters:
+        parts += (_T[6], _SMALL[1])
+    if not broadcast_buffers:
+        parts += (_T[7], _SMALL[0])
+    if module_class:
+        parts.append(_string(8, module_class))
+    for t in tensors:
+        parts += (_L[9], _v(len(t)), t)
+    for b in buckets:
+        parts += (_L[10], _v(len(b)), b)
+    if grad_ready_order:
+        parts.append(_packed(11, grad_ready_order))
+    if static_graph:
+        parts += (_T[12], _SMALL[1])
+    if path:
+        parts.append(_string(13, path))
+    if world_size:
+        parts += (_T[14], _v(world_size))
+    if ready_order_recorded:
+        parts += (_T[15], _SMALL[1])
     return b"".join(parts)
 
 
@@ -188,12 +276,12 @@ def _signed(value):
 _EVENT_DEFAULTS = dict(kind=0, worker=-1, start_ns=0, end_ns=0, iteration=0, slot=0, index=-1,
                        final_index=-1, attempts=0, process_group="", seq=0, op=0, numel=0,
                        completed=True, text="", records_dropped=0, dtype=0, started_ns=-1,
-                       group=-1, gt_count=0, accepted=False, loader=0)
+                       group=-1, gt_count=0, accepted=False, loader=0, ddp_layout=b"")
 _EVENT_FIELDS = {1: "kind", 2: "worker", 3: "start_ns", 4: "end_ns", 5: "iteration", 6: "slot",
                  7: "index", 8: "final_index", 9: "attempts", 10: "process_group", 11: "seq",
                  12: "op", 13: "numel", 14: "completed", 15: "text", 16: "records_dropped",
                  17: "dtype", 18: "started_ns", 19: "group", 20: "gt_count", 21: "accepted",
-                 22: "loader"}
+                 22: "loader", 23: "ddp_layout"}
 _SIGNED = {"worker", "start_ns", "end_ns", "index", "final_index", "started_ns", "group"}
 
 
@@ -203,9 +291,12 @@ def decode_event(message):
         name = _EVENT_FIELDS.get(field)
         if name is None:
             continue
-        if isinstance(value, bytes) != (name in ("process_group", "text")):
+        if isinstance(value, bytes) != (name in ("process_group", "text", "ddp_layout")):
             raise DecodeError("TraceEvent field {} ({}) has the wrong wire type".format(
                 field, name))
+        if name == "ddp_layout":
+            event[name] = value  # decode_ddp_layout reads it
+            continue
         if name in ("process_group", "text"):
             value = value.decode("utf-8", "replace")
         elif name in ("completed", "accepted"):
@@ -214,6 +305,73 @@ def decode_event(message):
             value = _signed(value)
         event[name] = value
     return event
+
+
+def _unpacked(value):
+    """A repeated varint field's values: packed (bytes) or one unpacked value (int)."""
+    if isinstance(value, int):
+        return [value]
+    out, pos = [], 0
+    while pos < len(value):
+        v, pos = read_varint(value, pos)
+        out.append(v)
+    return out
+
+
+def decode_ddp_tensor(message):
+    t = dict(name="", kind=0, shape=[], dtype=0, requires_grad=True, persistent=True,
+             state_dict_aliases=0)
+    for field, value in fields(message):
+        if field == 1:
+            t["name"] = value.decode("utf-8", "replace")
+        elif field == 2:
+            t["kind"] = value
+        elif field == 3:
+            t["shape"] += _unpacked(value)
+        elif field == 4:
+            t["dtype"] = value
+        elif field == 5:
+            t["requires_grad"] = bool(value)
+        elif field == 6:
+            t["persistent"] = bool(value)
+        elif field == 8:
+            t["state_dict_aliases"] = value
+    return t
+
+
+def decode_ddp_layout(message):
+    """A DdpLayout's fields as a dict (tensors and buckets as dicts)."""
+    layout = dict(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0,
+                  first_bucket_bytes=0, find_unused_parameters=False, broadcast_buffers=True,
+                  module_class="", tensors=[], buckets=[], grad_ready_order=[],
+                  static_graph=False, path="", world_size=0, ready_order_recorded=False)
+    names = {1: "ddp", 2: "rebuilt", 3: "process_group", 4: "bucket_cap_bytes",
+             5: "first_bucket_bytes", 6: "find_unused_parameters", 7: "broadcast_buffers",
+             8: "module_class", 12: "static_graph", 13: "path", 14: "world_size",
+             15: "ready_order_recorded"}
+    for field, value in fields(message):
+        if field == 9:
+            layout["tensors"].append(decode_ddp_tensor(value))
+        elif field == 10:
+            bucket = dict(parameters=[], numel=0, dtype=0)
+            for f, v in fields(value):
+                if f == 1:
+                    bucket["parameters"] += _unpacked(v)
+                elif f == 2:
+                    bucket["numel"] = v
+                elif f == 3:
+                    bucket["dtype"] = v
+            layout["buckets"].append(bucket)
+        elif field == 11:
+            layout["grad_ready_order"] += _unpacked(value)
+        elif field in names:
+            name = names[field]
+            if name in ("process_group", "module_class", "path"):
+                value = value.decode("utf-8", "replace")
+            elif isinstance(layout[name], bool):
+                value = bool(value)
+            layout[name] = value
+    return layout
 
 
 def decode_header(message):

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""One rank of the DDP layout test's job (test_probe_ddp_layout.py starts two, Gloo): the probe
+installed by its first line, a model whose modules run in another order than registered (so the
+gradient-ready order is not the reverse of registration), a block used twice, a frozen Linear,
+a BatchNorm and a non-persistent buffer, a float64 layer, DDP with a small bucket_cap_mb (several
+buckets), a scalar all_reduce in the forward, ITERATIONS iterations.
+
+  ddp_layout_job.py PROBE_DIR TRACE_DIR ITERATIONS FIND_UNUSED BROADCAST_BUFFERS
+"""
+
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import petrsim_probe  # noqa: E402
+
+petrsim_probe.install(sys.argv[2])
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Registered in this order, run as stem, shared, middle, shared, wide, head (below).
+        self.head = nn.Linear(256, 8)
+        self.wide = nn.Linear(192, 256, bias=False)
+        self.norm = nn.BatchNorm1d(192)
+        self.middle = nn.Linear(192, 192)
+        self.shared = nn.Linear(192, 192)
+        self.frozen = nn.Linear(192, 192)
+        self.stem = nn.Linear(64, 192)
+        self.precise = nn.Linear(192, 192).double()
+        for p in self.frozen.parameters():
+            p.requires_grad_(False)
+        self.register_buffer("scratch", torch.zeros(7, dtype=torch.float64), persistent=False)
+        self.register_buffer("steps", torch.zeros(1, dtype=torch.int64))
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = self.shared(x)
+        x = self.frozen(x)
+        x = self.middle(x)
+        x = self.precise(x.double()).float()
+        x = self.shared(x)
+        value = x.detach().mean().reshape(1)
+        dist.all_reduce(value)  # a forward collective (a loss's reduce_mean)
+        x = self.norm(x)
+        x = self.wide(x)
+        return self.head(x)
+
+
+def main():
+    iterations = int(sys.argv[3])
+    find_unused = sys.argv[4] == "1"
+    broadcast_buffers = sys.argv[5] == "1"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = Model()
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.15,
+                                              find_unused_parameters=find_unused,
+                                              broadcast_buffers=broadcast_buffers)
+    optimizer = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=1e-3)
+    data = torch.Generator().manual_seed(1 + dist.get_rank())
+    for it in range(iterations):
+        x = torch.randn(4, 64, generator=data)
+        loss = ddp(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    # The gradients agree across ranks (the probe's hook must average as DDP does): the
+    # parameters after the steps are the same on every rank.
+    flat = torch.cat([p.detach().double().reshape(-1) for p in model.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    if not all(torch.allclose(g, flat) for g in gathered):
+        print("PARAMETERS DIFFER ACROSS RANKS", flush=True)
+        sys.exit(3)
+    print("CHECKSUM {:.10e}".format(float(flat.sum())), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
