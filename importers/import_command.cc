@@ -16,6 +16,7 @@
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
 #include "importers/nuscenes_tables.h"
+#include "importers/probe_trace_import.h"
 #include "model/error.h"
 #include "model/file_io.h"
 #include "model/progress_line.h"
@@ -209,6 +210,12 @@ void ApplyRelease(ConfigJob& job, const std::string& given) {
   Reprovenance(job, "comm.torch_version", fmt::format("comm.torch_version = {}  # {}", version->ToString(), from));
 }
 
+// `import probe-trace`'s options (kept here so that ImportFlags, which main owns, need not change).
+ProbeTraceImportFlags& ProbeTraceFlags() {
+  static ProbeTraceImportFlags flags;
+  return flags;
+}
+
 // `import mmdet3d-config`: the job from the config, the dataset from the info files it names.
 int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   const bool log = [&] {
@@ -280,8 +287,8 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
   CLI::App* import =
       app.add_subcommand("import",
                          "Build a scenario's dataset from your real metadata (mmdet3d nuScenes info pickles or the "
-                         "nuScenes JSON tables), with your config's filters; then `petrsim check` it. Exit 0 written, "
-                         "2 bad input.");
+                         "nuScenes JSON tables), with your config's filters, or its DDP model from a petrsim_probe "
+                         "trace; then `petrsim check` it. Exit 0 written, 2 bad input.");
   import->require_subcommand(1);
   CLI::App* infos =
       import->add_subcommand("mmdet3d-infos",
@@ -320,11 +327,14 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
   nuscenes->add_option("--split-file", flags.split_file,
                        "a JSON object {\"name\": [\"scene-0001\", ...]} instead of the official lists");
   AddFilterOptions(*nuscenes, flags);
+  ProbeTraceFlags() = ProbeTraceImportFlags{};
+  AddProbeTraceImport(*import, ProbeTraceFlags());
   return import;
 }
 
 int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
   if (import.get_subcommand("mmdet3d-config")->parsed()) return RunConfigImport(flags, out);
+  if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(ProbeTraceFlags(), out);
   const CLI::App* source = import.get_subcommand("mmdet3d-infos")->parsed() ? import.get_subcommand("mmdet3d-infos")
                                                                             : import.get_subcommand("nuscenes");
   const ImportFilters filters = ToFilters(flags, source->get_option("--seq-split-num")->count() > 0);

@@ -1,0 +1,436 @@
+// `petrsim import probe-trace`; see probe_trace_import.h.
+#include "importers/probe_trace_import.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+
+#include "model/assert.h"
+#include "model/error.h"
+#include "model/file_io.h"
+#include "model/scenario_loader.h"
+#include "model/scenario_validation.h"
+#include "model/temp_files.h"
+#include "model/torch_version.h"
+#include "trace/reader.h"
+#include "trace/trace_event.h"
+
+namespace petrsim {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr char kBucketText[] = "DDP allreduce (gradient bucket)";
+
+// One recorded collective of rank 0.
+struct Call {
+  std::string group;
+  uint64_t seq = 0;
+  Collective::Op op = Collective::allreduce;
+  uint64_t numel = 0;
+  Collective::Dtype dtype = Collective::float32;
+  std::string text;
+  bool ddp = false;     // issued by DDP (the probe's text says "DDP ...")
+  bool bucket = false;  // a gradient bucket (or the used-parameter map after them)
+};
+
+struct RankFile {
+  std::string path;
+  TraceHeader header;
+  std::map<uint32_t, DdpLayout> construction;  // per DDP: the construction event
+  std::map<uint32_t, DdpLayout> ready;         // per DDP: the event with the ready order
+  std::map<uint32_t, DdpLayout> rebuilt;       // per DDP: the rebuilt layout
+  std::vector<Call> calls;
+};
+
+RankFile ReadRank(const std::string& path) {
+  RankFile rank;
+  rank.path = path;
+  std::string partial;
+  uint64_t index = 0;
+  rank.header = ScanTraceEvents(
+      path,
+      [&](const TraceEventView& event) {
+        ++index;
+        if (event.kind == TraceEventKind::ddp_layout) {
+          DdpLayout layout;
+          if (!layout.ParseFromArray(event.ddp_layout.data(), static_cast<int>(event.ddp_layout.size()))) {
+            throw ScenarioError(
+                fmt::format("{}: event {} (ddp_layout): its DdpLayout does not parse (a probe from another "
+                            "petrsim? expected model/trace.proto's DdpLayout)",
+                            path, index));
+          }
+          if (layout.tensors_size() > 0) rank.construction.emplace(layout.ddp(), layout);
+          if (layout.ready_order_recorded()) rank.ready.emplace(layout.ddp(), layout);
+          if (layout.rebuilt()) rank.rebuilt.emplace(layout.ddp(), layout);
+        } else if (event.kind == TraceEventKind::collective) {
+          Call call;
+          call.group = event.process_group.empty() ? "default_pg" : std::string(event.process_group);
+          call.seq = event.seq;
+          call.op = event.op;
+          call.numel = event.numel;
+          call.dtype = event.dtype;
+          call.text = std::string(event.text);
+          call.ddp = call.text.rfind("DDP ", 0) == 0;
+          call.bucket = call.text == kBucketText || call.text.rfind("DDP used-parameter map", 0) == 0;
+          rank.calls.push_back(std::move(call));
+        }
+      },
+      &partial);
+  return rank;
+}
+
+// "torch 1.13.0a0" in the probe's build_id ("petrsim_probe 0.1.0 (torch 1.13.0a0)").
+std::string TorchOf(const TraceHeader& header) {
+  static const std::regex pattern(R"(\(torch ([^)\s]+)\))");
+  std::smatch match;
+  const std::string& id = header.build_id();
+  return std::regex_search(id, match, pattern) ? match[1].str() : std::string();
+}
+
+std::string ShapeText(const DdpTensor& t) {
+  std::string out = "[";
+  for (int d = 0; d < t.shape_size(); ++d) out += (d ? ", " : "") + std::to_string(t.shape(d));
+  return out + "]";
+}
+
+std::string TensorText(const DdpTensor& t) {
+  return fmt::format("{} {} {} {}", t.kind() == DdpTensor::buffer ? "buffer" : "parameter", t.name(), ShapeText(t),
+                     Collective::Dtype_Name(t.dtype()));
+}
+
+// The first difference between two ranks' construction layouts, or "".
+std::string LayoutDifference(const DdpLayout& a, const DdpLayout& b) {
+  if (a.tensors_size() != b.tensors_size()) {
+    return fmt::format("{} tensors, against {}", b.tensors_size(), a.tensors_size());
+  }
+  for (int i = 0; i < a.tensors_size(); ++i) {
+    const DdpTensor& x = a.tensors(i);
+    const DdpTensor& y = b.tensors(i);
+    if (x.SerializeAsString() != y.SerializeAsString()) {
+      return fmt::format("tensors[{}] is {}, against {}", i, TensorText(y), TensorText(x));
+    }
+  }
+  if (a.bucket_cap_bytes() != b.bucket_cap_bytes()) {
+    return fmt::format("bucket_cap_bytes {}, against {}", b.bucket_cap_bytes(), a.bucket_cap_bytes());
+  }
+  if (a.find_unused_parameters() != b.find_unused_parameters()) {
+    return fmt::format("find_unused_parameters {}, against {}", b.find_unused_parameters(), a.find_unused_parameters());
+  }
+  if (a.broadcast_buffers() != b.broadcast_buffers()) {
+    return fmt::format("broadcast_buffers {}, against {}", b.broadcast_buffers(), a.broadcast_buffers());
+  }
+  if (a.process_group() != b.process_group()) {
+    return fmt::format("process_group '{}', against '{}'", b.process_group(), a.process_group());
+  }
+  return "";
+}
+
+Collective ToCollective(const Call& call, const std::string& name) {
+  Collective c;
+  c.set_name(name);
+  c.set_op(call.op);
+  c.set_numel(call.numel);
+  c.set_dtype(call.dtype);
+  if (call.group != "default_pg") c.set_process_group(call.group);
+  return c;
+}
+
+std::string Signature(const std::vector<const Call*>& calls) {
+  std::string out;
+  for (const Call* c : calls) {
+    out += fmt::format("{} {} {};", Collective::Op_Name(c->op), c->numel, Collective::Dtype_Name(c->dtype));
+  }
+  return out;
+}
+
+// Rank 0's collectives on DDP's group that are not DDP's: before DDP's construction (startup), and
+// of one steady iteration (the window between two backward passes' gradient buckets).
+void AddOtherCollectives(const RankFile& rank0, const std::string& group, CustomPlan* plan,
+                         std::vector<std::string>* summary) {
+  std::vector<const Call*> calls;
+  size_t other_groups = 0;
+  for (const Call& c : rank0.calls) {
+    if (c.group == group) {
+      calls.push_back(&c);
+    } else {
+      ++other_groups;
+    }
+  }
+  std::sort(calls.begin(), calls.end(), [](const Call* a, const Call* b) { return a->seq < b->seq; });
+  size_t first_ddp = calls.size();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i]->ddp) {
+      first_ddp = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < first_ddp; ++i) {
+    *plan->add_startup() = ToCollective(*calls[i], fmt::format("recorded before DDP: {}", calls[i]->text));
+  }
+  // The backward passes: runs of gradient buckets; window k = the calls between pass k-1 and pass k.
+  std::vector<std::pair<size_t, size_t>> passes;  // [begin, end) in calls
+  for (size_t i = first_ddp; i < calls.size(); ++i) {
+    if (!calls[i]->bucket) continue;
+    size_t end = i;
+    while (end < calls.size() && calls[end]->bucket) ++end;
+    passes.emplace_back(i, end);
+    i = end - 1;
+  }
+  std::vector<std::vector<const Call*>> windows;
+  for (size_t k = 1; k < passes.size(); ++k) {
+    std::vector<const Call*> window;
+    for (size_t i = passes[k - 1].second; i < passes[k].first; ++i) {
+      if (!calls[i]->ddp) window.push_back(calls[i]);
+    }
+    windows.push_back(std::move(window));
+  }
+  if (windows.empty()) {
+    summary->push_back(
+        "plan.custom.per_iteration: empty (fewer than 2 backward passes recorded: no steady iteration to take "
+        "the job's own collectives from)");
+    return;
+  }
+  // Iteration 2's window (the first after the rebuild), else the last one recorded.
+  const size_t steady = std::min<size_t>(1, windows.size() - 1);
+  for (const Call* c : windows[steady]) {
+    *plan->add_per_iteration() = ToCollective(*c, fmt::format("recorded: {}", c->text));
+  }
+  size_t differing = 0;
+  for (const auto& window : windows) differing += Signature(window) != Signature(windows[steady]);
+  summary->push_back(fmt::format(
+      "plan.custom.per_iteration: {} collective(s) of rank 0 that are not DDP's, from iteration {} (between two "
+      "backward passes){}",
+      windows[steady].size(), steady + 1,
+      differing ? fmt::format("; note: {} of the {} iterations recorded issued others", differing, windows.size())
+                : ""));
+  if (other_groups > 0) {
+    summary->push_back(fmt::format("note: {} collective(s) on groups other than DDP's '{}' are not in the plan",
+                                   other_groups, group));
+  }
+}
+
+void WriteAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  TempFileRegistration registration(tmp);
+  std::FILE* file = std::fopen(tmp.c_str(), "wb");
+  if (file == nullptr) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp, std::strerror(errno)));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  const int error = errno;
+  if (std::fclose(file) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw ScenarioError(fmt::format("{}: cannot write: {}", tmp, std::strerror(written ? errno : error)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_error = errno;
+    std::remove(tmp.c_str());
+    throw ScenarioError(fmt::format("{}: cannot rename onto {}: {}", tmp, path, std::strerror(rename_error)));
+  }
+}
+
+std::string Serialize(const Scenario& scenario, const std::string& path, const std::vector<std::string>& summary) {
+  std::string bytes;
+  if (path.ends_with(".pb")) {
+    PETRSIM_ASSERT(scenario.SerializeToString(&bytes));
+    return bytes;
+  }
+  if (path.ends_with(".json")) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
+    if (!status.ok()) throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
+    return bytes;
+  }
+  std::string text = "# Written by `petrsim import probe-trace` (model/scenario.proto documents every field).\n";
+  for (const std::string& line : summary) text += "# " + line + "\n";
+  google::protobuf::TextFormat::PrintToString(scenario, &bytes);
+  return text + bytes;
+}
+
+}  // namespace
+
+ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::string& into_path) {
+  struct stat info {};
+  if (::stat(trace_dir.c_str(), &info) != 0) {
+    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found nothing: {}",
+                                    trace_dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found {}",
+                                    trace_dir, FileKindName(info.st_mode)));
+  }
+  // The rank files, by rank number.
+  std::map<uint32_t, std::string> paths;
+  static const std::regex name(R"(rank_(\d{1,6})\.pbtrace)");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(trace_dir, error)) {
+    std::smatch match;
+    const std::string file = entry.path().filename().string();
+    if (std::regex_match(file, match, name)) paths[static_cast<uint32_t>(std::stoul(match[1].str()))] = entry.path();
+  }
+  if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", trace_dir, error.message()));
+  if (paths.empty()) {
+    throw ScenarioError(fmt::format(
+        "{}: expected rank_<r>.pbtrace files (what petrsim_probe writes), found none", trace_dir));
+  }
+  std::vector<RankFile> ranks;
+  for (const auto& [r, path] : paths) {
+    ranks.push_back(ReadRank(path));
+    if (ranks.back().header.rank() != r) {
+      throw ScenarioError(fmt::format("{}: its header says rank {}, the file name rank {}", path,
+                                      ranks.back().header.rank(), r));
+    }
+  }
+  const RankFile& first = ranks.front();
+  if (first.construction.empty()) {
+    throw ScenarioError(fmt::format(
+        "{}: expected a ddp_layout event (the DistributedDataParallel layout petrsim_probe records when DDP is "
+        "built), found none in {} event(s): was the job's DDP built under the probe (install() before "
+        "DistributedDataParallel(...)), by a petrsim_probe that records layouts?",
+        first.path, first.calls.size()));
+  }
+  ProbeTraceImport result;
+  std::vector<std::string>& summary = result.summary;
+  const DdpLayout& layout = first.construction.begin()->second;
+  const uint32_t which = first.construction.begin()->first;
+  if (first.construction.size() > 1) {
+    summary.push_back(fmt::format("note: rank {} built {} DistributedDataParallel; plan.ddp is DDP {} (the first)",
+                                  first.header.rank(), first.construction.size(), which));
+  }
+  for (const RankFile& rank : ranks) {
+    const auto it = rank.construction.find(which);
+    if (it == rank.construction.end()) {
+      throw ScenarioError(fmt::format("{}: expected the ddp_layout of DDP {} (as in {}), found none", rank.path, which,
+                                      first.path));
+    }
+    const std::string difference = LayoutDifference(layout, it->second);
+    if (!difference.empty()) {
+      throw ScenarioError(fmt::format("{}: DDP {} wraps another model than in {}: {} (traces of different jobs?)",
+                                      rank.path, which, first.path, difference));
+    }
+  }
+  const uint32_t world = first.header.world_size();
+  if (paths.size() != world) {
+    summary.push_back(fmt::format("note: {} rank file(s) for world_size {}", paths.size(), world));
+  }
+
+  DdpModel ddp;
+  for (const DdpTensor& t : layout.tensors()) *ddp.add_tensors() = t;
+  const uint64_t trainable = static_cast<uint64_t>(std::count_if(
+      layout.tensors().begin(), layout.tensors().end(),
+      [](const DdpTensor& t) { return t.kind() == DdpTensor::parameter && t.requires_grad(); }));
+  if (layout.bucket_cap_bytes() > 0) ddp.set_bucket_cap_mb(static_cast<double>(layout.bucket_cap_bytes()) / kMiB);
+  if (layout.first_bucket_bytes() > 0 && layout.first_bucket_bytes() != 1024 * 1024) {
+    ddp.set_first_bucket_mb(static_cast<double>(layout.first_bucket_bytes()) / kMiB);
+  }
+  ddp.set_find_unused_parameters(layout.find_unused_parameters());
+  ddp.set_broadcast_buffers(layout.broadcast_buffers());
+  ddp.set_process_group(layout.process_group().empty() ? "default_pg" : layout.process_group());
+  const auto ready = first.ready.find(which);
+  if (ready != first.ready.end()) {
+    if (static_cast<uint64_t>(ready->second.grad_ready_order_size()) != trainable) {
+      summary.push_back(fmt::format(
+          "note: the recorded gradient-ready order lists {} of the {} parameters that require grad (some had no "
+          "gradient in the first backward); plan.ddp.grad_ready_order left out (the reverse of registration)",
+          ready->second.grad_ready_order_size(), trainable));
+    } else {
+      for (const uint32_t k : ready->second.grad_ready_order()) ddp.add_grad_ready_order(k);
+    }
+  } else {
+    summary.push_back(
+        "note: no gradient-ready order recorded (the job ended before its first backward returned); "
+        "plan.ddp.grad_ready_order left out (the reverse of registration)");
+  }
+  if (layout.static_graph()) {
+    summary.push_back("note: DDP ran with static_graph=True, which petrsim's plan does not model");
+  }
+
+  Scenario scenario;
+  if (!into_path.empty()) {
+    scenario = LoadScenarioFile(into_path);
+    *scenario.mutable_plan()->mutable_ddp() = ddp;
+  } else {
+    scenario.set_name("probe_trace");
+    scenario.set_description(fmt::format("petrsim import probe-trace {}", trace_dir));
+    // A placeholder dataset (every scenario needs one; the plan does not read it).
+    PETRSIM_ASSERT(google::protobuf::TextFormat::ParseFromString(
+        R"(subdatasets { name: "placeholder" explicit { scenes { gt_counts: [1, 1, 1, 1] } } })",
+        scenario.mutable_dataset()));
+    summary.push_back(
+        "dataset: a placeholder of 4 frames (the trace holds no dataset): use --into SCENARIO to put plan.ddp "
+        "into a scenario with your dataset");
+    CustomPlan* custom = scenario.mutable_plan()->mutable_custom();
+    AddOtherCollectives(first, ddp.process_group(), custom, &summary);
+    *scenario.mutable_plan()->mutable_ddp() = ddp;
+    const std::string& backend = first.header.backend();
+    if (backend == "gloo") scenario.mutable_comm()->set_backend(Comm::gloo);
+    if (backend == "nccl") scenario.mutable_comm()->set_backend(Comm::nccl);
+  }
+  const std::string torch = TorchOf(first.header);
+  if (!torch.empty()) {
+    if (const auto version = ParseTorchVersion(torch)) {
+      scenario.mutable_comm()->set_torch_version(version->ToString());
+    } else {
+      summary.push_back(fmt::format("note: the job's PyTorch {} is not a release petrsim models ({}); "
+                                    "comm.torch_version left as it was",
+                                    torch, SupportedTorchVersions()));
+    }
+  }
+  if (world > 0) scenario.mutable_job()->set_world_size(world);
+  ValidateScenario(scenario, into_path.empty() ? trace_dir : into_path + " (with plan.ddp from " + trace_dir + ")");
+
+  uint64_t parameters = 0, buffers = 0;
+  for (const DdpTensor& t : layout.tensors()) (t.kind() == DdpTensor::buffer ? buffers : parameters) += 1;
+  summary.insert(summary.begin(),
+                 fmt::format("plan.ddp: DDP {} of {} ({} on '{}', recorded through the {} path): {} parameter(s) "
+                             "({} require grad), {} buffer(s); bucket_cap_mb {}, find_unused_parameters {}, "
+                             "broadcast_buffers {}, grad_ready_order {}",
+                             which, layout.module_class(), first.path, ddp.process_group(), layout.path(), parameters,
+                             trainable, buffers, ddp.bucket_cap_mb(), layout.find_unused_parameters(),
+                             layout.broadcast_buffers(), ddp.grad_ready_order_size() > 0 ? "recorded" : "not set"));
+  summary.insert(summary.begin() + 1,
+                 fmt::format("comm.torch_version {} ({}), job.world_size {}", scenario.comm().torch_version(),
+                             torch.empty() ? "not recorded" : "torch " + torch, scenario.job().world_size()));
+  result.scenario = std::move(scenario);
+  return result;
+}
+
+CLI::App* AddProbeTraceImport(CLI::App& import, ProbeTraceImportFlags& flags) {
+  CLI::App* command = import.add_subcommand(
+      "probe-trace",
+      "the model under DistributedDataParallel that petrsim_probe recorded in a real job (its trace directory): "
+      "plan.ddp (tensors in state_dict order, bucket_cap_mb, find_unused_parameters, broadcast_buffers, process "
+      "group, gradient-ready order), comm.torch_version and job.world_size; with --into merged into your scenario");
+  command->add_option("trace_dir", flags.trace_dir, "the probe's trace directory (rank_<r>.pbtrace files)")
+      ->required();
+  command->add_option("-o,--output", flags.output, "the scenario to write (.pbtxt; .pb binary; .json)")->required();
+  command->add_option("--into", flags.into,
+                      "a scenario to merge plan.ddp into (e.g. what `petrsim import mmdet3d-config` wrote); "
+                      "everything else in it is kept (default: a scenario of its own, whose custom plan holds "
+                      "the job's other collectives)");
+  return command;
+}
+
+int RunProbeTraceImport(const ProbeTraceImportFlags& flags, std::FILE* out) {
+  const ProbeTraceImport result = ImportProbeTrace(flags.trace_dir, flags.into);
+  const std::string bytes = Serialize(result.scenario, flags.output, result.summary);
+  WriteAtomically(flags.output, bytes);
+  std::string text = fmt::format("wrote {} ({} bytes)\n", flags.output, bytes.size());
+  for (const std::string& line : result.summary) text += "  " + line + "\n";
+  text += fmt::format("next: petrsim plan {} --iterations 4\n", flags.output);
+  std::fwrite(text.data(), 1, text.size(), out);
+  return 0;
+}
+
+}  // namespace petrsim
