@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""The probe records a real DDP's layout; `petrsim import probe-trace` makes plan.ddp of it; `petrsim
+plan` of that scenario lists exactly the collectives the probe recorded -- on both of the probe's
+DDP paths.
+
+tests/probe/ddp_layout_job.py, 2 ranks started directly (Gloo), the probe installed by its first
+line: a model whose modules run in another order than registered (one used twice), a frozen
+Linear, a float64 layer, a BatchNorm, a non-persistent buffer, DDP with bucket_cap_mb 0.15
+(several gradient buckets after the rebuild), a scalar all_reduce in the forward, ITERATIONS
+iterations. Each case runs once with PETRSIM_PROBE_DDP_PATH=subclass (DDP on the recording
+ProcessGroup) and once with =hook (DDP on the real group, the probe's comm hook, construction and
+rebuild collectives counted by sequence number), as (find_unused_parameters, broadcast_buffers)
+(0, 1) and (1, 0). For each run:
+- both ranks end with the same parameters, and the hook path's are the subclass path's (its
+  hook averages as DDP's default does);
+- every rank's trace has a ddp_layout at construction (the module's tensors in state_dict
+  order, bucket_bytes_cap, the flags), a recorded gradient-ready order that is not the reverse
+  of registration, and (find_unused_parameters off) a rebuilt layout of at least 3 buckets;
+- `petrsim import probe-trace DIR -o OUT` and `petrsim plan OUT --iterations ITERATIONS --json`:
+  rank 0's and rank 1's recorded collectives (seq, op, numel, dtype) up to the plan's last
+  sequence number are exactly the plan's (DDP's and the forward all_reduce);
+- `petrsim diagnose` and `petrsim export` read the trace (the new event kind breaks neither).
+
+  /usr/bin/python3 tests/probe/test_probe_ddp_layout.py --petrsim build/petrsim [--keep]
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import probe_testlib as lib
+from probe_testlib import Failure, wire
+
+JOB = os.path.join(lib.HERE, "ddp_layout_job.py")
+ITERATIONS = 5
+
+
+def run_job(tmp, name, path, find_unused, broadcast_buffers):
+    trace_dir = os.path.join(tmp, name)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(lib.free_port()),
+               WORLD_SIZE="2", OMP_NUM_THREADS="1", PETRSIM_PROBE_DDP_PATH=path)
+    procs = []
+    for rank in range(2):
+        env_rank = dict(env, RANK=str(rank))
+        procs.append(subprocess.Popen(
+            [sys.executable, JOB, lib.PROBE_DIR, trace_dir, str(ITERATIONS), str(find_unused),
+             str(broadcast_buffers)], env=env_rank, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT))
+    outputs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise Failure("{}: the job did not end within 120 s".format(name))
+        outputs.append(out.decode(errors="replace"))
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        if p.returncode != 0:
+            raise Failure("{}: rank {} exited {}:\n{}".format(name, rank, p.returncode, out[-3000:]))
+    sums = [line for out in outputs for line in out.splitlines() if line.startswith("CHECKSUM")]
+    if len(sums) != 2 or sums[0] != sums[1]:
+        raise Failure("{}: checksums {}".format(name, sums))
+    return trace_dir, sums[0]
+
+
+def layouts(events):
+    return [wire.decode_ddp_layout(e["ddp_layout"]) for e in events if e["kind"] == wire.DDP_LAYOUT]
+
+
+def check_layouts(name, rank, events, find_unused, broadcast_buffers):
+    found = layouts(events)
+    built = [l for l in found if l["tensors"]]
+    ready = [l for l in found if l["ready_order_recorded"]]
+    rebuilt = [l for l in found if l["rebuilt"]]
+    where = "{} rank {}".format(name, rank)
+    if len(built) != 1:
+        raise Failure("{}: {} construction ddp_layout events, expected 1".format(where, len(built)))
+    b = built[0]
+    names = [t["name"] for t in b["tensors"]]
+    want = ["scratch", "steps", "head.weight", "head.bias", "wide.weight", "norm.weight",
+            "norm.bias", "norm.running_mean", "norm.running_var", "norm.num_batches_tracked",
+            "middle.weight", "middle.bias", "shared.weight", "shared.bias", "frozen.weight",
+            "frozen.bias", "stem.weight", "stem.bias", "precise.weight", "precise.bias",
+            "widen.weight", "widen.bias"]
+    if names != want:
+        raise Failure("{}: tensors {}, expected state_dict order {}".format(where, names, want))
+    tensors = {t["name"]: t for t in b["tensors"]}
+    if tensors["frozen.weight"]["requires_grad"] or not tensors["stem.weight"]["requires_grad"] \
+            or tensors["scratch"]["persistent"] or tensors["precise.weight"]["dtype"] != 3 \
+            or tensors["wide.weight"]["shape"] != [512, 384]:
+        raise Failure("{}: tensor fields wrong: {}".format(where, b["tensors"]))
+    if b["bucket_cap_bytes"] != int(0.15 * 1024 * 1024) or \
+            b["find_unused_parameters"] != bool(find_unused) or \
+            b["broadcast_buffers"] != bool(broadcast_buffers) or b["process_group"] != "default_pg":
+        raise Failure("{}: DDP arguments recorded wrong: {}".format(where, {
+            k: v for k, v in b.items() if k not in ("tensors", "buckets")}))
+    trainable = sum(1 for t in b["tensors"] if t["kind"] == 0 and t["requires_grad"])
+    if len(ready) != 1 or sorted(ready[0]["grad_ready_order"]) != list(range(trainable)):
+        raise Failure("{}: gradient-ready order {}".format(where, [l["grad_ready_order"]
+                                                                   for l in ready]))
+    if ready[0]["grad_ready_order"] == list(reversed(range(trainable))):
+        raise Failure("{}: the ready order is the reverse of registration: the model does not "
+                      "test what it should".format(where))
+    if not find_unused and (len(rebuilt) != 1 or len(rebuilt[0]["buckets"]) < 3):
+        raise Failure("{}: rebuilt layouts {} (expected one with >= 3 buckets)".format(
+            where, rebuilt))
+    return ready[0]["grad_ready_order"]
+
+
+def compare(name, args, trace_dir, traces):
+    out = trace_dir + ".pbtxt"  # beside the trace directory (diagnose reads every file in it)
+    lib.petrsim(args, "import", "probe-trace", trace_dir, "-o", out)
+    plan = lib.petrsim_json(args, "plan", out, "--iterations", str(ITERATIONS), "--json")
+    want = [(c["seq"], c["op"].lower(), c["numel"], c["dtype"]) for c in plan["collectives"]]
+    if not any(c["step"].startswith("DDP gradient bucket") for c in plan["collectives"]):
+        raise Failure("{}: the plan of the imported scenario has no DDP bucket".format(name))
+    last = max(s for s, _, _, _ in want)
+    for rank, (_, events) in traces.items():
+        got = sorted((e["seq"], lib.OP_NAMES[e["op"]], e["numel"], lib.DTYPE_NAMES[e["dtype"]])
+                     for e in events if e["kind"] == wire.COLLECTIVE
+                     and e["process_group"] == "default_pg" and e["seq"] <= last)
+        if got != want:
+            lines = ["#{}: probe {} plan {}".format(i, got[i] if i < len(got) else None,
+                                                   want[i] if i < len(want) else None)
+                     for i in range(max(len(got), len(want)))
+                     if (got[i] if i < len(got) else None) != (want[i] if i < len(want) else None)]
+            raise Failure("{} rank {}: {} recorded collectives, the plan of {} has {}; first "
+                          "differences (seq, op, numel, dtype):\n  {}".format(
+                              name, rank, len(got), out, len(want), "\n  ".join(lines[:12])))
+    return len(want)
+
+
+def body(args, tmp):
+    checksums = {}
+    lines = []
+    for find_unused, broadcast_buffers in ((0, 1), (1, 0)):
+        for path in ("subclass", "hook"):
+            name = "{}_fu{}_bb{}".format(path, find_unused, broadcast_buffers)
+            trace_dir, checksum = run_job(tmp, name, path, find_unused, broadcast_buffers)
+            checksums.setdefault((find_unused, broadcast_buffers), {})[path] = checksum
+            traces = lib.read_traces(trace_dir, 2)
+            for rank, (_, events) in traces.items():
+                check_layouts(name, rank, events, find_unused, broadcast_buffers)
+                texts = [e["text"] for e in events if e["kind"] == wire.COLLECTIVE]
+                counted = sum("counted by sequence number" in t for t in texts)
+                if (path == "hook") != (counted > 0):
+                    raise Failure("{} rank {}: {} collectives counted by sequence number (the {} "
+                                  "path was not the one used)".format(name, rank, counted, path))
+            n = compare(name, args, trace_dir, traces)
+            lib.petrsim(args, "diagnose", trace_dir)
+            lib.petrsim(args, "export", trace_dir, "--perfetto", os.path.join(tmp, name + ".json"))
+            lines.append("{}: {} collectives per rank == petrsim plan of the imported scenario"
+                         .format(name, n))
+    for config, by_path in checksums.items():
+        if by_path["subclass"] != by_path["hook"]:
+            raise Failure("(find_unused, broadcast_buffers) {}: parameters after training differ "
+                          "between the paths: {}".format(config, by_path))
+    for line in lines:
+        print("  " + line)
+    print("  the hook path trains to the same parameters as the subclass path")
+
+
+if __name__ == "__main__":
+    lib.run_test("probe: DDP layout -> import probe-trace -> plan == recorded (both DDP paths)",
+                 body)
