@@ -7,7 +7,10 @@ its encoding of the stall event and the loader field.
 - a stall event with every field set (the loader too) decodes to what was encoded; fields equal
   to their defaults are left out (loader 0, index -1); a negative index is a 10-byte varint;
 - `petrsim export` reads a rank file of those events written as the probe writes it (a header,
-  then length-delimited events), the stall as a slice carrying its stack.
+  then length-delimited events), the stall as a slice carrying its stack;
+- a ddp_layout event (DdpLayout with its tensors and buckets; DdpLayout's field numbers are
+  trace.proto's) decodes to what was encoded, and `petrsim export` / `petrsim diagnose` read a
+  trace holding it; `petrsim import probe-trace` turns it into plan.ddp.
 Standard library only (no torch, no run of a job).
 
   python3 tests/probe/test_probe_wire.py --petrsim build/petrsim [--keep]
@@ -82,8 +85,68 @@ def body(args, tmp):
     stalls = [e for e in events if e.get("cat") == "stall"]
     if len(stalls) != 1 or stalls[0].get("ph") != "X" or stalls[0]["args"].get("stack") != stack:
         raise Failure("petrsim export of the probe's stall: {}".format(stalls))
+    check_ddp_layout(args, tmp)
     print("  trace.proto and wire.py agree ({} kinds, {} fields); the stall event round-trips; "
-          "petrsim export reads it".format(len(kinds), len(fields)))
+          "petrsim export reads it; the ddp_layout event round-trips and is imported".format(
+              len(kinds), len(fields)))
+
+
+def check_ddp_layout(args, tmp):
+    with open(PROTO) as f:
+        text = re.sub(r"//[^\n]*", "", f.read())
+    message = re.search(r"message DdpLayout \{(.*?)\n\}", text, re.S).group(1)
+    numbers = {name: int(number) for name, number in
+               re.findall(r"(?:optional|repeated)\s+[\w.]+\s+(\w+)\s*=\s*(\d+)", message)}
+    want = dict(ddp=1, rebuilt=2, process_group=3, bucket_cap_bytes=4, first_bucket_bytes=5,
+                find_unused_parameters=6, broadcast_buffers=7, module_class=8, tensors=9,
+                buckets=10, grad_ready_order=11, static_graph=12, path=13, world_size=14,
+                ready_order_recorded=15, parameters=1, numel=2, dtype=3)
+    if numbers != want:
+        raise Failure("trace.proto's DdpLayout fields {} != wire.py's {}".format(numbers, want))
+    tensors = [wire.encode_ddp_tensor("fc.weight", 0, [8, 16], 0),
+               wire.encode_ddp_tensor("emb.weight", 0, [4], 3, requires_grad=False,
+                                      state_dict_aliases=2),
+               wire.encode_ddp_tensor("steps", 1, [], 5, persistent=False)]
+    layout = dict(ddp=1, rebuilt=False, process_group="pg_7", bucket_cap_bytes=262144,
+                  first_bucket_bytes=1048576, find_unused_parameters=True,
+                  broadcast_buffers=False, module_class="Net", tensors=tensors,
+                  buckets=[wire.encode_ddp_bucket([1, 0], 136, 0)], grad_ready_order=[1, 0],
+                  static_graph=False, path="hook", world_size=2, ready_order_recorded=True)
+    message = wire.encode_event(wire.DDP_LAYOUT, 7, 7, ddp_layout=wire.encode_ddp_layout(**layout))
+    event = wire.decode_event(message)
+    decoded = wire.decode_ddp_layout(event["ddp_layout"])
+    for key, value in layout.items():
+        if key in ("tensors", "buckets"):
+            continue
+        if decoded[key] != value:
+            raise Failure("ddp_layout: {} decoded as {!r}, encoded {!r}".format(
+                key, decoded[key], value))
+    got = [(t["name"], t["kind"], t["shape"], t["dtype"], t["requires_grad"], t["persistent"],
+            t["state_dict_aliases"]) for t in decoded["tensors"]]
+    if got != [("fc.weight", 0, [8, 16], 0, True, True, 0),
+               ("emb.weight", 0, [4], 3, False, True, 2), ("steps", 1, [], 5, True, False, 0)]:
+        raise Failure("ddp_layout tensors decoded as {}".format(got))
+    if decoded["buckets"] != [dict(parameters=[1, 0], numel=136, dtype=0)]:
+        raise Failure("ddp_layout buckets decoded as {}".format(decoded["buckets"]))
+    trace_dir = os.path.join(tmp, "layout_traces")
+    os.makedirs(trace_dir)
+    for rank in range(2):
+        with open(os.path.join(trace_dir, "rank_{}.pbtrace".format(rank)), "wb") as f:
+            f.write(wire.delimited(wire.encode_header(rank, 2, "gloo",
+                                                      "petrsim_probe test (torch 2.1.0)")))
+            f.write(wire.delimited(message))
+    lib.petrsim(args, "export", trace_dir, "--perfetto", os.path.join(tmp, "layout.json"))
+    lib.petrsim(args, "diagnose", trace_dir)
+    out = os.path.join(tmp, "layout.pbtxt")
+    lib.petrsim(args, "import", "probe-trace", trace_dir, "-o", out)
+    with open(out) as f:
+        scenario = f.read()
+    for needle in ('name: "emb.weight"', "state_dict_aliases: 2", "persistent: false",
+                   'process_group: "pg_7"', "bucket_cap_mb: 0.25", "find_unused_parameters: true",
+                   'torch_version: "2.1"', "world_size: 2"):
+        if needle not in scenario:
+            raise Failure("petrsim import probe-trace of the hand-written trace: no {!r} in\n{}"
+                          .format(needle, scenario))
 
 
 if __name__ == "__main__":
