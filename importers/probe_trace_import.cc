@@ -216,8 +216,8 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
       differing ? fmt::format("; note: {} of the {} iterations recorded issued others", differing, windows.size())
                 : ""));
   if (other_groups > 0) {
-    summary->push_back(fmt::format("note: {} collective(s) on groups other than DDP's '{}' are not in the plan",
-                                   other_groups, group));
+    summary->push_back(
+        fmt::format("note: {} collective(s) on groups other than DDP's '{}' are not in the plan", other_groups, group));
   }
 }
 
@@ -249,7 +249,8 @@ std::string Serialize(const Scenario& scenario, const std::string& path, const s
     google::protobuf::util::JsonPrintOptions options;
     options.add_whitespace = true;
     const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
-    if (!status.ok()) throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
+    if (!status.ok())
+      throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
     return bytes;
   }
   std::string text = "# Written by `petrsim import probe-trace` (model/scenario.proto documents every field).\n";
@@ -281,15 +282,15 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
   }
   if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", trace_dir, error.message()));
   if (paths.empty()) {
-    throw ScenarioError(fmt::format(
-        "{}: expected rank_<r>.pbtrace files (what petrsim_probe writes), found none", trace_dir));
+    throw ScenarioError(
+        fmt::format("{}: expected rank_<r>.pbtrace files (what petrsim_probe writes), found none", trace_dir));
   }
   std::vector<RankFile> ranks;
   for (const auto& [r, path] : paths) {
     ranks.push_back(ReadRank(path));
     if (ranks.back().header.rank() != r) {
-      throw ScenarioError(fmt::format("{}: its header says rank {}, the file name rank {}", path,
-                                      ranks.back().header.rank(), r));
+      throw ScenarioError(
+          fmt::format("{}: its header says rank {}, the file name rank {}", path, ranks.back().header.rank(), r));
     }
   }
   const RankFile& first = ranks.front();
@@ -311,8 +312,8 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
   for (const RankFile& rank : ranks) {
     const auto it = rank.construction.find(which);
     if (it == rank.construction.end()) {
-      throw ScenarioError(fmt::format("{}: expected the ddp_layout of DDP {} (as in {}), found none", rank.path, which,
-                                      first.path));
+      throw ScenarioError(
+          fmt::format("{}: expected the ddp_layout of DDP {} (as in {}), found none", rank.path, which, first.path));
     }
     const std::string difference = LayoutDifference(layout, it->second);
     if (!difference.empty()) {
@@ -327,9 +328,10 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
 
   DdpModel ddp;
   for (const DdpTensor& t : layout.tensors()) *ddp.add_tensors() = t;
-  const uint64_t trainable = static_cast<uint64_t>(std::count_if(
-      layout.tensors().begin(), layout.tensors().end(),
-      [](const DdpTensor& t) { return t.kind() == DdpTensor::parameter && t.requires_grad(); }));
+  const uint64_t trainable =
+      static_cast<uint64_t>(std::count_if(layout.tensors().begin(), layout.tensors().end(), [](const DdpTensor& t) {
+        return t.kind() == DdpTensor::parameter && t.requires_grad();
+      }));
   if (layout.bucket_cap_bytes() > 0) ddp.set_bucket_cap_mb(static_cast<double>(layout.bucket_cap_bytes()) / kMiB);
   if (layout.first_bucket_bytes() > 0 && layout.first_bucket_bytes() != 1024 * 1024) {
     ddp.set_first_bucket_mb(static_cast<double>(layout.first_bucket_bytes()) / kMiB);
@@ -382,9 +384,10 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
     if (const auto version = ParseTorchVersion(torch)) {
       scenario.mutable_comm()->set_torch_version(version->ToString());
     } else {
-      summary.push_back(fmt::format("note: the job's PyTorch {} is not a release petrsim models ({}); "
-                                    "comm.torch_version left as it was",
-                                    torch, SupportedTorchVersions()));
+      summary.push_back(
+          fmt::format("note: the job's PyTorch {} is not a release petrsim models ({}); "
+                      "comm.torch_version left as it was",
+                      torch, SupportedTorchVersions()));
     }
   }
   if (world > 0) scenario.mutable_job()->set_world_size(world);
@@ -412,8 +415,7 @@ CLI::App* AddProbeTraceImport(CLI::App& import, ProbeTraceImportFlags& flags) {
       "the model under DistributedDataParallel that petrsim_probe recorded in a real job (its trace directory): "
       "plan.ddp (tensors in state_dict order, bucket_cap_mb, find_unused_parameters, broadcast_buffers, process "
       "group, gradient-ready order), comm.torch_version and job.world_size; with --into merged into your scenario");
-  command->add_option("trace_dir", flags.trace_dir, "the probe's trace directory (rank_<r>.pbtrace files)")
-      ->required();
+  command->add_option("trace_dir", flags.trace_dir, "the probe's trace directory (rank_<r>.pbtrace files)")->required();
   command->add_option("-o,--output", flags.output, "the scenario to write (.pbtxt; .pb binary; .json)")->required();
   command->add_option("--into", flags.into,
                       "a scenario to merge plan.ddp into (e.g. what `petrsim import mmdet3d-config` wrote); "
