@@ -51,9 +51,8 @@ struct Bucket {
 // compute_bucket_assignment_by_size (section 2.3): tensors go whole into the open bucket of
 // their dtype, which closes once its size reaches the dtype's current limit; each dtype then
 // moves to its next limit (the last one repeats). Closed buckets in the order they closed, then
-// the open ones (by first appearance; PyTorch's order for several dtypes left open is that of an
-// unordered_map, so a model with several gradient dtypes is approximate after a rebuild); sorted
-// by smallest position when `sort`.
+// the open ones (dtypes in the reverse of their first appearance); sorted by smallest position
+// when `sort`.
 std::vector<Bucket> AssignBuckets(const std::vector<const Tensor*>& tensors, const std::vector<uint64_t>& limits,
                                   bool sort) {
   struct Open {
@@ -83,8 +82,11 @@ std::vector<Bucket> AssignBuckets(const std::vector<const Tensor*>& tensors, con
       if (o.limit + 1 < limits.size()) ++o.limit;
     }
   }
-  for (const Collective::Dtype dtype : order) {
-    if (!open[dtype].empty) closed.push_back(open[dtype].bucket);
+  // PyTorch appends the buckets left open by iterating its unordered_map of them, which yields
+  // the dtypes in the reverse of their first appearance [ran 1.13: f32, f64, f16 tensors, each
+  // bucket left open, come out as f16, f64, f32]; only a layout that is not sorted shows it.
+  for (auto dtype = order.rbegin(); dtype != order.rend(); ++dtype) {
+    if (!open[*dtype].empty) closed.push_back(open[*dtype].bucket);
   }
   if (sort) {
     std::stable_sort(closed.begin(), closed.end(), [](const Bucket& a, const Bucket& b) { return a.first < b.first; });
@@ -194,10 +196,15 @@ DdpCollectives DdpPlan(const DdpModel& model, TorchVersion version) {
   // 1.12+ without find_unused_parameters: one bucket per dtype in iteration 0.
   std::vector<Bucket> single = AssignBuckets(parameters, {std::numeric_limits<uint64_t>::max()}, true);
   std::reverse(single.begin(), single.end());
-  // The rebuilt layout: gradient-ready order of iteration 0, taken as the reverse of
-  // registration (a plain stack; a model whose backward reaches parameters in another order
-  // differs), [first, cap], not sorted.
-  std::vector<const Tensor*> ready(parameters.rbegin(), parameters.rend());
+  // The rebuilt layout (section 2.5): the parameters in the order their gradients became ready
+  // in iteration 0 (the model's grad_ready_order; without it the reverse of registration, a plain
+  // stack), [first, cap], not sorted.
+  std::vector<const Tensor*> ready;
+  if (model.grad_ready_order_size() > 0) {
+    for (const uint32_t position : model.grad_ready_order()) ready.push_back(parameters[position]);
+  } else {
+    ready.assign(parameters.rbegin(), parameters.rend());
+  }
   const std::vector<Bucket> rebuilt = AssignBuckets(ready, {first, cap}, false);
 
   const auto buckets = [&](const std::vector<Bucket>& layout, std::vector<Collective>* list) {
@@ -281,6 +288,29 @@ std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::stri
   }
   if (model.tensors_size() > 0 && trainable == 0) {
     add("tensors", "must list at least one parameter that requires grad", "none");
+  }
+  // grad_ready_order: a permutation of [0, trainable).
+  if (model.grad_ready_order_size() > 0 && total <= (uint64_t{1} << 40)) {
+    const std::string rule = "must list each position of the " + std::to_string(trainable) +
+                             " parameters that require grad (0 to " + std::to_string(trainable - 1) + ") once";
+    if (static_cast<uint64_t>(model.grad_ready_order_size()) != trainable) {
+      add("grad_ready_order", rule, std::to_string(model.grad_ready_order_size()) + " positions");
+    } else {
+      std::vector<int> first_at(trainable, -1);
+      for (int i = 0; i < model.grad_ready_order_size(); ++i) {
+        const uint32_t position = model.grad_ready_order(i);
+        const std::string field = "grad_ready_order[" + std::to_string(i) + "]";
+        if (position >= trainable) {
+          add(field, "must be < " + std::to_string(trainable) + " (the parameters that require grad)", position);
+        } else if (first_at[position] >= 0) {
+          add(field, rule,
+              std::to_string(position) + " again (first at grad_ready_order[" + std::to_string(first_at[position]) +
+                  "])");
+        } else {
+          first_at[position] = i;
+        }
+      }
+    }
   }
   return problems;
 }

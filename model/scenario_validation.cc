@@ -244,8 +244,11 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
     for (int i = 0; i < p.startup_size(); ++i) {
       CheckCollective(v, Index("plan.custom.startup", i), p.startup(i));
     }
-    if (p.per_iteration_size() == 0) {
-      v.AddPlain("plan.custom.per_iteration", "must list at least one collective");
+    // With a DDP model its collectives may be the iteration's only ones (DDP always has a gradient bucket).
+    if (p.per_iteration_size() == 0 && !plan.has_ddp()) {
+      v.AddPlain("plan.custom.per_iteration",
+                 "must list at least one collective, or plan.ddp be given (DDP's collectives are then the "
+                 "iteration's only ones)");
     }
     for (int i = 0; i < p.per_iteration_size(); ++i) {
       CheckCollective(v, Index("plan.custom.per_iteration", i), p.per_iteration(i));

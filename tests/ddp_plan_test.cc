@@ -111,6 +111,69 @@ TEST(DdpPlan, MixedDtypesOneFirstBucketPerDtype113) {
             (Lines{"allgather int64[1]", "broadcast int64[14]", "broadcast float64[10]", "broadcast float32[144]"}));
   EXPECT_EQ(Describe(d.backward[0]), (Lines{"allreduce float32[144]", "allreduce float64[10]"}));
   EXPECT_EQ(Describe(d.forward[1]), (Lines{"broadcast int32[6]", "broadcast int32[2]"}));
+  // After the rebuild both buckets are left open (all under 1 MiB): PyTorch appends them dtype by
+  // dtype in the reverse of the dtypes' first appearance in the ready order (a.bias, a.weight,
+  // b..., then scale) [ran 1.13: dist._compute_bucket_assignment_by_size with tensor indices].
+  EXPECT_EQ(Describe(d.backward[1]), (Lines{"allreduce float64[10]", "allreduce float32[144]"}));
+}
+
+// a: Linear(8, 8), b: Linear(512, 512), c: Linear(8, 8); b's weight and bias are 1 MiB + 2 KiB.
+DdpModel SmallBigSmall() {
+  DdpModel model;
+  Linear(model, "a", 8, 8);
+  Linear(model, "b", 512, 512);
+  Linear(model, "c", 8, 8);
+  model.set_broadcast_buffers(false);
+  return model;
+}
+
+TEST(DdpPlan, RebuiltBucketsFollowTheGradientReadyOrder113) {
+  // Without grad_ready_order the rebuild takes the reverse of registration: c, then b closes the
+  // 1 MiB first bucket, a is left over.
+  DdpModel model = SmallBigSmall();
+  DdpCollectives d = DdpPlan(model, k113);
+  EXPECT_EQ(Describe(d.backward[1]), (Lines{"allreduce float32[262728]", "allreduce float32[72]"}));
+  EXPECT_EQ(Describe(d.backward[2]), Describe(d.backward[1]));
+  // A forward that uses c first, then a, then b: b's gradient is ready first and fills the first
+  // bucket alone; a and c share the second.
+  for (const uint32_t position : {3, 2, 1, 0, 5, 4}) model.add_grad_ready_order(position);
+  EXPECT_TRUE(ValidateDdpModel(model, "plan.ddp").empty());
+  d = DdpPlan(model, k113);
+  EXPECT_EQ(Describe(d.backward[1]), (Lines{"allreduce float32[262656]", "allreduce float32[144]"}));
+  EXPECT_EQ(Describe(d.backward[2]), Describe(d.backward[1]));
+  // Iteration 0 does not know the order yet (one bucket per dtype in 1.12+; registration order
+  // in 1.9), and the rebuild broadcasts the same counts.
+  EXPECT_EQ(Describe(d.backward[0]), (Lines{"allreduce float32[262800]"}));
+  EXPECT_EQ(Describe(d.forward[1]), (Lines{"broadcast int32[7]", "broadcast int32[2]"}));
+  EXPECT_EQ(Describe(DdpPlan(model, TorchVersion{1, 9}).backward[1]), Describe(d.backward[1]));
+  // find_unused_parameters never rebuilds: the order changes nothing.
+  model.set_find_unused_parameters(true);
+  DdpModel reverse = model;
+  reverse.clear_grad_ready_order();
+  EXPECT_EQ(Describe(DdpPlan(model, k113).backward[2]), Describe(DdpPlan(reverse, k113).backward[2]));
+}
+
+TEST(DdpPlan, GradReadyOrderMustBeAPermutationOfTheTrainableParameters) {
+  DdpModel model = SmallBigSmall();
+  model.mutable_tensors(0)->set_requires_grad(false);  // a.weight: 5 trainable parameters left
+  for (const uint32_t position : {0, 1, 2, 3}) model.add_grad_ready_order(position);
+  EXPECT_EQ(ValidateDdpModel(model, "plan.ddp"),
+            (Lines{"plan.ddp.grad_ready_order: must list each position of the 5 parameters that require grad (0 to "
+                   "4) once, got 4 positions"}));
+  model.add_grad_ready_order(5);
+  EXPECT_EQ(ValidateDdpModel(model, "plan.ddp"),
+            (Lines{"plan.ddp.grad_ready_order[4]: must be < 5 (the parameters that require grad), got 5"}));
+  model.set_grad_ready_order(4, 1);
+  EXPECT_EQ(ValidateDdpModel(model, "plan.ddp"),
+            (Lines{"plan.ddp.grad_ready_order[4]: must list each position of the 5 parameters that require grad (0 "
+                   "to 4) once, got 1 again (first at grad_ready_order[1])"}));
+  model.set_grad_ready_order(4, 4);
+  EXPECT_TRUE(ValidateDdpModel(model, "plan.ddp").empty());
+  // `repeat` counts: a Linear(8, 8) weight listed with repeat 3 stands for 3 positions.
+  DdpModel repeated;
+  Add(repeated, "w", DdpTensor::parameter, {8, 8})->set_repeat(3);
+  for (const uint32_t position : {2, 0, 1}) repeated.add_grad_ready_order(position);
+  EXPECT_TRUE(ValidateDdpModel(repeated, "plan.ddp").empty());
 }
 
 TEST(DdpPlan, NonPersistentAndFrozenTensors113) {
