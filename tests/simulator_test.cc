@@ -482,6 +482,30 @@ TEST(SimulatorTest, WatchdogWatchesNonBlockingWork) {
   EXPECT_NE(result.nccl_log[0].find("[Rank 0]"), std::string::npos);
 }
 
+// A custom plan with nothing of its own: DDP's collectives are the only ones (issue 29). Rank 1
+// dies in iteration 0; rank 0 waits for the first gradient bucket at the end of its backward
+// (seq 4: DDP's construction issued 3 on 1.13).
+TEST(SimulatorTest, APlanOfDdpCollectivesAloneWaitsInAGradientBucket) {
+  const SimResult result =
+      Simulated(WithOverrides(ScenarioFromText(R"(
+    dataset { subdatasets { name: "d" explicit {
+      scenes { name: "a" gt_counts: [1, 1, 1, 1] }
+      scenes { name: "b" gt_counts: [1, 1, 1, 1] } } } }
+    grouping { seq_split_num: 2 }
+    comm { torch_version: "1.13" }
+    job { world_size: 2 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 4 }
+    plan { custom {} ddp { tensors { name: "w" shape: [8, 8] } tensors { name: "b" shape: [8] }
+                           broadcast_buffers: false } }
+  )"),
+                              {"faults[0].dead_rank.rank=1", "faults[0].dead_rank.at_ns=500000000"}));
+  EXPECT_EQ(result.outcome, Outcome::kRankDied);
+  EXPECT_EQ(result.stuck_ranks, std::vector<uint32_t>{1});
+  ASSERT_TRUE(result.collective.has_value());
+  EXPECT_EQ(result.collective->step, "DDP gradient bucket 0");
+  EXPECT_EQ(result.collective->seq, 4u);
+  EXPECT_EQ(result.collective->iteration, 0u);
+}
+
 TEST(SimulatorTest, EmptyDataLoaderKillsItsRank) {
   const SimResult result = Simulated(
       WithOverrides(ShippedScenario("tiny.pbtxt"), {"sampler.kind=distributed_group", "faults[0].uneven_batches.rank=1",
