@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """Real PyTorch DDP against `petrsim plan`: collective for collective.
 
-What it proves: for models generated from a seed (a Sequential-like stack of 2-8 Linear layers of
-random sizes, with or without bias, optional BatchNorm1d, optionally one frozen layer, optionally
-a non-persistent buffer, a few scalar all_reduces in the forward) and the DDP flags drawn or forced
+What it proves: for models generated from a seed (a chain of 2-8 Linear layers of random sizes,
+with or without bias, optional BatchNorm1d, optionally one frozen layer, optionally a
+non-persistent buffer, a few scalar all_reduces in the forward; and the families of apply_family:
+modules registered out of the order the forward uses them, a block used twice, a branch used on
+some iterations only, float64 layers among float32 ones, frozen stages with norm_eval) and the
+DDP flags drawn or forced
 per case (broadcast_buffers, find_unused_parameters, a small bucket_cap_mb so several gradient
 buckets form), the collectives that PyTorch's own DistributedDataParallel issues on rank 0 of a
 2-process Gloo job -- construction, then ITERATIONS iterations of forward + backward + optimizer
 step -- are exactly the ones `petrsim plan SCENARIO --iterations ITERATIONS --json` lists for a
 scenario describing the same job (comm.torch_version "1.13", plan.custom.per_iteration = the
-forward all_reduces, plan.ddp = the model's tensors and the flags): same count, and for each one
-the same c10d sequence number, op, numel and dtype.
+forward all_reduces, possibly none; plan.ddp = the model's tensors, the flags and the
+gradient-ready order as a user states it from the forward, see ready_order): same count, and for
+each one the same c10d sequence number, op, numel and dtype. The stated ready order is itself
+checked against the order the real backward showed (a hook per parameter in iteration 0).
 
 How the collectives are recorded: DDP runs on a Python ProcessGroup subclass that wraps a Gloo
 group (docs/research/ddp_collectives.md, section 4, E1); the C++ reducer calls its overrides, which
@@ -25,7 +30,7 @@ them it exits 77 (CTest: skipped). Standard library + torch only. Two worker pro
 script are started with subprocess on a free local port; no torchrun.
 
 Run by hand (from the repository root):
-  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim            # the 8 CI cases
+  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim            # the 16 CI cases
   /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --seed 1003 \
       --broadcast-buffers 1 --find-unused 1 --batchnorm 1 --frozen 1 --nonpersistent 1 \
       --bucket-cap-mb 0.592 --iterations 4      # one case: the rerun line a failure prints
@@ -68,6 +73,17 @@ CI_CASES = [
     (1006, dict(broadcast_buffers=False, find_unused=False, nonpersistent=True)),
     (1007, dict(broadcast_buffers=True, find_unused=True, batchnorm=False, nonpersistent=True)),
     (1008, dict(broadcast_buffers=False, find_unused=True, frozen=True)),
+    # The families whose gradient-ready order is not the reverse of registration (apply_family).
+    (1101, dict(family="shuffled", find_unused=False, bucket_cap_mb=0.3)),
+    (1102, dict(family="shuffled", find_unused=True, batchnorm=True)),
+    (1103, dict(family="shared", find_unused=False, bucket_cap_mb=0.3)),
+    (1104, dict(family="branch", broadcast_buffers=True, batchnorm=True)),
+    (1114, dict(family="mixed", find_unused=False, broadcast_buffers=False, batchnorm=True,
+                bucket_cap_mb=0.2)),
+    (1106, dict(family="mixed", find_unused=True, batchnorm=True)),
+    (1107, dict(family="frozen_stages", find_unused=False, broadcast_buffers=True, bucket_cap_mb=0.3)),
+    (1108, dict(family="shuffled", find_unused=False, no_forward_collectives=True,
+                bucket_cap_mb=0.3)),
 ]
 
 
@@ -127,8 +143,121 @@ def make_spec(seed, forced):
     cap = forced.get("bucket_cap_mb")
     if cap is None:
         cap = round(10 ** rng.uniform(math.log10(0.01), math.log10(2.0)), 3)
-    return dict(seed=seed, layers=layers, probes=probes, broadcast_buffers=bool(broadcast_buffers),
-                find_unused=bool(find_unused), bucket_cap_mb=cap)
+    spec = dict(seed=seed, layers=layers, probes=probes, broadcast_buffers=bool(broadcast_buffers),
+                find_unused=bool(find_unused), bucket_cap_mb=cap, family="plain",
+                registration=list(range(len(layers))),
+                # what the rerun command forces to get this same spec again
+                base=dict(broadcast_buffers=int(broadcast_buffers), find_unused=int(find_unused),
+                          batchnorm=int(bool(want_bn)), frozen=int(bool(frozen)),
+                          nonpersistent=int(bool(nonpersistent))))
+    # The families draw after everything above, so a plain case is the job it always was.
+    family = forced.get("family", "plain")
+    if family != "plain":
+        apply_family(spec, family, rng)
+    if forced.get("no_forward_collectives"):
+        spec["probes"] = []  # DDP is the only source of collectives
+    return spec
+
+
+FAMILIES = ("plain", "shuffled", "shared", "branch", "mixed", "frozen_stages")
+
+
+def apply_family(spec, family, rng):
+    """Turns a plain chain into one of the families whose gradient-ready order is not the reverse
+    of registration (every family but plain registers its modules in a shuffled order):
+    shuffled  -- only that;
+    shared    -- a square Linear S used twice with another one T between (S, ReLU, T, S): S's
+                 gradient is ready only after its first use's backward, i.e. after T's;
+    branch    -- a square Linear used only on even iterations (find_unused_parameters=True, which
+                 DDP needs for it);
+    mixed     -- some Linear layers (and the BatchNorm after them) in float64, the rest float32:
+                 two gradient dtypes, each with its own buckets;
+    frozen_stages -- the first k Linear layers frozen and every BatchNorm's affine frozen and in
+                 eval mode, as mmdet's frozen_stages, norm_cfg requires_grad=False and norm_eval.
+    """
+    if family not in FAMILIES:
+        raise ValueError("unknown family {!r} (one of {})".format(family, ", ".join(FAMILIES)))
+    layers = spec["layers"]
+    spec["family"] = family
+    linear_at = [i for i, l in enumerate(layers) if l["type"] == "linear"]
+
+    def insert(at, new_layers):
+        layers[at:at] = new_layers
+        spec["probes"] = [p + len(new_layers) if p > at else p for p in spec["probes"]]
+
+    if family == "shared":
+        at = rng.choice(linear_at)
+        d = layers[at]["out_features"]
+        insert(at + 1, [dict(type="linear", in_features=d, out_features=d, bias=True),
+                        dict(type="relu"),
+                        dict(type="linear", in_features=d, out_features=d, bias=rng.random() < 0.5),
+                        dict(type="reuse", of=at + 1)])
+    elif family == "branch":
+        at = rng.choice(linear_at)
+        d = layers[at]["out_features"]
+        insert(at + 1, [dict(type="linear", in_features=d, out_features=d, bias=True, branch=True)])
+        spec["find_unused"] = True
+    elif family == "mixed":
+        chosen = rng.sample(linear_at, max(1, len(linear_at) // 2))
+        for i in chosen:
+            layers[i]["dtype"] = "float64"
+            if i + 1 < len(layers) and layers[i + 1]["type"] == "batchnorm":
+                layers[i + 1]["dtype"] = "float64"
+    elif family == "frozen_stages":
+        k = rng.randint(1, max(1, len(linear_at) - 1))
+        for i in linear_at[:k]:
+            layers[i]["frozen"] = True
+        if not any(l["type"] == "batchnorm" for l in layers):
+            at = rng.choice(linear_at)
+            layers.insert(at + 1, dict(type="batchnorm", features=layers[at]["out_features"]))
+            spec["probes"] = [p + 1 if p > at + 1 else p for p in spec["probes"]]
+            for l in layers:
+                if l["type"] == "reuse" and l["of"] > at:
+                    l["of"] += 1
+        for l in layers:
+            if l["type"] == "batchnorm":
+                l["frozen"] = l["norm_eval"] = True
+        if not any(l["type"] == "linear" and not l.get("frozen") for l in layers):
+            raise ValueError("frozen_stages left no trainable layer")
+    registered = [i for i, l in enumerate(layers) if l["type"] != "reuse"]
+    rng.shuffle(registered)
+    spec["registration"] = registered
+
+
+def trainable_parameters(spec):
+    """(layer index, parameter name) of every parameter that requires grad, in named_parameters()
+    order: modules in registration order, each's weight then bias."""
+    out = []
+    for i in spec["registration"]:
+        layer = spec["layers"][i]
+        if layer.get("frozen"):
+            continue
+        if layer["type"] == "linear":
+            out.append((i, "weight"))
+            if layer["bias"]:
+                out.append((i, "bias"))
+        elif layer["type"] == "batchnorm":
+            out += [(i, "weight"), (i, "bias")]
+    return out
+
+
+def ready_order(spec):
+    """The gradient-ready order of iteration 0 as a user states it from the forward: modules by
+    their FIRST use in the forward, last first (a module used twice gets its gradient once both
+    uses' backwards ran); inside a Linear the bias before the weight (addmm's backward hands the
+    bias its gradient first, the weight's goes through the transpose), inside a BatchNorm the
+    weight before the bias. As positions in trainable_parameters(spec). The worker checks it
+    against the order the real backward showed."""
+    first_use = {}
+    for position, layer in enumerate(spec["layers"]):
+        index = layer["of"] if layer["type"] == "reuse" else position
+        first_use.setdefault(index, position)
+    positions = {key: k for k, key in enumerate(trainable_parameters(spec))}
+    order = []
+    for index in sorted(first_use, key=lambda i: -first_use[i]):
+        names = ("bias", "weight") if spec["layers"][index]["type"] == "linear" else ("weight", "bias")
+        order += [positions[(index, n)] for n in names if (index, n) in positions]
+    return order
 
 
 def describe(spec):
@@ -136,10 +265,11 @@ def describe(spec):
     linears = [l for l in layers if l["type"] == "linear"]
     params = sum(l["in_features"] * l["out_features"] + (l["out_features"] if l["bias"] else 0)
                  for l in linears)
-    return ("broadcast_buffers={} find_unused_parameters={} bucket_cap_mb={} linear={} "
+    return ("family={} broadcast_buffers={} find_unused_parameters={} bucket_cap_mb={} linear={} "
             "batchnorm={} frozen={} nonpersistent={} forward_all_reduces={} "
             "linear_params={:.2f} MiB"
-            .format(int(spec["broadcast_buffers"]), int(spec["find_unused"]), spec["bucket_cap_mb"],
+            .format(spec["family"], int(spec["broadcast_buffers"]), int(spec["find_unused"]),
+                    spec["bucket_cap_mb"],
                     len(linears), sum(l["type"] == "batchnorm" for l in layers),
                     int(any(l.get("frozen") for l in layers)),
                     int(any("scratch" in l for l in layers)), len(spec["probes"]),
@@ -148,14 +278,13 @@ def describe(spec):
 
 def rerun_command(spec, iterations):
     """The command that runs this case alone (every forced field given, so the same spec)."""
-    layers = spec["layers"]
+    base = spec["base"]
     return ("/usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --seed {} "
             "--broadcast-buffers {} --find-unused {} --batchnorm {} --frozen {} --nonpersistent {} "
-            "--bucket-cap-mb {} --iterations {}".format(
-                spec["seed"], int(spec["broadcast_buffers"]), int(spec["find_unused"]),
-                int(any(l["type"] == "batchnorm" for l in layers)),
-                int(any(l.get("frozen") for l in layers)), int(any("scratch" in l for l in layers)),
-                spec["bucket_cap_mb"], iterations))
+            "--bucket-cap-mb {} --family {}{} --iterations {}".format(
+                spec["seed"], base["broadcast_buffers"], base["find_unused"], base["batchnorm"],
+                base["frozen"], base["nonpersistent"], spec["bucket_cap_mb"], spec["family"],
+                " --no-forward-collectives" if not spec["probes"] else "", iterations))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -248,32 +377,67 @@ def worker(args):
             dist.all_reduce(value, group=self.group)
             return x
 
+    class Chain(nn.Module):
+        """The layers registered in spec["registration"] order (then the forward all_reduces, which
+        hold no tensors) and run in the spec's order: a "reuse" step runs an earlier layer again,
+        a branch layer runs on even iterations only, a float64 layer gets its input cast."""
+
+        def __init__(self, spec, layer_modules, steps, probes):
+            super().__init__()
+            for i in spec["registration"]:
+                self.add_module("layer{}".format(i), layer_modules[i])
+            for k, probe in enumerate(probes):
+                self.add_module("allreduce{}".format(k), probe)
+            self.steps = steps  # (module, layer dict or None), in the order the forward runs them
+            self.iteration = 0
+
+        def forward(self, x):
+            for module, layer in self.steps:
+                if layer is not None:
+                    if layer.get("branch") and self.iteration % 2 == 1:
+                        continue
+                    if layer["type"] in ("linear", "batchnorm"):
+                        x = x.to(getattr(torch, layer.get("dtype", "float32")))
+                x = module(x)
+            return x
+
     def build(spec):
         torch.manual_seed(spec["seed"])
-        modules = []
-        probes = []
-        for i in range(len(spec["layers"]) + 1):
-            for _ in range(spec["probes"].count(i)):
-                probes.append(ForwardAllReduce(len(probes)))
-                modules.append(probes[-1])
-            if i == len(spec["layers"]):
-                break
-            layer = spec["layers"][i]
+        layer_modules = {}
+        for i, layer in enumerate(spec["layers"]):
+            dtype = getattr(torch, layer.get("dtype", "float32"))
             if layer["type"] == "linear":
                 m = nn.Linear(layer["in_features"], layer["out_features"], bias=layer["bias"])
-                if layer.get("frozen"):
-                    for p in m.parameters():
-                        p.requires_grad_(False)
             elif layer["type"] == "batchnorm":
                 m = nn.BatchNorm1d(layer["features"])
-            else:
+            elif layer["type"] == "relu":
                 m = nn.ReLU()
+            else:
+                continue  # a reuse step
+            m.to(dtype)
+            if layer.get("frozen"):
+                for p in m.parameters():
+                    p.requires_grad_(False)
+            if layer.get("norm_eval"):
+                m.eval()  # nobody calls train() on the chain again
             if "scratch" in layer:
                 m.register_buffer("scratch", torch.zeros(
                     layer["scratch"]["numel"], dtype=getattr(torch, layer["scratch"]["dtype"])),
                     persistent=False)
-            modules.append(m)
-        return nn.Sequential(*modules), probes
+            layer_modules[i] = m
+        steps, probes = [], []
+        for i in range(len(spec["layers"]) + 1):
+            for _ in range(spec["probes"].count(i)):
+                probes.append(ForwardAllReduce(len(probes)))
+                steps.append((probes[-1], None))
+            if i == len(spec["layers"]):
+                break
+            layer = spec["layers"][i]
+            if layer["type"] == "reuse":
+                steps.append((layer_modules[layer["of"]], spec["layers"][layer["of"]]))
+            else:
+                steps.append((layer_modules[i], layer))
+        return Chain(spec, layer_modules, steps, probes), probes
 
     def tensor_list(model):
         """The module's tensors in state_dict() order, non-persistent buffers at their place."""
@@ -308,13 +472,22 @@ def worker(args):
         optimizer = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=1e-3)
         data = torch.Generator().manual_seed(spec["seed"] * 16 + rank)
         in_features = spec["layers"][0]["in_features"]
+        # The order the gradients become ready in iteration 0 (what DDP rebuilds by): a hook on
+        # each parameter that requires grad, in named_parameters() order.
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        ready = []
+        handles = [p.register_hook(lambda grad, k=k: ready.append(k)) for k, p in enumerate(trainable)]
         for it in range(iterations):
             x = torch.randn(BATCH, in_features, generator=data)
+            model.iteration = it
             recorder.phase = "iteration {}: DDP pre-forward".format(it)
             out = ddp(x)
             loss = out.float().pow(2).mean()
             recorder.phase = "iteration {}: backward".format(it)
             loss.backward()
+            for handle in handles:
+                handle.remove()
+            handles = []
             recorder.phase = "iteration {}: optimizer".format(it)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -323,7 +496,7 @@ def worker(args):
         if rank == 0:
             with open(os.path.join(args.out, "case{}.json".format(index)), "w") as f:
                 json.dump(dict(seed=spec["seed"], tensors=tensors, record=recorder.log,
-                               torch_version=torch.__version__), f, indent=1)
+                               ready_order=ready, torch_version=torch.__version__), f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
     return 0
@@ -426,6 +599,10 @@ def scenario_text(spec, tensors, iterations, torch_version):
         if t["kind"] == "buffer" and not t["persistent"]:
             line += " persistent: false"
         text += line + " }\n"
+    order = ready_order(spec)
+    if order != list(reversed(range(len(order)))):
+        # Stated as a user would, from the forward (ready_order); the default is the reverse.
+        text += "    grad_ready_order: [{}]\n".format(", ".join(str(k) for k in order))
     text += "    bucket_cap_mb: {}\n".format(spec["bucket_cap_mb"])
     text += "    broadcast_buffers: {}\n".format("true" if spec["broadcast_buffers"] else "false")
     text += "    find_unused_parameters: {}\n".format("true" if spec["find_unused"] else "false")
@@ -495,6 +672,10 @@ def main():
     parser.add_argument("--nonpersistent", type=int, choices=[0, 1],
                         help="with --seed: a non-persistent buffer or not")
     parser.add_argument("--bucket-cap-mb", type=float)
+    parser.add_argument("--family", choices=FAMILIES,
+                        help="with --seed: the model family (default plain)")
+    parser.add_argument("--no-forward-collectives", action="store_true",
+                        help="with --seed: no all_reduce in the forward (DDP's are the only ones)")
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="also run N cases with random seeds (everything drawn)")
     parser.add_argument("--iterations", type=int, default=4, help="iterations (>= 3; default 4)")
@@ -526,16 +707,21 @@ def main():
             forced[name] = bool(getattr(args, name))
     if args.bucket_cap_mb is not None:
         forced["bucket_cap_mb"] = args.bucket_cap_mb
+    if args.family is not None:
+        forced["family"] = args.family
+    if args.no_forward_collectives:
+        forced["no_forward_collectives"] = True
     if args.seed is not None:
         cases = [(args.seed, forced)]
     elif forced:
-        parser.error("--broadcast-buffers, --find-unused, --batchnorm, --frozen, --nonpersistent "
-                     "and --bucket-cap-mb need --seed")
+        parser.error("--broadcast-buffers, --find-unused, --batchnorm, --frozen, --nonpersistent, "
+                     "--bucket-cap-mb, --family and --no-forward-collectives need --seed")
     else:
         cases = list(CI_CASES)
     ci_run = args.seed is None
     rng = random.SystemRandom()
-    cases += [(rng.randrange(1, 2**31), {}) for _ in range(args.random)]
+    cases += [(rng.randrange(1, 2**31), dict(family=rng.choice(FAMILIES)))
+              for _ in range(args.random)]
     specs = [make_spec(seed, f) for seed, f in cases]
 
     work_dir = tempfile.mkdtemp(prefix="ddp_vs_plan.")
@@ -552,7 +738,8 @@ def main():
     real_s = time.monotonic() - start
 
     failures = 0  # cases that differ
-    coverage = dict(rebuilt_multi=False, first_multi=False)
+    coverage = dict(rebuilt_multi=False, first_multi=False, out_of_order=False, mixed=False,
+                    ddp_only=False)
     for index, spec in enumerate(specs):
         with open(os.path.join(work_dir, "case{}.json".format(index))) as f:
             case = json.load(f)
@@ -565,11 +752,28 @@ def main():
         with open(os.path.join(case_dir, "record.json"), "w") as f:
             json.dump(case["record"], f, indent=1)
         record = case["record"]
+        order = ready_order(spec)
         if spec["find_unused"]:
             coverage["first_multi"] |= gradient_buckets(record, 0) >= 2
         else:
-            coverage["rebuilt_multi"] |= gradient_buckets(record, 2) >= 2
+            rebuilt = gradient_buckets(record, 2)
+            coverage["rebuilt_multi"] |= rebuilt >= 2
+            coverage["out_of_order"] |= rebuilt >= 2 and order != list(reversed(range(len(order))))
+            dtypes = {c["dtype"] for c in record if c["phase"] == "iteration 2: backward"}
+            coverage["mixed"] |= rebuilt >= 3 and {"float32", "float64"} <= dtypes
+        coverage["ddp_only"] |= not spec["probes"]
         head = "seed {} ({})".format(spec["seed"], describe(spec))
+        if case["ready_order"] != order:
+            # The scenario states the order from the forward; if that rule is wrong, the plan's
+            # comparison below would test the wrong input.
+            failures += 1
+            print("FAIL {}".format(head))
+            print("     rerun: {}".format(rerun_command(spec, args.iterations)))
+            print("     the gradient-ready order stated from the forward (ready_order) is not the "
+                  "one the real backward showed:")
+            print("     stated: {}".format(order))
+            print("     real:   {}".format(case["ready_order"]))
+            continue
         proc = subprocess.run([petrsim, "plan", scenario, "--iterations", str(args.iterations),
                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
@@ -605,7 +809,11 @@ def main():
                 " and no case had ".join({
                     "rebuilt_multi": "several gradient buckets after the rebuild",
                     "first_multi": "several gradient buckets in iteration 0 "
-                                   "(find_unused_parameters)"}[k] for k in missing)))
+                                   "(find_unused_parameters)",
+                    "out_of_order": "several rebuilt buckets of a model whose gradient-ready "
+                                    "order is not the reverse of registration",
+                    "mixed": "three or more rebuilt buckets of float32 and float64 gradients",
+                    "ddp_only": "a plan whose only collectives are DDP's"}[k] for k in missing)))
     total_s = time.monotonic() - start
     print("ddp_vs_plan: {} of {} case(s) equal; real job {:.1f} s, total {:.1f} s".format(
         len(specs) - failures, len(specs), real_s, total_s))
