@@ -11,7 +11,11 @@
 #include "model/streampetr_ddp_model.h"
 
 #include <initializer_list>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "model/assert.h"
 
 namespace petrsim {
 namespace {
@@ -252,6 +256,189 @@ void FocalHead(TensorList& list) {
   list.Conv(p + "center2d.", kEmbed, 2, 1, true);
 }
 
+// The gradient-ready order of iteration 0's backward, which DDP's bucket rebuild follows
+// (docs/research/streampetr_grad_ready_order.md). Autograd runs the backward nodes in the reverse
+// of the order the forward created them (every consumer of a node was created after it), and a
+// parameter's AccumulateGrad, which has the highest priority, runs as soon as the last of its
+// uses has passed back its gradient: that is its FIRST use in the forward. So the ready order is
+// the forward's parameter uses taken in reverse, each module at its first use only, and inside
+// one use the order autograd gives that module's tensors. A checkpointed block (torch.utils.
+// checkpoint, reentrant) re-runs its forward inside its backward node, which orders its
+// parameters the same way, at the block's place. The within-module orders and these rules were
+// checked on torch 1.13 by tests/real_ddp/grad_ready_rules.py.
+class ForwardWalk {
+ public:
+  // torch.nn.Linear: the bias (an edge of addmm / add) before the weight (behind weight.t()).
+  void Linear(const std::string& prefix) { Use({prefix + "bias", prefix + "weight"}); }
+  // torch.nn.LayerNorm and GroupNorm: one backward node feeds weight and bias; weight first.
+  void Norm(const std::string& prefix) { Use({prefix + "weight", prefix + "bias"}); }
+  // torch.nn.Conv2d: one backward node feeds weight and bias; weight first (under autocast too).
+  void Conv(const std::string& prefix, bool bias) {
+    if (bias) {
+      Use({prefix + "weight", prefix + "bias"});
+    } else {
+      Use({prefix + "weight"});
+    }
+  }
+  // nn.Embedding's weight, or any parameter read directly.
+  void Tensor(const std::string& name) { Use({name}); }
+  // torch.nn.MultiheadAttention (F.multi_head_attention_forward) and StreamPETR's FlashMHA
+  // (attention.py:135-142): q, k, v from in_proj_weight / in_proj_bias by
+  // F._in_projection_packed, then out_proj. Out_proj first (bias, weight), then in_proj_bias,
+  // in_proj_weight (the bias chunks' backward node was created after the weight chunks').
+  void Attention(const std::string& prefix) {
+    Use({prefix + "out_proj.bias", prefix + "out_proj.weight", prefix + "in_proj_bias", prefix + "in_proj_weight"});
+  }
+
+  // The names in gradient-ready order: uses from the last to the first, each name where it was
+  // first used.
+  std::vector<std::string> ReadyOrder() const {
+    std::map<std::string, size_t> first_use;
+    for (size_t i = 0; i < uses_.size(); ++i) {
+      for (const std::string& name : uses_[i]) first_use.try_emplace(name, i);
+    }
+    std::vector<std::string> order;
+    for (size_t i = uses_.size(); i-- > 0;) {
+      for (const std::string& name : uses_[i]) {
+        if (first_use.at(name) == i) order.push_back(name);
+      }
+    }
+    return order;
+  }
+
+ private:
+  void Use(std::vector<std::string> names) { uses_.push_back(std::move(names)); }
+
+  std::vector<std::vector<std::string>> uses_;
+};
+
+// MLN.forward (misc.py:181-188): ln (no tensors), reduce(c), gamma, beta.
+void MlnForward(ForwardWalk& walk, const std::string& prefix) {
+  walk.Linear(prefix + "reduce.0.");
+  walk.Linear(prefix + "gamma.");
+  walk.Linear(prefix + "beta.");
+}
+
+// A Sequential(Linear, ReLU, Linear) such as position_encoder, memory_embed, query_embedding.
+void TwoLinears(ForwardWalk& walk, const std::string& prefix) {
+  walk.Linear(prefix + "0.");
+  walk.Linear(prefix + "2.");
+}
+
+// PETRTemporalDecoderLayer._forward (petr_transformer.py:706-748) for operation_order self_attn,
+// norm, cross_attn, norm, ffn, norm; the whole layer runs under cp.checkpoint (770-783).
+void DecoderLayerForward(ForwardWalk& walk, const std::string& prefix) {
+  walk.Attention(prefix + "attentions.0.attn.");  // 714: mmcv MultiheadAttention (transformer.py:541)
+  walk.Norm(prefix + "norms.0.");                 // 728
+  walk.Attention(prefix + "attentions.1.attn.");  // 732: PETRMultiheadFlashAttention (petr_transformer.py:164)
+  walk.Norm(prefix + "norms.1.");
+  walk.Linear(prefix + "ffns.0.layers.0.0.");  // 746: mmcv FFN.forward, self.layers(x) (transformer.py:623)
+  walk.Linear(prefix + "ffns.0.layers.1.");
+  walk.Norm(prefix + "norms.2.");
+}
+
+// Petr3D.forward_train (petr3d.py:221-277) for the reference config: queue_length 1 and
+// num_frame_losses = num_frame_backbone_grads = num_frame_head_grads = 1, so one frame, with
+// gradients everywhere, and no no_grad pass over earlier frames. Line numbers: StreamPETR files
+// at 95f6470 unless another source is named.
+ForwardWalk StreamPetrForward(uint32_t decoder_layers) {
+  ForwardWalk walk;
+  // petr3d.py:262 extract_feat -> 80 img_backbone: mmdet ResNet.forward: conv1, norm1 (frozen),
+  // relu, maxpool, then the stages. extract_feat runs under mmcv's auto_fp16 (autocast), which
+  // keeps conv's order.
+  walk.Conv("img_backbone.conv1.", false);
+  constexpr int kBlocks[4] = {3, 4, 6, 3};
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int block = 0; block < kBlocks[stage]; ++block) {
+      // Bottleneck.forward's _inner_forward under cp.checkpoint (with_cp and x.requires_grad):
+      // conv1, conv2, conv3 (norms frozen), then downsample(x) for the identity, used last.
+      const std::string b = "img_backbone.layer" + std::to_string(stage + 1) + "." + std::to_string(block) + ".";
+      walk.Conv(b + "conv1.", false);
+      walk.Conv(b + "conv2.", false);
+      walk.Conv(b + "conv3.", false);
+      if (block == 0) walk.Conv(b + "downsample.0.", false);
+    }
+  }
+  // petr3d.py:86 img_neck: CPFPN.forward (cp_fpn.py:162-183): the lateral convs in order, the
+  // top-down add, then fpn_convs.0 on level 0 only (level 1's output is not used further).
+  walk.Conv("img_neck.lateral_convs.0.conv.", true);
+  walk.Conv("img_neck.lateral_convs.1.conv.", true);
+  walk.Conv("img_neck.fpn_convs.0.conv.", true);
+  // petr3d.py:187 forward_roi_head -> 150 img_roi_head: FocalHead.forward (focal_head.py:158-170).
+  walk.Conv("img_roi_head.shared_cls.0.", true);  // 159
+  walk.Norm("img_roi_head.shared_cls.1.");
+  walk.Conv("img_roi_head.cls.", true);           // 160
+  walk.Conv("img_roi_head.centerness.", true);    // 161
+  walk.Conv("img_roi_head.shared_reg.0.", true);  // 167
+  walk.Norm("img_roi_head.shared_reg.1.");
+  walk.Conv("img_roi_head.ltrb.", true);      // 168
+  walk.Conv("img_roi_head.center2d.", true);  // 170
+  // petr3d.py:189 pts_bbox_head: StreamPETRHead.forward (streampetr_head.py:566-650).
+  // 581 pre_update_memory reads only the frozen pseudo_reference_points.
+  const std::string h = "pts_bbox_head.";
+  TwoLinears(walk, h + "position_encoder.");   // 589 position_embeding -> 412
+  TwoLinears(walk, h + "memory_embed.");       // 591
+  MlnForward(walk, h + "spatial_alignment.");  // 594
+  // 595: SELayer_Linear.forward (misc.py:147-151): conv_reduce, conv_expand on x_se.
+  walk.Linear(h + "featurized_pe.conv_reduce.");
+  walk.Linear(h + "featurized_pe.conv_expand.");
+  walk.Tensor(h + "reference_points.weight");  // 597-598: prepare_for_dn's torch.cat (489)
+  TwoLinears(walk, h + "query_embedding.");    // 599
+  // 603 temporal_alignment (420-449).
+  TwoLinears(walk, h + "query_embedding.");  // 424, again
+  MlnForward(walk, h + "ego_pose_memory.");  // 431
+  MlnForward(walk, h + "ego_pose_pe.");      // 432
+  MlnForward(walk, h + "ego_pose_pe.");      // 435
+  MlnForward(walk, h + "ego_pose_memory.");  // 436
+  for (int i = 0; i < 2; ++i) {              // 438, 439
+    walk.Linear(h + "time_embedding.0.");
+    walk.Norm(h + "time_embedding.1.");
+  }
+  // 606 transformer -> PETRTemporalTransformer.forward (495) -> PETRTransformerDecoder.forward
+  // (410-418): each layer, then post_norm on its output (return_intermediate).
+  for (uint32_t layer = 0; layer < decoder_layers; ++layer) {
+    DecoderLayerForward(walk, h + "transformer.decoder.layers." + std::to_string(layer) + ".");
+    walk.Norm(h + "transformer.decoder.post_norm.");
+  }
+  // 611-615: per decoder output, cls_branches[lvl] then reg_branches[lvl]; every slot is the
+  // same Sequential, whose tensors the list names under slot 0.
+  for (uint32_t lvl = 0; lvl < decoder_layers; ++lvl) {
+    walk.Linear(h + "cls_branches.0.0.");  // fc_cls: Linear, LayerNorm, ReLU, Linear, LayerNorm, ReLU, Linear
+    walk.Norm(h + "cls_branches.0.1.");
+    walk.Linear(h + "cls_branches.0.3.");
+    walk.Norm(h + "cls_branches.0.4.");
+    walk.Linear(h + "cls_branches.0.6.");
+    walk.Linear(h + "reg_branches.0.0.");  // reg_branch: Linear, ReLU, Linear, ReLU, Linear
+    walk.Linear(h + "reg_branches.0.2.");
+    walk.Linear(h + "reg_branches.0.4.");
+  }
+  // petr3d.py:193 pts_bbox_head.loss and 196 img_roi_head.loss use no parameter; their terms
+  // are summed by mmdet's _parse_losses, so the backward starts at the last loss computed.
+  return walk;
+}
+
+// Writes model.grad_ready_order: the positions (among the parameters that require grad, in list
+// order) of the names `walk` makes ready, in that order. Every trainable tensor must be named
+// exactly once, and only trainable ones.
+void SetGradReadyOrder(DdpModel& model, const ForwardWalk& walk) {
+  std::map<std::string, uint32_t> position;
+  for (const DdpTensor& t : model.tensors()) {
+    if (t.kind() == DdpTensor::parameter && t.requires_grad()) {
+      const bool inserted = position.emplace(t.name(), static_cast<uint32_t>(position.size())).second;
+      PETRSIM_ASSERT(inserted);
+    }
+  }
+  std::vector<bool> seen(position.size(), false);
+  for (const std::string& name : walk.ReadyOrder()) {
+    const auto it = position.find(name);
+    PETRSIM_ASSERT(it != position.end());
+    PETRSIM_ASSERT(!seen[it->second]);
+    seen[it->second] = true;
+    model.add_grad_ready_order(it->second);
+  }
+  PETRSIM_ASSERT(static_cast<size_t>(model.grad_ready_order_size()) == position.size());
+}
+
 }  // namespace
 
 DdpModel StreamPetrReferenceDdpModel(uint32_t decoder_layers) {
@@ -266,6 +453,7 @@ DdpModel StreamPetrReferenceDdpModel(uint32_t decoder_layers) {
   ResNet50(list);
   CpFpn(list);
   FocalHead(list);
+  SetGradReadyOrder(model, StreamPetrForward(decoder_layers));
   // StreamPETR projects/mmdet3d_plugin/core/apis/mmdet_train.py, custom_train_detector:
   // MMDistributedDataParallel(model.cuda(), device_ids=[...], broadcast_buffers=False,
   // find_unused_parameters=cfg.get('find_unused_parameters', False)); the config sets
