@@ -18,7 +18,8 @@ declare -A allowed=(
   [real]="model trace"
   [replay]="model trace formats/pickle sim"
   [sweep]="model sim"
-  [importers]="model formats/pickle formats/pyconfig formats/mmcv"
+  # DESIGN.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
+  [importers]="model trace formats/pickle formats/pyconfig formats/mmcv"
   [cli]="model trace formats/pickle sim replay sweep importers"
   [props]="model sim"
   [bench]="model sim real trace"
