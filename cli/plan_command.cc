@@ -108,6 +108,8 @@ Scenario LoadPlanScenario(const std::string& path, const std::vector<std::string
       file, [](const TraceEventView&) {}, &partial);
   if (!header.has_scenario()) throw ScenarioError(file + ": the trace's header holds no scenario");
   Scenario scenario = header.scenario();
+  // A header is input like any scenario file: expanding an invalid plan is undefined.
+  ValidateScenario(scenario, file + " (the scenario in its header)");
   if (!sets.empty()) {
     ApplyOverrides(scenario, sets);
     ValidateScenario(scenario, file + " (after --set)");

@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "model/assert.h"
+
 namespace petrsim {
 namespace {
 
@@ -201,7 +203,12 @@ DdpCollectives DdpPlan(const DdpModel& model, TorchVersion version) {
   // stack), [first, cap], not sorted.
   std::vector<const Tensor*> ready;
   if (model.grad_ready_order_size() > 0) {
-    for (const uint32_t position : model.grad_ready_order()) ready.push_back(parameters[position]);
+    // ValidateDdpModel proved it a permutation; a model that skipped it stops here, not in memory it never owned.
+    PETRSIM_ASSERT(static_cast<uint64_t>(model.grad_ready_order_size()) == parameters.size());
+    for (const uint32_t position : model.grad_ready_order()) {
+      PETRSIM_ASSERT(position < parameters.size());
+      ready.push_back(parameters[position]);
+    }
   } else {
     ready.assign(parameters.rbegin(), parameters.rend());
   }
@@ -290,7 +297,7 @@ std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::stri
     add("tensors", "must list at least one parameter that requires grad", "none");
   }
   // grad_ready_order: a permutation of [0, trainable).
-  if (model.grad_ready_order_size() > 0 && total <= (uint64_t{1} << 40)) {
+  if (model.grad_ready_order_size() > 0 && trainable > 0 && total <= (uint64_t{1} << 40)) {
     const std::string rule = "must list each position of the " + std::to_string(trainable) +
                              " parameters that require grad (0 to " + std::to_string(trainable - 1) + ") once";
     if (static_cast<uint64_t>(model.grad_ready_order_size()) != trainable) {

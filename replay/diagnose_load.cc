@@ -21,6 +21,7 @@
 #include "model/error.h"
 #include "model/file_io.h"
 #include "model/outcome.h"
+#include "model/scenario_validation.h"
 #include "model/trace.pb.h"
 #include "replay/diagnose_stall.h"
 #include "replay/flight_recorder.h"
@@ -219,7 +220,11 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
     throw ScenarioError(
         fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(), out.header.world_size()));
   }
-  if (keep_scenario && out.header.has_scenario()) out.scenario = out.header.scenario();
+  if (keep_scenario && out.header.has_scenario()) {
+    // The cross-check expands its plan: a header is input like any scenario file.
+    ValidateScenario(out.header.scenario(), path + " (the scenario in its header)");
+    out.scenario = out.header.scenario();
+  }
   out.header.clear_scenario();
   rank.rank = out.header.rank();
   diagnose_internal::SettleStalls(rank);

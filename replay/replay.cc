@@ -151,6 +151,7 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
         throw ScenarioError(fmt::format("{}: the header holds no scenario to replay", path));
       }
       job.scenario = trace.header.scenario();
+      ValidateScenario(job.scenario, path + " (the scenario in its header)");
       job.scenario_path = trace.header.scenario_path();
       job.backend = trace.header.backend();
       job.world_size = trace.header.world_size();

@@ -15,9 +15,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
+#include "cli/plan_command.h"
 #include "model/error.h"
+#include "replay/diagnose.h"
+#include "replay/replay.h"
 #include "tests/scenario_text.h"
 
 namespace petrsim {
@@ -402,6 +406,36 @@ TEST_F(TraceWriterTest, ADirectoryThatCannotBeCreatedIsNamed) {
   } catch (const ScenarioError& error) {
     EXPECT_NE(std::string(error.what()).find(bad), std::string::npos) << error.what();
   }
+}
+
+// A trace header's scenario is input like a scenario file: plan, diagnose and replay validate it
+// before expanding its plan (a grad_ready_order out of range would index past the parameters).
+TEST_F(TraceWriterTest, AnInvalidScenarioInTheHeaderIsRefusedByPlanDiagnoseAndReplay) {
+  Scenario bad = testing::ScenarioFromText(R"(
+    dataset { subdatasets { name: "d" explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }
+    job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }
+    plan { custom {} ddp { tensors { name: "w" shape: [4] } } }
+  )");
+  bad.mutable_plan()->mutable_ddp()->add_grad_ready_order(4'000'000'000u);  // as a hostile file could hold it
+  {
+    TraceDirectoryWriter writer(directory_, bad, "bad.pbtxt", 1, "sim", "b");
+    writer.Finish();
+  }
+  const std::string rank0 = RankTracePath(directory_, 0);
+  const auto expect_refused = [&](const std::function<void()>& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " accepted the header's scenario";
+    } catch (const ScenarioError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(rank0 + " (the scenario in its header)"), std::string::npos) << what << ": " << message;
+      EXPECT_NE(message.find("plan.ddp.grad_ready_order[0]: must be < 1"), std::string::npos)
+          << what << ": " << message;
+    }
+  };
+  expect_refused([&] { LoadPlanScenario(directory_, {}); }, "plan");
+  expect_refused([&] { LoadRecordings({directory_}); }, "diagnose");
+  expect_refused([&] { LoadRecordedJob(directory_); }, "replay");
 }
 
 // The fast decoder (ScanTraceEvents) and protobuf's parser (ForEachTraceEvent) read every
