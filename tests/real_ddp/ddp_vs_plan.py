@@ -4,7 +4,8 @@
 What it proves: for models generated from a seed (a chain of 2-8 Linear layers of random sizes,
 with or without bias, optional BatchNorm1d, optionally one frozen layer, optionally a
 non-persistent buffer, a few scalar all_reduces in the forward; and the families of apply_family:
-modules registered out of the order the forward uses them, a block used twice, a branch used on
+modules registered out of the order the forward uses them, a block used twice, tied weights (one
+parameter in two modules), a branch used on
 some iterations only, float64 layers among float32 ones, frozen stages with norm_eval) and the
 DDP flags drawn or forced
 per case (broadcast_buffers, find_unused_parameters, a small bucket_cap_mb so several gradient
@@ -30,7 +31,7 @@ them it exits 77 (CTest: skipped). Standard library + torch only. Two worker pro
 script are started with subprocess on a free local port; no torchrun.
 
 Run by hand (from the repository root):
-  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim            # the 16 CI cases
+  /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim            # the 17 CI cases
   /usr/bin/python3 tests/real_ddp/ddp_vs_plan.py --petrsim build/petrsim --seed 1003 \
       --broadcast-buffers 1 --find-unused 1 --batchnorm 1 --frozen 1 --nonpersistent 1 \
       --bucket-cap-mb 0.592 --iterations 4      # one case: the rerun line a failure prints
@@ -78,6 +79,7 @@ CI_CASES = [
     (1102, dict(family="shuffled", find_unused=True, batchnorm=True)),
     (1103, dict(family="shared", find_unused=False, bucket_cap_mb=0.3)),
     (1104, dict(family="branch", broadcast_buffers=True, batchnorm=True)),
+    (1109, dict(family="tied", find_unused=False, bucket_cap_mb=0.3)),
     (1114, dict(family="mixed", find_unused=False, broadcast_buffers=False, batchnorm=True,
                 bucket_cap_mb=0.2)),
     (1106, dict(family="mixed", find_unused=True, batchnorm=True)),
@@ -159,7 +161,7 @@ def make_spec(seed, forced):
     return spec
 
 
-FAMILIES = ("plain", "shuffled", "shared", "branch", "mixed", "frozen_stages")
+FAMILIES = ("plain", "shuffled", "shared", "tied", "branch", "mixed", "frozen_stages")
 
 
 def apply_family(spec, family, rng):
@@ -168,6 +170,9 @@ def apply_family(spec, family, rng):
     shuffled  -- only that;
     shared    -- a square Linear S used twice with another one T between (S, ReLU, T, S): S's
                  gradient is ready only after its first use's backward, i.e. after T's;
+    tied      -- two square Linear modules A and B (A, ReLU, B) where B's weight IS A's (tied
+                 weights): one parameter under two state_dict keys (state_dict_aliases), ready
+                 at A's use;
     branch    -- a square Linear used only on even iterations (find_unused_parameters=True, which
                  DDP needs for it);
     mixed     -- some Linear layers (and the BatchNorm after them) in float64, the rest float32:
@@ -192,6 +197,13 @@ def apply_family(spec, family, rng):
                         dict(type="relu"),
                         dict(type="linear", in_features=d, out_features=d, bias=rng.random() < 0.5),
                         dict(type="reuse", of=at + 1)])
+    elif family == "tied":
+        at = rng.choice(linear_at)
+        d = layers[at]["out_features"]
+        insert(at + 1, [dict(type="linear", in_features=d, out_features=d, bias=True),
+                        dict(type="relu"),
+                        dict(type="linear", in_features=d, out_features=d, bias=True,
+                             tied_to=at + 1)])
     elif family == "branch":
         at = rng.choice(linear_at)
         d = layers[at]["out_features"]
@@ -224,20 +236,27 @@ def apply_family(spec, family, rng):
     spec["registration"] = registered
 
 
+def parameter_keys(spec, i):
+    """The parameters of layer i in registration order, as (owner layer index, name): a tied
+    weight is its owner's."""
+    layer = spec["layers"][i]
+    if layer["type"] == "linear":
+        keys = [(layer.get("tied_to", i), "weight")]
+        return keys + [(i, "bias")] if layer["bias"] else keys
+    if layer["type"] == "batchnorm":
+        return [(i, "weight"), (i, "bias")]
+    return []
+
+
 def trainable_parameters(spec):
     """(layer index, parameter name) of every parameter that requires grad, in named_parameters()
-    order: modules in registration order, each's weight then bias."""
+    order: modules in registration order, each's weight then bias, a parameter met again (tied)
+    not again."""
     out = []
     for i in spec["registration"]:
-        layer = spec["layers"][i]
-        if layer.get("frozen"):
+        if spec["layers"][i].get("frozen"):
             continue
-        if layer["type"] == "linear":
-            out.append((i, "weight"))
-            if layer["bias"]:
-                out.append((i, "bias"))
-        elif layer["type"] == "batchnorm":
-            out += [(i, "weight"), (i, "bias")]
+        out += [key for key in parameter_keys(spec, i) if key not in out]
     return out
 
 
@@ -253,18 +272,26 @@ def ready_order(spec):
         index = layer["of"] if layer["type"] == "reuse" else position
         first_use.setdefault(index, position)
     positions = {key: k for k, key in enumerate(trainable_parameters(spec))}
+    # A tied parameter belongs to every module that holds it: it is ready at the first use of any.
+    holders = {}
+    for index in first_use:
+        for key in parameter_keys(spec, index):
+            holders.setdefault(key, []).append(index)
     order = []
     for index in sorted(first_use, key=lambda i: -first_use[i]):
-        names = ("bias", "weight") if spec["layers"][index]["type"] == "linear" else ("weight", "bias")
-        order += [positions[(index, n)] for n in names if (index, n) in positions]
+        keys = parameter_keys(spec, index)
+        if spec["layers"][index]["type"] == "linear":
+            keys = keys[::-1]  # the bias before the weight
+        order += [positions[key] for key in keys
+                  if key in positions and min(holders[key], key=first_use.get) == index]
     return order
 
 
 def describe(spec):
     layers = spec["layers"]
     linears = [l for l in layers if l["type"] == "linear"]
-    params = sum(l["in_features"] * l["out_features"] + (l["out_features"] if l["bias"] else 0)
-                 for l in linears)
+    params = sum((0 if "tied_to" in l else l["in_features"] * l["out_features"])
+                 + (l["out_features"] if l["bias"] else 0) for l in linears)
     return ("family={} broadcast_buffers={} find_unused_parameters={} bucket_cap_mb={} linear={} "
             "batchnorm={} frozen={} nonpersistent={} forward_all_reduces={} "
             "linear_params={:.2f} MiB"
@@ -425,6 +452,9 @@ def worker(args):
                     layer["scratch"]["numel"], dtype=getattr(torch, layer["scratch"]["dtype"])),
                     persistent=False)
             layer_modules[i] = m
+        for i, layer in enumerate(spec["layers"]):
+            if "tied_to" in layer:
+                layer_modules[i].weight = layer_modules[layer["tied_to"]].weight
         steps, probes = [], []
         for i in range(len(spec["layers"]) + 1):
             for _ in range(spec["probes"].count(i)):
@@ -442,20 +472,28 @@ def worker(args):
     def tensor_list(model):
         """The module's tensors in state_dict() order, non-persistent buffers at their place."""
         out = []
+        first = {}  # id of a parameter -> its entry (a tied one is listed once, with aliases)
+        alias_keys = []
         for mname, module in model.named_modules():
             prefix = mname + "." if mname else ""
             for pname, p in module.named_parameters(recurse=False):
-                out.append(dict(name=prefix + pname, kind="parameter", shape=list(p.shape),
-                                dtype=dtype_names[p.dtype], requires_grad=p.requires_grad,
-                                persistent=True))
+                if id(p) in first:
+                    first[id(p)]["state_dict_aliases"] += 1
+                    alias_keys.append(prefix + pname)
+                    continue
+                first[id(p)] = dict(name=prefix + pname, kind="parameter", shape=list(p.shape),
+                                    dtype=dtype_names[p.dtype], requires_grad=p.requires_grad,
+                                    persistent=True, state_dict_aliases=0)
+                out.append(first[id(p)])
             for bname, b in module.named_buffers(recurse=False):
                 out.append(dict(name=prefix + bname, kind="buffer", shape=list(b.shape),
                                 dtype=dtype_names[b.dtype], requires_grad=False,
                                 persistent=bname not in module._non_persistent_buffers_set))
         keys = [t["name"] for t in out if t["persistent"]]
-        if keys != list(model.state_dict().keys()):
+        state_keys = list(model.state_dict().keys())
+        if keys != [k for k in state_keys if k not in alias_keys]:
             raise RuntimeError("tensor order differs from state_dict(): {} vs {}".format(
-                keys, list(model.state_dict().keys())))
+                keys, state_keys))
         return out
 
     for index, spec in enumerate(specs):
@@ -598,6 +636,8 @@ def scenario_text(spec, tensors, iterations, torch_version):
             line += " requires_grad: false"
         if t["kind"] == "buffer" and not t["persistent"]:
             line += " persistent: false"
+        if t.get("state_dict_aliases"):
+            line += " state_dict_aliases: {}".format(t["state_dict_aliases"])
         text += line + " }\n"
     order = ready_order(spec)
     if order != list(reversed(range(len(order)))):
