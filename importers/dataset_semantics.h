@@ -1,4 +1,4 @@
-// What each camera-3D codebase's train dataset does, as data (DESIGN.md, "Workload semantics are
+// What each camera-3D codebase's train dataset does, as data (docs/design.md, "Workload semantics are
 // data"): the importer looks an entry up by the config's dataset type (and the wrapper around it),
 // and writes what the entry says into the scenario's grouping, filters, resample and sampler
 // fields. No codebase gets a code path of its own. Every entry cites the upstream file:line it

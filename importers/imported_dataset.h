@@ -64,7 +64,7 @@ struct ImportedSubDataset {
 };
 
 // The filters of the user's config, recorded in the scenario's `filters`. Defaults: StreamPETR's
-// (reference section 9).
+// (docs/reference/streampetr.md, section 9).
 struct ImportFilters {
   std::vector<std::string> classes;  // empty: the ten nuScenes detection classes
   double bev_range_min_m = -51.2;

@@ -1,4 +1,4 @@
-// mmdet3d's three box filters (reference section 2): the valid flag (lidar + radar points > 0
+// mmdet3d's three box filters (docs/reference/streampetr.md, section 2): the valid flag (lidar + radar points > 0
 // with use_valid_flag, else lidar points > 0), the class list (ObjectNameFilter) and
 // ObjectRangeFilter on the BEV centre (strict inequalities in float32, as
 // LiDARInstance3DBoxes.in_range_bev on float32 tensors).

@@ -1,5 +1,5 @@
 // How one rank's PyTorch DataLoader hands batches to its workers and how far it runs ahead
-// (reference section 6): batch k of an epoch goes to worker k mod num_workers, the main process
+// (docs/reference/streampetr.md, section 6): batch k of an epoch goes to worker k mod num_workers, the main process
 // consumes batches strictly in order, and prefetch_factor * num_workers batches are in flight,
 // so while the rank is blocked on batch k nothing at or after k + prefetch_factor * num_workers
 // is ever dispatched. Epoch samplers end their DataLoader iterator every epoch (mmcv IterLoader

@@ -40,7 +40,7 @@ const char kBarrierFrame[] = "projects/mmdet3d_plugin/core/apis/test.py, in coll
 const char kLoggerFrame[] =
     "mmcv/runner/hooks/logger/text.py, in _get_max_memory: dist.reduce(mem_mb, 0, op=dist.ReduceOp.MAX)";
 
-// The model's own collectives: the StreamPETR plan's (reference section 7) without DDP's.
+// The model's own collectives: the StreamPETR plan's (docs/reference/streampetr.md, section 7) without DDP's.
 struct ModelPlan {
   std::vector<Collective> startup;
   std::vector<Collective> forward;

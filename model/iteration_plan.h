@@ -1,4 +1,4 @@
-// The collectives a training job issues, in order (reference section 7): once at startup, in
+// The collectives a training job issues, in order (docs/reference/streampetr.md, section 7): once at startup, in
 // every iteration, and periodically. The StreamPETR plan is generated from a few numbers; a
 // custom plan is taken as written. With a DDP model (plan.ddp; the StreamPETR plan's default)
 // the collectives DistributedDataParallel issues in the scenario's PyTorch release join them

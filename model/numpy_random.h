@@ -1,5 +1,5 @@
 // Bit-exact reimplementation of numpy's legacy global RandomState as the data pipeline and the
-// resample loop use it (reference section 5): np.random.seed(s) is MT19937 with the standard
+// resample loop use it (docs/reference/streampetr.md, section 5): np.random.seed(s) is MT19937 with the standard
 // 32-bit seeding; np.random.choice(pool) on a 1-D pool of n, and randint(low, high), draw 32-bit
 // outputs masked to the smallest 2^k - 1 >= range until the value fits (a range of one value
 // consumes no draw); rand() and uniform() take two outputs for one 53-bit double; normal() is

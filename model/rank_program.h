@@ -1,4 +1,4 @@
-// One rank's walk through the plan (reference section 7): the training loop's rules, written
+// One rank's walk through the plan (docs/reference/streampetr.md, section 7): the training loop's rules, written
 // once, that the simulator (sim/main_process.cc, in virtual time) and the real trainer
 // (real/trainer.cc, with tensors and a real process group) both follow step by step:
 //   startup collectives; then per iteration: take the batch, the per-iteration collectives in

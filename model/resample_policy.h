@@ -1,4 +1,4 @@
-// What __getitem__ does with a frame that has no GT left (reference section 2): one small type
+// What __getitem__ does with a frame that has no GT left (docs/reference/streampetr.md, section 2): one small type
 // per policy behind one interface, and the getitem loop they all share. The loop draws from the
 // worker's numpy RNG exactly as the Python job would, so resample targets replay bit for bit.
 #pragma once

@@ -1,4 +1,4 @@
-// The three training samplers of reference section 4, per rank, bit-exact with the Python
+// The three training samplers of docs/reference/streampetr.md, section 4,, per rank, bit-exact with the Python
 // code for the same seed: StreamPETR's InfiniteGroupEachSampleInBatchSampler, mmdet's
 // DistributedGroupSampler and torch's DistributedSampler (the last two epoch based, re-seeded
 // with seed + epoch at every epoch as mmcv's IterLoader does).
@@ -129,7 +129,7 @@ class EpochRankSampler final : public RankSampler {
   uint64_t cursor_ = 0;  // position in the rank's share of the current epoch
 };
 
-// mmdet DistributedGroupSampler's index list of `rank` for `epoch` (reference section 4).
+// mmdet DistributedGroupSampler's index list of `rank` for `epoch` (docs/reference/streampetr.md, section 4).
 std::vector<int64_t> DistributedGroupSamplerIndices(const Dataset& dataset, uint32_t world_size,
                                                     uint32_t samples_per_gpu, uint32_t rank, uint32_t seed,
                                                     uint64_t epoch);

@@ -1,5 +1,5 @@
 // Sequence groups as StreamPETR's NuScenesDataset._set_sequence_group_flag cuts them
-// (reference section 3): each scene of n frames becomes seq_split_num contiguous chunks of
+// (docs/reference/streampetr.md, section 3): each scene of n frames becomes seq_split_num contiguous chunks of
 // ceil(n / s) frames (the last one shorter), and mmdet3d asserts every scene yields exactly s.
 #pragma once
 

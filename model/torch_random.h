@@ -1,4 +1,4 @@
-// Bit-exact reimplementation of the torch CPU generator and torch.randperm (reference section 5):
+// Bit-exact reimplementation of the torch CPU generator and torch.randperm (docs/reference/streampetr.md, section 5):
 // torch.Generator().manual_seed(s) is MT19937 with the standard 32-bit seeding, and randperm(n)
 // for n < 2^32 / 20 swaps r[i] with r[i + random32() % (n - i)] for i = 0 .. n-2 starting from
 // the identity. Proven against real torch by tests/torch_random_test.cc (golden vectors).

@@ -1,4 +1,4 @@
-// Camera and ego-motion geometry of the real backend's StreamPETR (reference section 11), in
+// Camera and ego-motion geometry of the real backend's StreamPETR (docs/reference/streampetr.md, section 11), in
 // plain C++ (no LibTorch), so the parts that are easy to get subtly wrong are tested on their
 // own: the surround-camera rig and its lidar2img matrices, the PETR frustum points
 // [u*d, v*d, d, 1] through inverse(lidar2img), the linear-increasing depth bins, and the

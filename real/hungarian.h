@@ -1,4 +1,4 @@
-// The assignment problem of StreamPETR's HungarianAssigner3D (reference section 11): given a
+// The assignment problem of StreamPETR's HungarianAssigner3D (docs/reference/streampetr.md, section 11): given a
 // cost matrix of queries x ground-truth boxes, match each box to a distinct query so that the
 // total cost is least, as scipy.optimize.linear_sum_assignment does. Pure C++ (no LibTorch), so
 // it is tested on its own against brute force.

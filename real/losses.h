@@ -1,4 +1,4 @@
-// StreamPETR's detection losses and matching cost (reference section 11), in LibTorch: the
+// StreamPETR's detection losses and matching cost (docs/reference/streampetr.md, section 11), in LibTorch: the
 // sigmoid focal loss (alpha 0.25, gamma 2) and the code-weighted L1 box loss, each divided by
 // the average factor (the trainer passes clamp(reduce_mean(num_total_pos), min=1), the
 // all_reduce the waiting ranks block in), and HungarianAssigner3D's cost: 2 x the focal

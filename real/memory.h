@@ -1,4 +1,4 @@
-// StreamPETR's streaming memory (reference section 11), in LibTorch: per batch slot a queue of
+// StreamPETR's streaming memory (docs/reference/streampetr.md, section 11), in LibTorch: per batch slot a queue of
 // the last `memory_len` propagated queries (embedding, reference point in the ego frame,
 // timestamp, and a validity mask). Before each frame it is carried into the new ego frame by the
 // ego motion (and aged by the frame's time step), or cleared where prev_exists is false; after

@@ -1,4 +1,4 @@
-// PETR's 3D position embedding inputs (reference section 11), in LibTorch: for every feature
+// PETR's 3D position embedding inputs (docs/reference/streampetr.md, section 11), in LibTorch: for every feature
 // pixel of every camera and every depth bin, the frustum point [u*d, v*d, d, 1] through
 // inverse(lidar2img), normalised to the position range, then the inverse sigmoid the MLP reads;
 // and the motion-aware layer norm (MLN) that conditions the streaming memory on ego motion.

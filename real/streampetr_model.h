@@ -1,4 +1,4 @@
-// The real backend's scaled-down StreamPETR (reference section 11), assembled from the parts in
+// The real backend's scaled-down StreamPETR (docs/reference/streampetr.md, section 11), assembled from the parts in
 // real/: the backbone + neck per camera; image tokens with PETR's 3D position embedding (frustum
 // coordinates -> inverse sigmoid -> MLP); learnable 3D reference-point queries with a sine + MLP
 // query position; the streaming memory, conditioned on ego motion by the motion-aware layer

@@ -1,4 +1,4 @@
-// Building blocks of the real backend's scaled-down StreamPETR (reference section 11), in
+// Building blocks of the real backend's scaled-down StreamPETR (docs/reference/streampetr.md, section 11), in
 // LibTorch: the convolutional backbone + neck that gives one stride-16 feature map per camera,
 // and the decoder layer (self-attention over the queries and the streaming memory, cross-
 // attention to the image tokens with their 3D position embedding, FFN, each followed by a

@@ -1,5 +1,5 @@
 // The real backend's DataLoader (issue "real backend", section Data), like PyTorch's with
-// num_workers = W and prefetch_factor = P (reference section 6): batch k is loaded by worker
+// num_workers = W and prefetch_factor = P (docs/reference/streampetr.md, section 6): batch k is loaded by worker
 // k mod W; at most P * W batches are in flight ahead of the one the main process waits for
 // (batch k + P*W is dispatched when batch k is consumed); the main process consumes batches in
 // order; an exception thrown while loading a batch is raised in the main process when it asks

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layering of DESIGN.md, checked from the includes: prints which folder includes which
+# The layering of docs/design.md, checked from the includes: prints which folder includes which
 # (folder -> folder(count) ...) and fails, naming the file and the include, where a folder
 # reaches one it must not. Run from anywhere: scripts/check_layers.sh [--graph]
 #   --graph   print the graph only (exit 0)
@@ -18,7 +18,7 @@ declare -A allowed=(
   [real]="model trace"
   [replay]="model trace formats/pickle sim"
   [sweep]="model sim"
-  # DESIGN.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
+  # docs/design.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
   [importers]="model trace formats/pickle formats/pyconfig formats/mmcv"
   [cli]="model trace formats/pickle sim replay sweep importers"
   [props]="model sim"
@@ -68,6 +68,6 @@ for from in model formats/pickle formats/pyconfig formats/mmcv trace sim comm re
   echo "$from -> $(tr ' ' '\n' <<<"$out" | sort | tr '\n' ' ')"
 done
 if [ "$violations" -gt 0 ]; then
-  echo "layering: $violations include(s) against DESIGN.md's layers"
+  echo "layering: $violations include(s) against docs/design.md's layers"
   exit 1
 fi

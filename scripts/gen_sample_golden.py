@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Golden sample streams for petrsim's `sample`, computed with the real torch and numpy.
 
-This script plays the data path of a StreamPETR training job as reference/streampetr.md
+This script plays the data path of a StreamPETR training job as docs/reference/streampetr.md
 describes it (sequence flags per sub-dataset, mmdet ConcatDataset flags without offset,
 InfiniteGroupEachSampleInBatchSampler over torch.randperm, DataLoader worker k mod W with numpy
 seeded by worker_init_fn, mmdet3d's resample loop with np.random.choice over the frame's chunk)
@@ -15,7 +15,7 @@ A pool with no frame with GT would loop forever in Python; the script records a 
 instead, as petrsim does, and then follows the DataLoader: the stuck worker loads nothing more,
 the main process never consumes that batch, and nothing past the prefetch window
 (prefetch_factor * num_workers batches) is dispatched. This DataLoader bookkeeping is written
-here from reference section 6, like petrsim's; the draws are the real ones.
+here from docs/reference/streampetr.md, section 6, like petrsim's; the draws are the real ones.
 
 Regenerate: /usr/bin/python3 scripts/gen_sample_golden.py
 """

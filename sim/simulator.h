@@ -1,4 +1,4 @@
-// The simulated job (reference sections 6-8): N ranks, each a DataLoader with W workers and a
+// The simulated job (docs/reference/streampetr.md, sections 6-8): N ranks, each a DataLoader with W workers and a
 // prefetch window, the scenario's sampler and resample policy (the very code `petrsim sample`
 // runs), a training loop issuing the iteration plan's collectives, a rendezvous per process
 // group with c10d sequence numbers, and a watchdog per rank. Everything runs in one thread on

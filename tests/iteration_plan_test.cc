@@ -1,4 +1,4 @@
-// The iteration plan (reference section 7) with DDP's collectives joined in (model/ddp_plan.h).
+// The iteration plan (docs/reference/streampetr.md, section 7) with DDP's collectives joined in (model/ddp_plan.h).
 #include "model/iteration_plan.h"
 
 #include <gtest/gtest.h>

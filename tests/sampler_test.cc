@@ -1,5 +1,5 @@
 // Samplers: golden parity with torch (DistributedSampler, the infinite group stream) and the
-// structural rules of reference section 4.
+// structural rules of docs/reference/streampetr.md, section 4,.
 #include "model/sampler.h"
 
 #include <gtest/gtest.h>

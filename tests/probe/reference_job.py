@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A small training job with StreamPETR's data semantics, for the probe's tests.
 
-What it is (written for these tests from the facts in reference/streampetr.md; no mmdet3d code):
+What it is (written for these tests from the facts in docs/reference/streampetr.md; no mmdet3d code):
 - two sub-datasets, "train" and "val", of scenes given as GT counts per frame (boxes left after
   the filters); each scene cut into seq_split_num=2 chunks of ceil(n/2) frames, one sequence
   group flag per chunk, consecutive from 0 within each sub-dataset;
