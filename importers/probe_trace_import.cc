@@ -18,8 +18,11 @@
 #include <regex>
 
 #include "model/assert.h"
+#include "model/dataset.h"
+#include "model/ddp_plan.h"
 #include "model/error.h"
 #include "model/file_io.h"
+#include "model/sampler.h"
 #include "model/scenario_loader.h"
 #include "model/scenario_validation.h"
 #include "model/temp_files.h"
@@ -51,29 +54,31 @@ struct RankFile {
   std::map<uint32_t, DdpLayout> construction;  // per DDP: the construction event
   std::map<uint32_t, DdpLayout> ready;         // per DDP: the event with the ready order
   std::map<uint32_t, DdpLayout> rebuilt;       // per DDP: the rebuilt layout
+  std::map<uint32_t, std::string> comm_hook;   // per DDP: the job's own communication hook
   std::vector<Call> calls;
+  uint64_t events = 0;  // events read (all kinds)
+  std::string partial;  // the reading error of a file cut short, or ""
 };
 
 RankFile ReadRank(const std::string& path) {
   RankFile rank;
   rank.path = path;
-  std::string partial;
-  uint64_t index = 0;
   rank.header = ScanTraceEvents(
       path,
       [&](const TraceEventView& event) {
-        ++index;
+        ++rank.events;
         if (event.kind == TraceEventKind::ddp_layout) {
           DdpLayout layout;
           if (!layout.ParseFromArray(event.ddp_layout.data(), static_cast<int>(event.ddp_layout.size()))) {
             throw ScenarioError(
                 fmt::format("{}: event {} (ddp_layout): its DdpLayout does not parse (a probe from another "
                             "petrsim? expected model/trace.proto's DdpLayout)",
-                            path, index));
+                            path, rank.events));
           }
           if (layout.tensors_size() > 0) rank.construction.emplace(layout.ddp(), layout);
           if (layout.ready_order_recorded()) rank.ready.emplace(layout.ddp(), layout);
           if (layout.rebuilt()) rank.rebuilt.emplace(layout.ddp(), layout);
+          if (!layout.comm_hook().empty()) rank.comm_hook[layout.ddp()] = layout.comm_hook();
         } else if (event.kind == TraceEventKind::collective) {
           Call call;
           call.group = event.process_group.empty() ? "default_pg" : std::string(event.process_group);
@@ -87,8 +92,56 @@ RankFile ReadRank(const std::string& path) {
           rank.calls.push_back(std::move(call));
         }
       },
-      &partial);
+      &rank.partial);
   return rank;
+}
+
+// "; the file is cut short (...)" where it is, for messages about what a file lacks.
+std::string CutShort(const RankFile& rank) {
+  return rank.partial.empty() ? std::string() : fmt::format("; the file is cut short: {}", rank.partial);
+}
+
+// The rank files of `trace_dir`, by rank; rank 0 first (the plan is taken from it).
+std::vector<RankFile> ReadRanks(const std::string& trace_dir) {
+  struct stat info {};
+  if (::stat(trace_dir.c_str(), &info) != 0) {
+    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found nothing: {}",
+                                    trace_dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found {}",
+                                    trace_dir, FileKindName(info.st_mode)));
+  }
+  std::map<uint32_t, std::string> paths;
+  static const std::regex name(R"(rank_(\d{1,6})\.pbtrace)");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(trace_dir, error)) {
+    std::smatch match;
+    const std::string file = entry.path().filename().string();
+    if (std::regex_match(file, match, name)) paths[static_cast<uint32_t>(std::stoul(match[1].str()))] = entry.path();
+  }
+  if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", trace_dir, error.message()));
+  if (paths.empty()) {
+    throw ScenarioError(
+        fmt::format("{}: expected rank_<r>.pbtrace files (what petrsim_probe writes), found none", trace_dir));
+  }
+  if (!paths.contains(0)) {
+    std::string found;
+    for (const auto& [r, path] : paths) found += (found.empty() ? "" : ", ") + std::to_string(r);
+    throw ScenarioError(
+        fmt::format("{}: expected rank 0's trace (plan.ddp and the plan are taken from rank 0), found "
+                    "none; the directory holds rank(s) {}",
+                    RankTracePath(trace_dir, 0), found));
+  }
+  std::vector<RankFile> ranks;
+  for (const auto& [r, path] : paths) {
+    ranks.push_back(ReadRank(path));
+    if (ranks.back().header.rank() != r) {
+      throw ScenarioError(
+          fmt::format("{}: its header says rank {}, the file name rank {}", path, ranks.back().header.rank(), r));
+    }
+  }
+  return ranks;
 }
 
 // "torch 1.13.0a0" in the probe's build_id ("petrsim_probe 0.1.0 (torch 1.13.0a0)").
@@ -176,6 +229,18 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
       break;
     }
   }
+  if (first_ddp == calls.size()) {
+    summary->push_back(fmt::format(
+        "note: {} recorded no DDP collective on '{}' ({} collective(s) of its own there): the job's collectives "
+        "cannot be placed before DDP's construction or in an iteration, so plan.custom holds none of them (was "
+        "DDP built under the probe, on that group?)",
+        rank0.path, group, calls.size()));
+    if (other_groups > 0) {
+      summary->push_back(fmt::format("note: {} collective(s) on groups other than DDP's '{}' are not in the plan",
+                                     other_groups, group));
+    }
+    return;
+  }
   for (size_t i = 0; i < first_ddp; ++i) {
     *plan->add_startup() = ToCollective(*calls[i], fmt::format("recorded before DDP: {}", calls[i]->text));
   }
@@ -259,61 +324,28 @@ std::string Serialize(const Scenario& scenario, const std::string& path, const s
   return text + bytes;
 }
 
-}  // namespace
-
-ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::string& into_path) {
-  struct stat info {};
-  if (::stat(trace_dir.c_str(), &info) != 0) {
-    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found nothing: {}",
-                                    trace_dir, std::strerror(errno)));
-  }
-  if (!S_ISDIR(info.st_mode)) {
-    throw ScenarioError(fmt::format("{}: expected a probe trace directory (rank_<r>.pbtrace files), found {}",
-                                    trace_dir, FileKindName(info.st_mode)));
-  }
-  // The rank files, by rank number.
-  std::map<uint32_t, std::string> paths;
-  static const std::regex name(R"(rank_(\d{1,6})\.pbtrace)");
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(trace_dir, error)) {
-    std::smatch match;
-    const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, match, name)) paths[static_cast<uint32_t>(std::stoul(match[1].str()))] = entry.path();
-  }
-  if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", trace_dir, error.message()));
-  if (paths.empty()) {
-    throw ScenarioError(
-        fmt::format("{}: expected rank_<r>.pbtrace files (what petrsim_probe writes), found none", trace_dir));
-  }
-  std::vector<RankFile> ranks;
-  for (const auto& [r, path] : paths) {
-    ranks.push_back(ReadRank(path));
-    if (ranks.back().header.rank() != r) {
-      throw ScenarioError(
-          fmt::format("{}: its header says rank {}, the file name rank {}", path, ranks.back().header.rank(), r));
-    }
-  }
+// The DDP plan.ddp describes (the first rank 0 built), after checking every rank built it with
+// the same model and arguments.
+uint32_t CheckRanksAgree(const std::vector<RankFile>& ranks, std::vector<std::string>* summary) {
   const RankFile& first = ranks.front();
   if (first.construction.empty()) {
     throw ScenarioError(fmt::format(
         "{}: expected a ddp_layout event (the DistributedDataParallel layout petrsim_probe records when DDP is "
-        "built), found none in {} event(s): was the job's DDP built under the probe (install() before "
+        "built), found none in {} event(s){}: was the job's DDP built under the probe (install() before "
         "DistributedDataParallel(...)), by a petrsim_probe that records layouts?",
-        first.path, first.calls.size()));
+        first.path, first.events, CutShort(first)));
   }
-  ProbeTraceImport result;
-  std::vector<std::string>& summary = result.summary;
-  const DdpLayout& layout = first.construction.begin()->second;
   const uint32_t which = first.construction.begin()->first;
+  const DdpLayout& layout = first.construction.begin()->second;
   if (first.construction.size() > 1) {
-    summary.push_back(fmt::format("note: rank {} built {} DistributedDataParallel; plan.ddp is DDP {} (the first)",
-                                  first.header.rank(), first.construction.size(), which));
+    summary->push_back(fmt::format("note: rank {} built {} DistributedDataParallel; plan.ddp is DDP {} (the first)",
+                                   first.header.rank(), first.construction.size(), which));
   }
   for (const RankFile& rank : ranks) {
     const auto it = rank.construction.find(which);
     if (it == rank.construction.end()) {
-      throw ScenarioError(
-          fmt::format("{}: expected the ddp_layout of DDP {} (as in {}), found none", rank.path, which, first.path));
+      throw ScenarioError(fmt::format("{}: expected the ddp_layout of DDP {} (as in {}), found none in {} event(s){}",
+                                      rank.path, which, first.path, rank.events, CutShort(rank)));
     }
     const std::string difference = LayoutDifference(layout, it->second);
     if (!difference.empty()) {
@@ -322,16 +354,36 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
     }
   }
   const uint32_t world = first.header.world_size();
-  if (paths.size() != world) {
-    summary.push_back(fmt::format("note: {} rank file(s) for world_size {}", paths.size(), world));
+  if (ranks.size() != world) {
+    summary->push_back(fmt::format("note: {} rank file(s) for world_size {}", ranks.size(), world));
   }
+  return which;
+}
 
+uint64_t Trainable(const DdpLayout& layout) {
+  return static_cast<uint64_t>(std::count_if(layout.tensors().begin(), layout.tensors().end(), [](const DdpTensor& t) {
+    return t.kind() == DdpTensor::parameter && t.requires_grad();
+  }));
+}
+
+// plan.ddp from rank 0's layout of DDP `which`; what the layout holds that petrsim cannot plan is
+// an error naming the rank file and the DdpLayout field.
+DdpModel BuildDdpModel(const RankFile& rank0, uint32_t which, std::vector<std::string>* summary) {
+  const DdpLayout& layout = rank0.construction.at(which);
+  for (int i = 0; i < layout.tensors_size(); ++i) {
+    const DdpTensor& t = layout.tensors(i);
+    for (int d = 0; d < t.shape_size(); ++d) {
+      if (t.shape(d) == 0) {
+        throw ScenarioError(fmt::format(
+            "{}: ddp_layout.tensors[{}]: {} has no elements (size 0 in dimension {}): tensors with no elements are "
+            "unsupported (plan.ddp's DdpTensor.shape sizes are >= 1)",
+            rank0.path, i, TensorText(t), d));
+      }
+    }
+  }
   DdpModel ddp;
   for (const DdpTensor& t : layout.tensors()) *ddp.add_tensors() = t;
-  const uint64_t trainable =
-      static_cast<uint64_t>(std::count_if(layout.tensors().begin(), layout.tensors().end(), [](const DdpTensor& t) {
-        return t.kind() == DdpTensor::parameter && t.requires_grad();
-      }));
+  const uint64_t trainable = Trainable(layout);
   if (layout.bucket_cap_bytes() > 0) ddp.set_bucket_cap_mb(static_cast<double>(layout.bucket_cap_bytes()) / kMiB);
   if (layout.first_bucket_bytes() > 0 && layout.first_bucket_bytes() != 1024 * 1024) {
     ddp.set_first_bucket_mb(static_cast<double>(layout.first_bucket_bytes()) / kMiB);
@@ -339,10 +391,10 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
   ddp.set_find_unused_parameters(layout.find_unused_parameters());
   ddp.set_broadcast_buffers(layout.broadcast_buffers());
   ddp.set_process_group(layout.process_group().empty() ? "default_pg" : layout.process_group());
-  const auto ready = first.ready.find(which);
-  if (ready != first.ready.end()) {
+  const auto ready = rank0.ready.find(which);
+  if (ready != rank0.ready.end()) {
     if (static_cast<uint64_t>(ready->second.grad_ready_order_size()) != trainable) {
-      summary.push_back(fmt::format(
+      summary->push_back(fmt::format(
           "note: the recorded gradient-ready order lists {} of the {} parameters that require grad (some had no "
           "gradient in the first backward); plan.ddp.grad_ready_order left out (the reverse of registration)",
           ready->second.grad_ready_order_size(), trainable));
@@ -350,14 +402,49 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
       for (const uint32_t k : ready->second.grad_ready_order()) ddp.add_grad_ready_order(k);
     }
   } else {
-    summary.push_back(
+    summary->push_back(
         "note: no gradient-ready order recorded (the job ended before its first backward returned); "
         "plan.ddp.grad_ready_order left out (the reverse of registration)");
   }
-  if (layout.static_graph()) {
-    summary.push_back("note: DDP ran with static_graph=True, which petrsim's plan does not model");
+  // The fields DdpModel and DdpLayout share (tensors, grad_ready_order) have the same indices;
+  // bucket_cap_mb and first_bucket_mb are bucket_cap_bytes and first_bucket_bytes / 2^20.
+  const std::vector<std::string> problems = ValidateDdpModel(ddp, "ddp_layout");
+  if (!problems.empty()) {
+    std::string text;
+    for (const std::string& problem : problems) text += (text.empty() ? "" : "; ") + problem;
+    throw ScenarioError(
+        fmt::format("{}: the layout of DDP {} is not one petrsim can plan: {}", rank0.path, which, text));
   }
+  if (layout.static_graph()) {
+    summary->push_back("note: DDP ran with static_graph=True, which petrsim's plan does not model");
+  }
+  const auto hook = rank0.comm_hook.find(which);
+  if (hook != rank0.comm_hook.end()) {
+    summary->push_back(fmt::format(
+        "note: the job registered a communication hook on DDP {} ({}): the plan's gradient buckets assume DDP's "
+        "default allreduce (one allreduce per bucket, in the gradients' dtype), not what the hook issues",
+        which, hook->second));
+  }
+  return ddp;
+}
 
+// A placeholder dataset of `groups` sequence groups or more (the trace holds no dataset; every
+// scenario needs one and the sampler must give every rank a group for each of its samples).
+void AddPlaceholderDataset(uint64_t groups, Scenario* scenario) {
+  // One scene of 4 frames is 2 groups (seq_split_num 2).
+  const uint64_t scenes = std::max<uint64_t>(1, (groups + 1) / 2);
+  std::string text = R"(subdatasets { name: "placeholder" explicit { )";
+  for (uint64_t k = 0; k < scenes; ++k) text += "scenes { gt_counts: [1, 1, 1, 1] } ";
+  text += "} }";
+  PETRSIM_ASSERT(google::protobuf::TextFormat::ParseFromString(text, scenario->mutable_dataset()));
+}
+
+// The scenario: `into_path`'s with plan.ddp set, or one of its own (a placeholder dataset, the
+// job's other collectives as a custom plan); the job's torch release and world size. Validated,
+// and its sampler checked as `petrsim check` checks it.
+Scenario BuildScenario(const std::string& trace_dir, const std::string& into_path, const RankFile& rank0,
+                       const DdpModel& ddp, std::vector<std::string>* summary) {
+  const uint32_t world = rank0.header.world_size();
   Scenario scenario;
   if (!into_path.empty()) {
     scenario = LoadScenarioFile(into_path);
@@ -365,47 +452,109 @@ ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::strin
   } else {
     scenario.set_name("probe_trace");
     scenario.set_description(fmt::format("petrsim import probe-trace {}", trace_dir));
-    // A placeholder dataset (every scenario needs one; the plan does not read it).
-    PETRSIM_ASSERT(google::protobuf::TextFormat::ParseFromString(
-        R"(subdatasets { name: "placeholder" explicit { scenes { gt_counts: [1, 1, 1, 1] } } })",
-        scenario.mutable_dataset()));
-    summary.push_back(
-        "dataset: a placeholder of 4 frames (the trace holds no dataset): use --into SCENARIO to put plan.ddp "
-        "into a scenario with your dataset");
+    const uint64_t groups = uint64_t{std::max<uint32_t>(world, 1)} * scenario.job().samples_per_gpu();
+    AddPlaceholderDataset(groups, &scenario);
+    summary->push_back(fmt::format(
+        "dataset: a placeholder of {} scene(s) of 4 frames, {} groups (world_size {} x samples_per_gpu {} or more; "
+        "the trace holds no dataset): use --into SCENARIO to put plan.ddp into a scenario with your dataset",
+        scenario.dataset().subdatasets(0).explicit_().scenes_size(),
+        2 * scenario.dataset().subdatasets(0).explicit_().scenes_size(), std::max<uint32_t>(world, 1),
+        scenario.job().samples_per_gpu()));
     CustomPlan* custom = scenario.mutable_plan()->mutable_custom();
-    AddOtherCollectives(first, ddp.process_group(), custom, &summary);
+    AddOtherCollectives(rank0, ddp.process_group(), custom, summary);
     *scenario.mutable_plan()->mutable_ddp() = ddp;
-    const std::string& backend = first.header.backend();
+    const std::string& backend = rank0.header.backend();
     if (backend == "gloo") scenario.mutable_comm()->set_backend(Comm::gloo);
     if (backend == "nccl") scenario.mutable_comm()->set_backend(Comm::nccl);
   }
-  const std::string torch = TorchOf(first.header);
+  const std::string torch = TorchOf(rank0.header);
   if (!torch.empty()) {
     if (const auto version = ParseTorchVersion(torch)) {
       scenario.mutable_comm()->set_torch_version(version->ToString());
     } else {
-      summary.push_back(
+      summary->push_back(
           fmt::format("note: the job's PyTorch {} is not a release petrsim models ({}); "
                       "comm.torch_version left as it was",
                       torch, SupportedTorchVersions()));
     }
   }
+  const uint32_t user_world = scenario.job().world_size();
   if (world > 0) scenario.mutable_job()->set_world_size(world);
-  ValidateScenario(scenario, into_path.empty() ? trace_dir : into_path + " (with plan.ddp from " + trace_dir + ")");
+  const std::string display = into_path.empty()
+                                  ? trace_dir
+                                  : fmt::format("{} (with plan.ddp and job.world_size {} from {}{})", into_path,
+                                                scenario.job().world_size(), rank0.path,
+                                                user_world != scenario.job().world_size()
+                                                    ? fmt::format(", which replaced its job.world_size {}", user_world)
+                                                    : "");
+  ValidateScenario(scenario, display);
+  // What `petrsim check` and the simulator check first: the real job builds its sampler.
+  const Dataset dataset = BuildDataset(scenario, display);
+  CheckSamplerConstructible(scenario, dataset, display);
+  return scenario;
+}
 
+// Rank 0's rebuilt gradient buckets against the ones `petrsim plan` computes for plan.ddp.
+void CheckRebuiltBuckets(const RankFile& rank0, uint32_t which, const Scenario& scenario,
+                         std::vector<std::string>* summary) {
+  const auto recorded = rank0.rebuilt.find(which);
+  const DdpModel& ddp = scenario.plan().ddp();
+  if (recorded == rank0.rebuilt.end() || recorded->second.buckets_size() == 0 || ddp.find_unused_parameters()) {
+    return;
+  }
+  const auto version = ParseTorchVersion(scenario.comm().torch_version());
+  if (!version) return;
+  const DdpCollectives plan = DdpPlan(ddp, *version);
+  std::vector<uint64_t> planned, seen;
+  for (const Collective& c : plan.backward[kDdpPhases - 1]) planned.push_back(c.numel());
+  for (const DdpLayout::Bucket& b : recorded->second.buckets()) seen.push_back(b.numel());
+  const auto list = [](const std::vector<uint64_t>& sizes) {
+    std::string out;
+    for (size_t k = 0; k < sizes.size() && k < 8; ++k) out += (k ? ", " : "") + std::to_string(sizes[k]);
+    return sizes.size() > 8 ? out + ", ..." : out;
+  };
+  if (planned == seen) {
+    summary->push_back(
+        fmt::format("rebuilt buckets: {} ({} elements), as {} recorded", seen.size(), list(seen), rank0.path));
+  } else {
+    summary->push_back(fmt::format(
+        "note: the rebuilt buckets {} recorded ({}: {} elements) differ from plan.ddp's under torch {} ({}: {} "
+        "elements): from iteration 1 on, the plan's gradient buckets are not the job's",
+        rank0.path, seen.size(), list(seen), scenario.comm().torch_version(), planned.size(), list(planned)));
+  }
+}
+
+std::vector<std::string> SummaryHead(const RankFile& rank0, uint32_t which, const Scenario& scenario) {
+  const DdpLayout& layout = rank0.construction.at(which);
+  const DdpModel& ddp = scenario.plan().ddp();
   uint64_t parameters = 0, buffers = 0;
   for (const DdpTensor& t : layout.tensors()) (t.kind() == DdpTensor::buffer ? buffers : parameters) += 1;
-  summary.insert(summary.begin(),
-                 fmt::format("plan.ddp: DDP {} of {} ({} on '{}', recorded through the {} path): {} parameter(s) "
-                             "({} require grad), {} buffer(s); bucket_cap_mb {}, find_unused_parameters {}, "
-                             "broadcast_buffers {}, grad_ready_order {}",
-                             which, layout.module_class(), first.path, ddp.process_group(), layout.path(), parameters,
-                             trainable, buffers, ddp.bucket_cap_mb(), layout.find_unused_parameters(),
-                             layout.broadcast_buffers(), ddp.grad_ready_order_size() > 0 ? "recorded" : "not set"));
-  summary.insert(summary.begin() + 1,
-                 fmt::format("comm.torch_version {} ({}), job.world_size {}", scenario.comm().torch_version(),
-                             torch.empty() ? "not recorded" : "torch " + torch, scenario.job().world_size()));
-  result.scenario = std::move(scenario);
+  const std::string torch = TorchOf(rank0.header);
+  const std::string what = layout.module_class().empty() ? fmt::format("DDP {}", which)
+                                                         : fmt::format("DDP {} of {}", which, layout.module_class());
+  return {
+      fmt::format("plan.ddp: {} ({} on '{}', recorded through the {} path): {} parameter(s) ({} require grad), {} "
+                  "buffer(s); bucket_cap_mb {}, find_unused_parameters {}, broadcast_buffers {}, grad_ready_order {}",
+                  what, rank0.path, ddp.process_group(), layout.path().empty() ? "unnamed" : layout.path(), parameters,
+                  Trainable(layout), buffers, ddp.bucket_cap_mb(), layout.find_unused_parameters(),
+                  layout.broadcast_buffers(), ddp.grad_ready_order_size() > 0 ? "recorded" : "not set"),
+      fmt::format("comm.torch_version {} ({}), job.world_size {}", scenario.comm().torch_version(),
+                  torch.empty() ? "not recorded" : "torch " + torch, scenario.job().world_size())};
+}
+
+}  // namespace
+
+ProbeTraceImport ImportProbeTrace(const std::string& trace_dir, const std::string& into_path) {
+  const std::vector<RankFile> ranks = ReadRanks(trace_dir);
+  const RankFile& rank0 = ranks.front();
+  ProbeTraceImport result;
+  std::vector<std::string> notes;
+  const uint32_t which = CheckRanksAgree(ranks, &notes);
+  const DdpModel ddp = BuildDdpModel(rank0, which, &notes);
+  result.scenario = BuildScenario(trace_dir, into_path, rank0, ddp, &notes);
+  CheckRebuiltBuckets(rank0, which, result.scenario, &notes);
+  result.summary = SummaryHead(rank0, which, result.scenario);
+  result.summary.insert(result.summary.end(), notes.begin(), notes.end());
   return result;
 }
 

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <string>
 
+#include "model/dataset.h"
 #include "model/error.h"
+#include "model/sampler.h"
 #include "model/trace.pb.h"
 #include "trace/trace_event.h"
 
@@ -145,6 +147,118 @@ TEST_F(ProbeTraceImportTest, IntoKeepsTheScenarioAndSetsPlanDdp) {
   EXPECT_EQ(result.scenario.plan().ddp().grad_ready_order_size(), 0);
 }
 
+// Every rank gets groups: `petrsim check` and the simulator build the sampler of what the import
+// writes (InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * samples_per_gpu).
+TEST_F(ProbeTraceImportTest, PlaceholderDatasetFeedsEveryRank) {
+  for (const uint32_t world : {1u, 2u, 3u, 8u}) {
+    fs::remove_all(traces());
+    fs::create_directories(traces());
+    for (uint32_t r = 0; r < world; ++r) WriteRank(r, {LayoutEvent(Construction(8)), ReadyEvent({0, 1})}, world);
+    const ProbeTraceImport result = ImportProbeTrace(traces(), "");
+    const Scenario& s = result.scenario;
+    EXPECT_EQ(s.job().world_size(), world);
+    const Dataset dataset = BuildDataset(s, "imported");
+    EXPECT_GE(dataset.groups_num(), int64_t{world} * s.job().samples_per_gpu()) << world;
+    EXPECT_NO_THROW(CheckSamplerConstructible(s, dataset, "imported")) << world;
+  }
+}
+
+// --into: the trace's world size replaces the scenario's; a sampler that cannot be built then is
+// an error naming both files.
+TEST_F(ProbeTraceImportTest, IntoWhoseSamplerFailsWithTheTracesWorldSize) {
+  for (uint32_t r = 0; r < 4; ++r) WriteRank(r, {LayoutEvent(Construction(8))}, 4);
+  const std::string into = (dir_ / "small.pbtxt").string();
+  std::ofstream(into) << "name: \"small\"\n"
+                         "dataset { subdatasets { name: \"d\" explicit { scenes { gt_counts: [1, 1, 1, 1] } } } }\n"
+                         "job { world_size: 1 samples_per_gpu: 2 workers_per_gpu: 0 }\n";
+  const std::string error = ImportError(traces(), into);
+  EXPECT_NE(error.find("small.pbtxt"), std::string::npos) << error;
+  EXPECT_NE(error.find("rank_0.pbtrace"), std::string::npos) << error;
+  EXPECT_NE(error.find("replaced its job.world_size 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("groups_num >= world_size * samples_per_gpu, got 2 < 4 * 2"), std::string::npos) << error;
+}
+
+TEST_F(ProbeTraceImportTest, BadReadyOrderNamesTheTraceAndTheField) {
+  for (uint32_t r = 0; r < 2; ++r) WriteRank(r, {LayoutEvent(Construction(8)), ReadyEvent({1, 1})});
+  const std::string error = ImportError(traces());
+  EXPECT_NE(error.find("rank_0.pbtrace: the layout of DDP 0 is not one petrsim can plan: "
+                       "ddp_layout.grad_ready_order[1]:"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("plan.ddp"), std::string::npos) << error;
+}
+
+TEST_F(ProbeTraceImportTest, ZeroSizeTensorIsUnsupported) {
+  DdpLayout layout = Construction(8);
+  layout.mutable_tensors(1)->set_shape(0, 0);
+  for (uint32_t r = 0; r < 2; ++r) WriteRank(r, {LayoutEvent(layout)});
+  const std::string error = ImportError(traces());
+  EXPECT_NE(error.find("rank_0.pbtrace: ddp_layout.tensors[1]: parameter fc.bias [0] float32 has no elements"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("unsupported"), std::string::npos) << error;
+}
+
+TEST_F(ProbeTraceImportTest, RankZeroMissing) {
+  WriteRank(1, {LayoutEvent(Construction(8))});
+  WriteRank(2, {LayoutEvent(Construction(8))});
+  const std::string error = ImportError(traces());
+  EXPECT_NE(error.find("rank_0.pbtrace: expected rank 0's trace"), std::string::npos) << error;
+  EXPECT_NE(error.find("rank(s) 1, 2"), std::string::npos) << error;
+}
+
+TEST_F(ProbeTraceImportTest, CutShortRankFileSaysSo) {
+  TraceEvent collective;
+  collective.set_kind(TraceEventKind::collective);
+  collective.set_seq(1);
+  WriteRank(0, {collective, LayoutEvent(Construction(8))});
+  WriteRank(1, {LayoutEvent(Construction(8))});
+  // Cut rank 0 inside its layout event.
+  const fs::path path = RankTracePath(traces(), 0);
+  fs::resize_file(path, fs::file_size(path) - 20);
+  const std::string error = ImportError(traces());
+  EXPECT_NE(error.find("found none in 1 event(s); the file is cut short: "), std::string::npos) << error;
+}
+
+TEST_F(ProbeTraceImportTest, NotesOnCollectivesHooksAndRebuiltBuckets) {
+  DdpLayout layout = Construction(8);
+  layout.clear_module_class();
+  DdpLayout hook;
+  hook.set_comm_hook("fp16_compress_hook");
+  DdpLayout rebuilt;
+  rebuilt.set_rebuilt(true);
+  rebuilt.add_buckets()->set_numel(136);  // fc.weight and fc.bias in one bucket, as the plan has them
+  TraceEvent own;
+  own.set_kind(TraceEventKind::collective);
+  own.set_seq(1);
+  own.set_text("all_reduce");
+  for (uint32_t r = 0; r < 2; ++r) {
+    WriteRank(r, {own, LayoutEvent(layout), LayoutEvent(hook), ReadyEvent({1, 0}), LayoutEvent(rebuilt)});
+  }
+  ProbeTraceImport result = ImportProbeTrace(traces(), "");
+  std::string text;
+  for (const std::string& line : result.summary) text += line + "\n";
+  EXPECT_NE(text.find("plan.ddp: DDP 0 ("), std::string::npos) << text;
+  EXPECT_EQ(text.find(" of  ("), std::string::npos) << text;
+  EXPECT_NE(text.find("recorded no DDP collective on 'default_pg' (1 collective(s)"), std::string::npos) << text;
+  EXPECT_EQ(result.scenario.plan().custom().startup_size(), 0);
+  EXPECT_NE(text.find("communication hook on DDP 0 (fp16_compress_hook): the plan's gradient buckets assume DDP's "
+                      "default allreduce"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rebuilt buckets: 1 (136 elements), as"), std::string::npos) << text;
+
+  rebuilt.mutable_buckets(0)->set_numel(100);
+  for (uint32_t r = 0; r < 2; ++r) WriteRank(r, {LayoutEvent(layout), ReadyEvent({1, 0}), LayoutEvent(rebuilt)});
+  result = ImportProbeTrace(traces(), "");
+  text.clear();
+  for (const std::string& line : result.summary) text += line + "\n";
+  EXPECT_NE(text.find("recorded (1: 100 elements) differ from plan.ddp's under torch 1.13 (1: 136 elements)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("communication hook"), std::string::npos) << text;
+}
+
 TEST_F(ProbeTraceImportTest, NotADirectory) {
   const std::string file = (dir_ / "file.txt").string();
   std::ofstream(file) << "x";
@@ -168,12 +282,14 @@ TEST_F(ProbeTraceImportTest, NoDdpLayout) {
   TraceEvent collective;
   collective.set_kind(TraceEventKind::collective);
   collective.set_seq(1);
-  WriteRank(0, {collective});
+  TraceEvent stall;
+  stall.set_kind(TraceEventKind::stall);
+  WriteRank(0, {collective, stall});
   WriteRank(1, {collective});
   const std::string error = ImportError(traces());
   EXPECT_NE(error.find("rank_0.pbtrace"), std::string::npos) << error;
   EXPECT_NE(error.find("expected a ddp_layout event"), std::string::npos) << error;
-  EXPECT_NE(error.find("found none in 1 event"), std::string::npos) << error;
+  EXPECT_NE(error.find("found none in 2 event(s):"), std::string::npos) << error;
 }
 
 TEST_F(ProbeTraceImportTest, DifferentModelsOnTheRanks) {

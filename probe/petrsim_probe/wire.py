@@ -155,9 +155,10 @@ def encode_ddp_bucket(parameters, numel, dtype):
 def encode_ddp_layout(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0,
                       first_bucket_bytes=0, find_unused_parameters=False, broadcast_buffers=True,
                       module_class="", tensors=(), buckets=(), grad_ready_order=(),
-                      static_graph=False, path="", world_size=0, ready_order_recorded=False):
+                      static_graph=False, path="", world_size=0, ready_order_recorded=False,
+                      comm_hook=""):
     """One serialized DdpLayout (model/trace.proto). tensors: encode_ddp_tensor results;
-    buckets: encode_ddp_bucket results."""
+    buckets: encode_ddp_bucket results; comm_hook: the job's own communication hook."""
     parts = []
     if ddp:
         parts += (_T[1], _v(ddp))
@@ -189,6 +190,8 @@ def encode_ddp_layout(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0
         parts += (_T[14], _v(world_size))
     if ready_order_recorded:
         parts += (_T[15], _SMALL[1])
+    if comm_hook:
+        parts.append(_string(16, comm_hook))
     return b"".join(parts)
 
 
@@ -344,11 +347,12 @@ def decode_ddp_layout(message):
     layout = dict(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0,
                   first_bucket_bytes=0, find_unused_parameters=False, broadcast_buffers=True,
                   module_class="", tensors=[], buckets=[], grad_ready_order=[],
-                  static_graph=False, path="", world_size=0, ready_order_recorded=False)
+                  static_graph=False, path="", world_size=0, ready_order_recorded=False,
+                  comm_hook="")
     names = {1: "ddp", 2: "rebuilt", 3: "process_group", 4: "bucket_cap_bytes",
              5: "first_bucket_bytes", 6: "find_unused_parameters", 7: "broadcast_buffers",
              8: "module_class", 12: "static_graph", 13: "path", 14: "world_size",
-             15: "ready_order_recorded"}
+             15: "ready_order_recorded", 16: "comm_hook"}
     for field, value in fields(message):
         if field == 9:
             layout["tensors"].append(decode_ddp_tensor(value))
@@ -366,7 +370,7 @@ def decode_ddp_layout(message):
             layout["grad_ready_order"] += _unpacked(value)
         elif field in names:
             name = names[field]
-            if name in ("process_group", "module_class", "path"):
+            if name in ("process_group", "module_class", "path", "comm_hook"):
                 value = value.decode("utf-8", "replace")
             elif isinstance(layout[name], bool):
                 value = bool(value)

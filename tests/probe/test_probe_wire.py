@@ -100,18 +100,22 @@ def check_ddp_layout(args, tmp):
     want = dict(ddp=1, rebuilt=2, process_group=3, bucket_cap_bytes=4, first_bucket_bytes=5,
                 find_unused_parameters=6, broadcast_buffers=7, module_class=8, tensors=9,
                 buckets=10, grad_ready_order=11, static_graph=12, path=13, world_size=14,
-                ready_order_recorded=15, parameters=1, numel=2, dtype=3)
+                ready_order_recorded=15, comm_hook=16, parameters=1, numel=2, dtype=3)
     if numbers != want:
         raise Failure("trace.proto's DdpLayout fields {} != wire.py's {}".format(numbers, want))
     tensors = [wire.encode_ddp_tensor("fc.weight", 0, [8, 16], 0),
                wire.encode_ddp_tensor("emb.weight", 0, [4], 3, requires_grad=False,
                                       state_dict_aliases=2),
+               wire.encode_ddp_tensor("fc.bias", 0, [8], 0),
                wire.encode_ddp_tensor("steps", 1, [], 5, persistent=False)]
+    # The two parameters that require grad (fc.weight, fc.bias) ready in reverse: a valid order;
+    # a first bucket of 2 MiB (not the default).
     layout = dict(ddp=1, rebuilt=False, process_group="pg_7", bucket_cap_bytes=262144,
-                  first_bucket_bytes=1048576, find_unused_parameters=True,
+                  first_bucket_bytes=2097152, find_unused_parameters=True,
                   broadcast_buffers=False, module_class="Net", tensors=tensors,
                   buckets=[wire.encode_ddp_bucket([1, 0], 136, 0)], grad_ready_order=[1, 0],
-                  static_graph=False, path="hook", world_size=2, ready_order_recorded=True)
+                  static_graph=False, path="hook", world_size=2, ready_order_recorded=True,
+                  comm_hook="fp16_compress_hook")
     message = wire.encode_event(wire.DDP_LAYOUT, 7, 7, ddp_layout=wire.encode_ddp_layout(**layout))
     event = wire.decode_event(message)
     decoded = wire.decode_ddp_layout(event["ddp_layout"])
@@ -124,7 +128,8 @@ def check_ddp_layout(args, tmp):
     got = [(t["name"], t["kind"], t["shape"], t["dtype"], t["requires_grad"], t["persistent"],
             t["state_dict_aliases"]) for t in decoded["tensors"]]
     if got != [("fc.weight", 0, [8, 16], 0, True, True, 0),
-               ("emb.weight", 0, [4], 3, False, True, 2), ("steps", 1, [], 5, True, False, 0)]:
+               ("emb.weight", 0, [4], 3, False, True, 2), ("fc.bias", 0, [8], 0, True, True, 0),
+               ("steps", 1, [], 5, True, False, 0)]:
         raise Failure("ddp_layout tensors decoded as {}".format(got))
     if decoded["buckets"] != [dict(parameters=[1, 0], numel=136, dtype=0)]:
         raise Failure("ddp_layout buckets decoded as {}".format(decoded["buckets"]))
@@ -138,15 +143,20 @@ def check_ddp_layout(args, tmp):
     lib.petrsim(args, "export", trace_dir, "--perfetto", os.path.join(tmp, "layout.json"))
     lib.petrsim(args, "diagnose", trace_dir)
     out = os.path.join(tmp, "layout.pbtxt")
-    lib.petrsim(args, "import", "probe-trace", trace_dir, "-o", out)
+    _, printed, _ = lib.petrsim(args, "import", "probe-trace", trace_dir, "-o", out)
     with open(out) as f:
         scenario = f.read()
     for needle in ('name: "emb.weight"', "state_dict_aliases: 2", "persistent: false",
-                   'process_group: "pg_7"', "bucket_cap_mb: 0.25", "find_unused_parameters: true",
-                   'torch_version: "2.1"', "world_size: 2"):
+                   'process_group: "pg_7"', "bucket_cap_mb: 0.25", "first_bucket_mb: 2\n",
+                   "find_unused_parameters: true", "broadcast_buffers: false",
+                   "grad_ready_order: 1\n", "grad_ready_order: 0\n", 'torch_version: "2.1"',
+                   "world_size: 2"):
         if needle not in scenario:
             raise Failure("petrsim import probe-trace of the hand-written trace: no {!r} in\n{}"
                           .format(needle, scenario))
+    if "communication hook on DDP 1 (fp16_compress_hook)" not in printed:
+        raise Failure("petrsim import probe-trace: no note on the job's comm hook in\n{}"
+                      .format(printed))
 
 
 if __name__ == "__main__":
