@@ -338,17 +338,22 @@ class CollectiveHooks:
         DDP.__init__ = __init__
         self.originals.append((DDP, "__init__", original))
 
-        # The user's own communication hooks, on a DDP whose hook the probe holds (hook path).
+        # The user's own communication hooks: on a DDP whose hook the probe holds (hook path) run
+        # inside the probe's; on either path recorded in the layout (DdpLayout.comm_hook).
         register = DDP.register_comm_hook
         self.original_register = register
 
         def register_comm_hook(ddp_self, state, hook):
-            if hooks.ddp.by_ddp.get(ddp_self) is not None and \
-                    hooks.ddp.by_ddp[ddp_self].path == "hook":
+            known = hooks.ddp.by_ddp.get(ddp_self)
+            name = getattr(hook, "__qualname__", None) or repr(hook)
+            if known is not None and known.path == "hook":
                 ddp_self._check_comm_hook(hook)
-                hooks.ddp.user_hook(ddp_self, state, hook)
+                hooks.ddp.user_hook(ddp_self, state, hook, name)
                 return None
-            return register(ddp_self, state, hook)
+            result = register(ddp_self, state, hook)
+            if known is not None:
+                hooks.ddp.user_hook(ddp_self, state, hook, name)
+            return result
 
         register_comm_hook.__wrapped__ = register
         register_comm_hook.__doc__ = register.__doc__
@@ -359,17 +364,24 @@ class CollectiveHooks:
         if builtin is not None:
             def _register_builtin_comm_hook(ddp_self, comm_hook_type):
                 state = hooks.ddp.by_ddp.get(ddp_self)
-                if state is None or state.path != "hook":
-                    return builtin(ddp_self, comm_hook_type)
-                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-                python_hooks = {"ALLREDUCE": default_hooks.allreduce_hook,
-                                "FP16_COMPRESS": default_hooks.fp16_compress_hook}
                 name = getattr(comm_hook_type, "name", str(comm_hook_type)).split(".")[-1]
-                if name not in python_hooks:
+                if state is None or state.path != "hook":
+                    result = builtin(ddp_self, comm_hook_type)
+                    if state is not None:
+                        hooks.ddp.user_hook(ddp_self, None, None, "builtin " + name)
+                    return result
+                if name == "ALLREDUCE":
+                    # The probe's own hook is this one (an allreduce per bucket, recorded as
+                    # DDP's); it divides as the built-in does from now on.
+                    hooks.ddp.user_hook(ddp_self, None, None, "builtin ALLREDUCE")
+                    return None
+                if name != "FP16_COMPRESS":
                     raise RuntimeError("petrsim_probe (hook path): no Python equivalent of the "
                                        "built-in communication hook {}".format(comm_hook_type))
-                hooks.ddp.user_hook(ddp_self, ddp_self.process_group, python_hooks[name])
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+                hooks.ddp.user_hook(ddp_self, ddp_self.process_group,
+                                    default_hooks.fp16_compress_hook, "builtin FP16_COMPRESS")
                 return None
 
             _register_builtin_comm_hook.__wrapped__ = builtin
@@ -483,6 +495,8 @@ class CollectiveHooks:
         def backward(*args, **kwargs):
             rec = probe.recorder
             since = rec.last_token
+            if ddp.view_states:
+                ddp.before_backward()
             result = original(*args, **kwargs)  # (raised: the next poll sees what completed)
             if rec.in_flight:
                 rec.poll_in_flight(backward_since=since)

@@ -13,8 +13,11 @@ Two ways to record DDP's own collectives, picked per DDP (PETRSIM_PROBE_DDP_PATH
 - subclass (_collectives.py): DDP runs on a recording Python ProcessGroup that forwards to the
   real group; sees everything DDP issues (torch 1.13's PyProcessGroup trampoline).
 - hook: DDP runs on the real group. The gradient buckets go through a communication hook that
-  records and forwards each bucket exactly as DDP's default does (divide by the group size,
-  allreduce, the reduced buffer back: default_hooks.allreduce_hook's behaviour). The construction
+  records and forwards each bucket, scaled as DDP's reducer scales it without a hook (1.13's
+  mark_variable_ready_dense: each gradient multiplied by 1.0 / group size as it is copied into
+  the bucket, at::mul_out; one that already is its bucket view, gradient_as_bucket_view=True
+  after the first backward, divided in place, div_), then allreduced, the reduced buffer back:
+  the parameters come out bit for bit as DDP's own. The construction
   collectives are recorded around `dist._verify_params_across_processes` and
   `dist._broadcast_coalesced` (which DDP looks up on torch.distributed at call time): the number
   each issued is their c10d sequence-number difference, and op/numel/dtype are what they are
@@ -25,9 +28,13 @@ Two ways to record DDP's own collectives, picked per DDP (PETRSIM_PROBE_DDP_PATH
   between two backward passes; the used-parameter map (find_unused_parameters: int32[P]) the
   number right after the last bucket. A user's own register_comm_hook later is kept working: the
   probe's hook calls theirs (their collectives are recorded where they go through the
-  torch.distributed functions); a second registration raises as DDP would;
-  _register_builtin_comm_hook(ALLREDUCE / FP16_COMPRESS) runs the Python hooks of the same
-  behaviour (default_hooks.allreduce_hook / fp16_compress_hook).
+  torch.distributed functions, as the job's own); a second registration raises as DDP would;
+  _register_builtin_comm_hook(ALLREDUCE) keeps the probe's hook (the same collectives, recorded
+  as DDP's buckets), dividing the whole bucket first as the built-in does (div_);
+  FP16_COMPRESS runs default_hooks.fp16_compress_hook.
+
+Any user hook but the built-in ALLREDUCE, on either path, is written down in a layout event of
+its own (DdpLayout.comm_hook): the import's plan assumes DDP's default allreduce.
 """
 
 import os
@@ -66,6 +73,13 @@ def _first_value(fut):
     return fut.value()[0]
 
 
+def reducer_ignore_name(module_name, name):
+    """The name DDP looks a parameter up by in its ignore list when it builds the reducer's
+    parameters (_build_params_for_reducer: module name, ".", parameter name): ".weight" for a
+    parameter of the root module, whose state_dict name is "weight"."""
+    return "{}.{}".format(module_name, name)
+
+
 def trainable_parameters(ddp):
     """DDP's own parameter list (DistributedDataParallel._build_params_for_reducer): the
     parameters that require grad and are not ignored, named_modules() order, shared ones once."""
@@ -73,7 +87,7 @@ def trainable_parameters(ddp):
     out, memo = [], set()
     for module_name, module in ddp.module.named_modules():
         for name, p in module.named_parameters(recurse=False):
-            if not p.requires_grad or "{}.{}".format(module_name, name) in ignore:
+            if not p.requires_grad or reducer_ignore_name(module_name, name) in ignore:
                 continue
             if id(p) in memo:
                 continue
@@ -85,13 +99,24 @@ def trainable_parameters(ddp):
 def module_tensors(module, ignore):
     """The module's tensors in state_dict() order (modules walked as state_dict walks them):
     [tensor, name, kind, persistent, aliases]; a tensor met again (shared) is listed once, a
-    parameter's further state_dict keys counted in aliases."""
+    parameter's further state_dict keys counted in aliases. Ignored: buffers and parameters
+    whose state_dict name is in `ignore` (DDP's state broadcast leaves them out), except a
+    parameter that requires grad and that DDP's reducer keeps (reducer_ignore_name: a root
+    module's parameter listed by its state_dict name): DdpModel's parameters that require grad
+    are the reducer's list, so it is kept (and warned about: DDP does not broadcast it)."""
     entries, seen = [], {}
 
-    def walk(m, prefix):
+    def walk(m, prefix, module_name):
         for name, p in m._parameters.items():
-            if p is None or prefix + name in ignore:
+            if p is None:
                 continue
+            if prefix + name in ignore:
+                if not p.requires_grad or reducer_ignore_name(module_name, name) in ignore:
+                    continue
+                warnings.warn("petrsim_probe: DDP ignores parameter {!r} in its state broadcast "
+                              "but not in its reducer (it looks root-module parameters up as "
+                              "{!r}): recorded as a DDP parameter".format(
+                                  prefix + name, reducer_ignore_name(module_name, name)))
             entry = seen.get(id(p))
             if entry is not None:
                 entry[4] += 1
@@ -106,9 +131,9 @@ def module_tensors(module, ignore):
             entries.append(entry)
         for name, child in m._modules.items():
             if child is not None:
-                walk(child, prefix + name + ".")
+                walk(child, prefix + name + ".", prefix + name)
 
-    walk(module, "")
+    walk(module, "", "")
     return entries
 
 
@@ -133,6 +158,12 @@ class DdpState:
         self.rebuild_recorded = False
         self.initial = None  # the construction bucket layout
         self.user = None  # (state, hook) of the user's own comm hook (hook path)
+        self.comm_hook = ""  # the name of the hook the user registered, if any
+        self.builtin_allreduce = False  # hook path: the user registered the built-in ALLREDUCE
+        # Hook path: how DDP's reducer would scale each gradient (see _scale).
+        self.inverse = 1.0 / self.world
+        self.as_view = bool(getattr(ddp, "gradient_as_bucket_view", False))
+        self.had_view = frozenset()  # ids of the parameters whose grad was a view at backward start
         self.probe = None
         self.last_bucket_seq = 0
         self.window_start = 0  # hook path: seq at the end of the previous backward
@@ -146,6 +177,7 @@ class DdpRecorder:
         self.by_ddp = weakref.WeakKeyDictionary()
         self.pending = []  # states whose rebuilt layout is still to come
         self.used_map_states = []  # hook path, find_unused_parameters
+        self.view_states = []  # hook path, gradient_as_bucket_view
         self.unseen_warned = False
 
     # -- construction ---------------------------------------------------------------------------
@@ -170,6 +202,8 @@ class DdpRecorder:
             hooks.register_original(ddp, state, _bucket_hook)
             if state.find_unused:
                 self.used_map_states.append(state)
+            if state.as_view:
+                self.view_states.append(state)
         self.probe.recorder.flush()
 
     @staticmethod
@@ -198,9 +232,10 @@ class DdpRecorder:
             out.append((positions, buffer.numel(), _DTYPES.get(buffer.dtype, 0)))
         return out
 
-    def _layout_event(self, ddp, state, rebuilt, buckets, with_module=False, ready=None):
+    def _layout_event(self, ddp, state, rebuilt, buckets, with_module=False, ready=None,
+                      comm_hook=""):
         fields = dict(ddp=state.index, rebuilt=rebuilt, process_group=state.group,
-                      path=state.path, world_size=state.world)
+                      path=state.path, world_size=state.world, comm_hook=comm_hook)
         if with_module:
             module = ddp.module
             ignore = set(getattr(ddp, "parameters_to_ignore", None) or ())
@@ -228,6 +263,13 @@ class DdpRecorder:
 
     # -- each backward (until every DDP's second layout is written) -----------------------------
 
+    def before_backward(self):
+        """Hook path, gradient_as_bucket_view: which gradients already are bucket views (DDP's
+        reducer divides those in place, the others as it copies them in)."""
+        for state in self.view_states:
+            state.had_view = frozenset(id(p) for p in state.params
+                                       if p.grad is not None and p.grad._base is not None)
+
     def after_backward(self):
         for state in self.used_map_states:
             if state.last_bucket_seq:
@@ -236,6 +278,10 @@ class DdpRecorder:
             ddp = state.ddp()
             if ddp is None:
                 self._settle(state)
+                continue
+            if not getattr(ddp, "require_backward_grad_sync", True):
+                # no_sync(): the reducer neither reduces nor records a ready order.
+                state.ready.clear()
                 continue
             if not state.ready:
                 continue  # no gradient of this DDP in that backward
@@ -283,7 +329,8 @@ class DdpRecorder:
         t = now_ns()
         info = (state.group, seq, _ALLREDUCE, len(state.params), _INT32, t, self.probe.iteration,
                 _ASYNC_WORKER, "DDP used-parameter map (counted by sequence number)")
-        self.hooks.track_seq(state.group, seq)
+        if self.hooks.tracking:
+            self.hooks.track_seq(state.group, seq)
         self.probe.recorder.record_collective(info, t)
 
     def _unseen(self, state, ddp):
@@ -319,27 +366,64 @@ class DdpRecorder:
 
     # -- the user's own communication hooks (hook path) -----------------------------------------
 
-    def user_hook(self, ddp, state, hook):
-        """DDP.register_comm_hook on a DDP whose hook the probe holds: theirs runs inside."""
+    def user_hook(self, ddp, state, hook, name):
+        """The user registered a communication hook on `ddp` (`name`: its __qualname__, or
+        "builtin <type>"). Hook path: theirs runs inside the probe's (the built-in ALLREDUCE: the
+        probe's, dividing as it does). Either path: a layout event says so, but for ALLREDUCE."""
         s = self.by_ddp.get(ddp)
-        if s is None or s.path != "hook":
+        if s is None:
             return False
-        if s.user is not None:
-            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
-                               "called once.")
-        s.user = (state, hook)
-        return True
+        if s.path == "hook":
+            if s.user is not None or s.builtin_allreduce:
+                raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
+                                   "called once.")
+            if name == "builtin ALLREDUCE":
+                s.builtin_allreduce = True
+            else:
+                s.user = (state, hook)
+        if name != "builtin ALLREDUCE":
+            s.comm_hook = name
+            self._layout_event(ddp, s, rebuilt=False, buckets=None, comm_hook=name)
+            self.probe.recorder.flush()
+        return s.path == "hook"
+
+
+def _scale(state, bucket, tensor):
+    """The bucket divided by the group size as DDP's reducer divides it without a hook (torch
+    1.13 reducer.cpp, mark_variable_ready_dense): a gradient copied into its bucket view is
+    multiplied by 1.0 / size on the way (at::mul_out with a wrapped double scalar, which
+    Tensor.mul_(float) is too); a gradient that already is its bucket view
+    (gradient_as_bucket_view=True, from the second backward on) is divided in place (div_).
+    x * (1/3) and x / 3 differ in the last bit for some x: the same op keeps the result DDP's.
+    The built-in ALLREDUCE hook divides the whole bucket (div_) before its allreduce."""
+    if state.builtin_allreduce:
+        tensor.div_(state.world)
+        return
+    if not state.as_view or not state.had_view:
+        tensor.mul_(state.inverse)
+        return
+    views = state.had_view
+    modes = [id(p) in views for p in bucket.parameters()]
+    if all(modes):
+        tensor.div_(state.world)
+        return
+    for grad, view in zip(bucket.gradients(), modes):
+        if view:
+            grad.div_(state.world)
+        else:
+            grad.mul_(state.inverse)
 
 
 def _bucket_hook(state, bucket):
     """The probe's communication hook (hook path): DDP's default (the bucket divided by the group
-    size, allreduced, the reduced tensor back), recorded; or the user's own hook."""
+    size as the reducer divides it, _scale; allreduced, the reduced tensor back), recorded; or
+    the user's own hook."""
     user = state.user
     if user is not None:
         return user[1](user[0], bucket)
     tensor = bucket.buffer()
     pg = state.pg
-    tensor.div_(state.world)
+    _scale(state, bucket, tensor)
     probe = state.probe
     rec = probe.recorder
     if rec.role != -1 or not probe.active:

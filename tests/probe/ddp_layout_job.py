@@ -3,11 +3,16 @@
 installed by its first line, a model whose modules run in another order than registered (so the
 gradient-ready order is not the reverse of registration), a block used twice, a frozen Linear,
 a BatchNorm and a non-persistent buffer, a float64 layer, DDP with a small bucket_cap_mb (several
-buckets), a scalar all_reduce in the forward, ITERATIONS iterations.
+buckets), a scalar all_reduce in the forward, ITERATIONS iterations. GRAD_AS_VIEW 1:
+gradient_as_bucket_view=True and gradients zeroed in place (DDP's reducer then divides them in
+place from the second backward on); COMM_HOOK: none, builtin_allreduce (DDP's built-in ALLREDUCE)
+or fp16 (default_hooks.fp16_compress_hook). Prints "PARAMS <sha256 of the parameters' bytes>".
 
-  ddp_layout_job.py PROBE_DIR TRACE_DIR ITERATIONS FIND_UNUSED BROADCAST_BUFFERS
+  ddp_layout_job.py PROBE_DIR TRACE_DIR ITERATIONS FIND_UNUSED BROADCAST_BUFFERS [GRAD_AS_VIEW
+      [COMM_HOOK]]
 """
 
+import hashlib
 import sys
 
 sys.path.insert(0, sys.argv[1])
@@ -56,13 +61,22 @@ def main():
     iterations = int(sys.argv[3])
     find_unused = sys.argv[4] == "1"
     broadcast_buffers = sys.argv[5] == "1"
+    as_view = len(sys.argv) > 6 and sys.argv[6] == "1"
+    comm_hook = sys.argv[7] if len(sys.argv) > 7 else "none"
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = Model()
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.15,
                                               find_unused_parameters=find_unused,
-                                              broadcast_buffers=broadcast_buffers)
+                                              broadcast_buffers=broadcast_buffers,
+                                              gradient_as_bucket_view=as_view)
+    if comm_hook == "builtin_allreduce":
+        ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+    elif comm_hook == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     optimizer = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=1e-3)
     data = torch.Generator().manual_seed(1 + dist.get_rank())
     for it in range(iterations):
@@ -70,16 +84,20 @@ def main():
         loss = ddp(x).pow(2).mean()
         loss.backward()
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=not as_view)
     # The gradients agree across ranks (the probe's hook must average as DDP does): the
-    # parameters after the steps are the same on every rank.
+    # parameters after the steps are the same on every rank, byte for byte; their hash is what
+    # the test compares between the probe's two DDP paths.
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().contiguous().numpy().tobytes())
     flat = torch.cat([p.detach().double().reshape(-1) for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, flat)
-    if not all(torch.allclose(g, flat) for g in gathered):
+    if not all(torch.equal(g, flat) for g in gathered):
         print("PARAMETERS DIFFER ACROSS RANKS", flush=True)
         sys.exit(3)
-    print("CHECKSUM {:.10e}".format(float(flat.sum())), flush=True)
+    print("PARAMS {}".format(digest.hexdigest()), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
