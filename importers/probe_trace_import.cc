@@ -262,9 +262,10 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
     windows.push_back(std::move(window));
   }
   if (windows.empty()) {
-    summary->push_back(
-        "plan.custom.per_iteration: empty (fewer than 2 backward passes recorded: no steady iteration to take "
-        "the job's own collectives from)");
+    summary->push_back(fmt::format(
+        "plan.custom.per_iteration: empty ({} backward pass(es) with DDP gradient buckets recorded, fewer than 2: no "
+        "steady iteration to take the job's own collectives from)",
+        passes.size()));
     return;
   }
   // Iteration 2's window (the first after the rebuild), else the last one recorded.
