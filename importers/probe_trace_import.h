@@ -29,9 +29,11 @@ struct ProbeTraceImportFlags {
 // Adds `probe-trace` under `import`; returns it.
 CLI::App* AddProbeTraceImport(CLI::App& import, ProbeTraceImportFlags& flags);
 
-// The scenario the import writes (validated), and what it says about it (one line each). Throws
-// ScenarioError on bad input: not a directory, no rank files, no DDP layout, ranks that recorded
-// different models, a --into scenario that does not load.
+// The scenario the import writes (validated, its sampler constructible as `petrsim check` and the
+// simulator require), and what it says about it (one line each). Throws ScenarioError on bad
+// input: not a directory, no rank files or no rank_0.pbtrace, no DDP layout, ranks that recorded
+// different models, a layout petrsim cannot plan (named by rank file and DdpLayout field), a --into
+// scenario that does not load or whose sampler cannot be built with the trace's world size.
 struct ProbeTraceImport {
   Scenario scenario;
   std::vector<std::string> summary;
