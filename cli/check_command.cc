@@ -346,16 +346,7 @@ void WriteDrops(const Scenario& scenario, const CheckFlags& flags, const std::ve
                     flags.write_drops));
   }
   const std::string text = DropScript(scenario, drops, flags.scenario_path);
-  const std::string tmp = flags.write_drops + ".tmp";
-  const TempFileRegistration registration(tmp);
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp, std::strerror(errno)));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  if (std::fclose(file) != 0 || !written || std::rename(tmp.c_str(), flags.write_drops.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    throw ScenarioError(fmt::format("{}: cannot write: {}", flags.write_drops, std::strerror(error)));
-  }
+  WriteFileAtomically(flags.write_drops, text);
 }
 
 }  // namespace

@@ -106,49 +106,6 @@ bool HasRadarPoints(const ImportedSubDataset& sub, const ImportedFrame& frame) {
   return false;
 }
 
-// Writes to `path`.tmp, renamed onto `path` by Commit; removed if never committed, or on Ctrl-C
-// (model/temp_files.h).
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp"), registration_(tmp_path_) {
-    file_ = std::fopen(tmp_path_.c_str(), "wb");
-    if (file_ == nullptr) {
-      throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp_path_, std::strerror(errno)));
-    }
-  }
-  ~AtomicFile() {
-    if (file_ != nullptr) {
-      std::fclose(file_);
-      std::remove(tmp_path_.c_str());
-    }
-  }
-  void Write(std::string_view data) {
-    if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
-      throw ScenarioError(fmt::format("{}: cannot write: {}", tmp_path_, std::strerror(errno)));
-    }
-  }
-  void Commit() {
-    const int closed = std::fclose(file_);
-    file_ = nullptr;
-    if (closed != 0) {
-      const int error = errno;
-      std::remove(tmp_path_.c_str());
-      throw ScenarioError(fmt::format("{}: cannot write: {}", tmp_path_, std::strerror(error)));
-    }
-    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-      const int error = errno;
-      std::remove(tmp_path_.c_str());
-      throw ScenarioError(fmt::format("{}: cannot rename {} onto it: {}", path_, tmp_path_, std::strerror(error)));
-    }
-  }
-
- private:
-  std::string path_;
-  std::string tmp_path_;
-  TempFileRegistration registration_;
-  std::FILE* file_ = nullptr;
-};
-
 bool EndsWith(const std::string& text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }

@@ -287,24 +287,6 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
   }
 }
 
-void WriteAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  TempFileRegistration registration(tmp);
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) throw ScenarioError(fmt::format("{}: cannot open for writing: {}", tmp, std::strerror(errno)));
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const int error = errno;
-  if (std::fclose(file) != 0 || !written) {
-    std::remove(tmp.c_str());
-    throw ScenarioError(fmt::format("{}: cannot write: {}", tmp, std::strerror(written ? errno : error)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rename_error = errno;
-    std::remove(tmp.c_str());
-    throw ScenarioError(fmt::format("{}: cannot rename onto {}: {}", tmp, path, std::strerror(rename_error)));
-  }
-}
-
 std::string Serialize(const Scenario& scenario, const std::string& path, const std::vector<std::string>& summary) {
   std::string bytes;
   if (path.ends_with(".pb")) {
@@ -577,7 +559,7 @@ CLI::App* AddProbeTraceImport(CLI::App& import, ProbeTraceImportFlags& flags) {
 int RunProbeTraceImport(const ProbeTraceImportFlags& flags, std::FILE* out) {
   const ProbeTraceImport result = ImportProbeTrace(flags.trace_dir, flags.into);
   const std::string bytes = Serialize(result.scenario, flags.output, result.summary);
-  WriteAtomically(flags.output, bytes);
+  WriteFileAtomically(flags.output, bytes);
   std::string text = fmt::format("wrote {} ({} bytes)\n", flags.output, bytes.size());
   for (const std::string& line : result.summary) text += "  " + line + "\n";
   text += fmt::format("next: petrsim plan {} --iterations 4\n", flags.output);

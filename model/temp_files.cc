@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+
+#include "model/error.h"
 
 namespace petrsim {
 namespace {
@@ -126,5 +129,46 @@ TerminationSignalsHeld::TerminationSignalsHeld() {
 }
 
 TerminationSignalsHeld::~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp"), registration_(tmp_path_) {
+  file_ = std::fopen(tmp_path_.c_str(), "wb");
+  if (file_ == nullptr) {
+    throw ScenarioError(tmp_path_ + ": cannot open for writing: " + std::strerror(errno));
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (file_ != nullptr) {
+    std::fclose(file_);
+    std::remove(tmp_path_.c_str());
+  }
+}
+
+void AtomicFile::Write(std::string_view data) {
+  if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+    throw ScenarioError(tmp_path_ + ": cannot write: " + std::strerror(errno));
+  }
+}
+
+void AtomicFile::Commit() {
+  const int closed = std::fclose(file_);
+  file_ = nullptr;
+  if (closed != 0) {
+    const int error = errno;
+    std::remove(tmp_path_.c_str());
+    throw ScenarioError(tmp_path_ + ": cannot write: " + std::strerror(error));
+  }
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp_path_.c_str());
+    throw ScenarioError(path_ + ": cannot rename " + tmp_path_ + " onto it: " + std::strerror(error));
+  }
+}
+
+void WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  AtomicFile file(path);
+  file.Write(bytes);
+  file.Commit();
+}
 
 }  // namespace petrsim

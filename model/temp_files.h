@@ -17,7 +17,9 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace petrsim {
 
@@ -62,5 +64,28 @@ class TerminationSignalsHeld {
  private:
   sigset_t previous_;
 };
+
+// An output file written whole or not at all: bytes go to "<path>.tmp" (registered above), which
+// Commit() renames onto `path`; destroyed uncommitted, or on Ctrl-C, it is removed. Errors throw
+// ScenarioError naming the file and the system's reason.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void Write(std::string_view data);
+  void Commit();
+
+ private:
+  std::string path_;
+  std::string tmp_path_;
+  TempFileRegistration registration_;
+  std::FILE* file_ = nullptr;
+};
+
+// `bytes` as the whole of `path`, through an AtomicFile.
+void WriteFileAtomically(const std::string& path, std::string_view bytes);
 
 }  // namespace petrsim
