@@ -175,7 +175,7 @@ ExpandedPlan ExpandPlan(const Scenario& scenario) {
     plan.per_iteration = model.forward;
     return plan;
   }
-  const TorchVersion version = ParseTorchVersion(scenario.comm().torch_version()).value_or(TorchVersion{});
+  const TorchVersion version = ScenarioTorchVersion(scenario);
   const DdpCollectives collectives = DdpPlan(ddp, version);
   plan.startup.insert(plan.startup.end(), collectives.construction.begin(), collectives.construction.end());
   std::vector<std::vector<Collective>> phases(kDdpPhases);

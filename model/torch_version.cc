@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "model/assert.h"
+
 namespace petrsim {
 namespace {
 
@@ -23,6 +25,12 @@ std::optional<int> Number(std::string_view text, size_t& at) {
 }
 
 }  // namespace
+
+TorchVersion ScenarioTorchVersion(const Scenario& scenario) {
+  const std::optional<TorchVersion> version = ParseTorchVersion(scenario.comm().torch_version());
+  PETRSIM_ASSERT(version.has_value());
+  return *version;
+}
 
 std::optional<TorchVersion> ParseTorchVersion(std::string_view text) {
   size_t at = 0;

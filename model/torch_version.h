@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "model/scenario.pb.h"
+
 namespace petrsim {
 
 struct TorchVersion {
@@ -26,6 +28,10 @@ struct TorchVersion {
 // local/pre-release tail, which are ignored. Nothing when the text is not of that form or the
 // release is not supported (1.9 to 1.13, 2.0 to 2.5).
 std::optional<TorchVersion> ParseTorchVersion(std::string_view text);
+
+// The release of a validated scenario's comm.torch_version ("1.9" when unset). ValidateScenario
+// refuses one that does not parse, so this asserts instead of guessing.
+TorchVersion ScenarioTorchVersion(const Scenario& scenario);
 
 // The supported releases, for messages: "1.9, 1.10, ..., 2.5".
 std::string SupportedTorchVersions();

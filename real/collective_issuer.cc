@@ -76,7 +76,7 @@ void CollectiveIssuer::Complete(Issued& issued) {
 void CollectiveIssuer::FillJobLog(const Issued& issued, CollectiveError& error) const {
   const Collective& step = *issued.step;
   const Comm::Backend backend = options_.watchdog_lines_backend.value_or(scenario_.comm().backend());
-  const TorchVersion version = ParseTorchVersion(scenario_.comm().torch_version()).value_or(TorchVersion{});
+  const TorchVersion version = ScenarioTorchVersion(scenario_);
   CollectiveTimeout timeout;
   timeout.backend = backend;
   timeout.version = version;

@@ -76,7 +76,7 @@ void JobSim::Setup() {
   timeout_ns_ = static_cast<int64_t>(scenario_.comm().timeout_ms()) * 1'000'000;
   poll_ns_ = static_cast<int64_t>(scenario_.comm().watchdog_poll_ms()) * 1'000'000;
   nccl_ = scenario_.comm().backend() == Comm::nccl;
-  torch_version_ = ParseTorchVersion(scenario_.comm().torch_version()).value_or(TorchVersion{});
+  torch_version_ = ScenarioTorchVersion(scenario_);
   watchdog_note_ = CollectiveTimeoutNote(scenario_.comm().backend(), torch_version_);
   pipeline_ = PipelineDraws(scenario_);
 
