@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libtorch-dev libgloo-dev
   python3-numpy python3-torch
+  python3-venv python3-wheel
   clang libclang-rt-14-dev clang-format
 )
 missing=()

@@ -2,6 +2,8 @@
 
 Runs a training script with the probe installed, without editing it; under torchrun:
     torchrun --nproc_per_node N --redirects 2 --tee 2 -m petrsim_probe --trace-dir DIR -- train.py ...
+Installed (`pip install ./probe`), the same launcher is the `petrsim-probe` command:
+    torchrun --nproc_per_node N --redirects 2 --tee 2 --no_python petrsim-probe --trace-dir DIR -- train.py ...
 """
 
 import argparse
@@ -10,7 +12,7 @@ import runpy
 import sys
 
 
-def main(argv=None):
+def main(argv=None, prog="python -m petrsim_probe"):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:
         cut = argv.index("--")
@@ -18,7 +20,7 @@ def main(argv=None):
     else:
         ours, target = argv, []
     parser = argparse.ArgumentParser(
-        prog="python -m petrsim_probe",
+        prog=prog,
         description="Run a PyTorch training script with petrsim_probe recording petrsim traces.",
         epilog="Everything after `--` is the script and its arguments (or -m MODULE ARGS).")
     parser.add_argument("--trace-dir", required=True, help="directory for rank_<r>.pbtrace")
@@ -55,12 +57,24 @@ def main(argv=None):
         return 0
     script = target[0]
     if not os.path.isfile(script):
-        sys.stderr.write("python -m petrsim_probe: {}: no such script\n".format(script))
+        sys.stderr.write("{}: {}: no such script\n".format(prog, script))
         return 2
     sys.argv = target
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     runpy.run_path(script, run_name="__main__")
     return 0
+
+
+def entry_point():
+    """The `petrsim-probe` console script (probe/pyproject.toml): main() with the search path
+    `python -m petrsim_probe` has. The script wrapper pip writes puts its own directory (the
+    environment's bin/) first on sys.path, where `python -m` puts the current directory; the
+    current directory goes back there, so a `-- -m MODULE` target importable from it (and a
+    script's imports) resolve the same either way."""
+    if sys.path and sys.argv and sys.argv[0] and \
+            os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(sys.argv[0])):
+        sys.path[0] = os.getcwd()
+    return main(prog="petrsim-probe")
 
 
 if __name__ == "__main__":
