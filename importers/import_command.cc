@@ -210,12 +210,6 @@ void ApplyRelease(ConfigJob& job, const std::string& given) {
   Reprovenance(job, "comm.torch_version", fmt::format("comm.torch_version = {}  # {}", version->ToString(), from));
 }
 
-// `import probe-trace`'s options (kept here so that ImportFlags, which main owns, need not change).
-ProbeTraceImportFlags& ProbeTraceFlags() {
-  static ProbeTraceImportFlags flags;
-  return flags;
-}
-
 // `import mmdet3d-config`: the job from the config, the dataset from the info files it names.
 int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
   const bool log = [&] {
@@ -327,14 +321,13 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
   nuscenes->add_option("--split-file", flags.split_file,
                        "a JSON object {\"name\": [\"scene-0001\", ...]} instead of the official lists");
   AddFilterOptions(*nuscenes, flags);
-  ProbeTraceFlags() = ProbeTraceImportFlags{};
-  AddProbeTraceImport(*import, ProbeTraceFlags());
+  AddProbeTraceImport(*import, flags.probe_trace);
   return import;
 }
 
 int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
   if (import.get_subcommand("mmdet3d-config")->parsed()) return RunConfigImport(flags, out);
-  if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(ProbeTraceFlags(), out);
+  if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(flags.probe_trace, out);
   const CLI::App* source = import.get_subcommand("mmdet3d-infos")->parsed() ? import.get_subcommand("mmdet3d-infos")
                                                                             : import.get_subcommand("nuscenes");
   const ImportFilters filters = ToFilters(flags, source->get_option("--seq-split-num")->count() > 0);

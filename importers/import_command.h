@@ -4,6 +4,8 @@
 //       (the job and its filters from the config, read without running it; importers/mmdet3d_config_job.h)
 //   petrsim import nuscenes --dataroot DIR --version v1.0-trainval --split train,val -o OUT.pbtxt
 //       [--split-file splits.json] [filter options]
+//   petrsim import probe-trace TRACES/ -o OUT.pbtxt [--into SCENARIO.pbtxt]
+//       (plan.ddp from a petrsim_probe trace directory; importers/probe_trace_import.h)
 // Filter options (recorded in the scenario's `filters`; defaults are StreamPETR's):
 //   --classes car,truck,...  --range -51.2,-51.2,-5,51.2,51.2,3  --no-valid-flag
 //   --no-filter-empty-gt  --seq-split-num N
@@ -16,6 +18,8 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "importers/probe_trace_import.h"
 
 namespace CLI {
 class App;
@@ -42,12 +46,13 @@ struct ImportFlags {
   std::string config;
   std::string config_data_root;
   std::vector<std::string> config_infos;
-  uint32_t gpus = 0;          // 0: the config's
-  std::string log;            // --log: the job's training log (seed, release, ranks), beside a .py config
-  std::string torch_version;  // --torch-version: the job's PyTorch release
+  uint32_t gpus = 0;                  // 0: the config's
+  std::string log;                    // --log: the job's training log (seed, release, ranks), beside a .py config
+  std::string torch_version;          // --torch-version: the job's PyTorch release
+  ProbeTraceImportFlags probe_trace;  // probe-trace
 };
 
-// Adds `import` with its two sources to `app`; returns the `import` subcommand.
+// Adds `import` with its sources to `app`; returns the `import` subcommand.
 CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags);
 
 // Runs the parsed `import` (after app.parse): writes the scenario, prints the summary to `out`,
