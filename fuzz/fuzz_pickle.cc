@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "formats/flight_recorder/flight_recorder.h"
 #include "formats/pickle/pickle.h"
 #include "model/error.h"
-#include "replay/flight_recorder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -26,12 +26,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/torch_logs/training_log.h"
 #include "model/fixes.h"
 #include "model/preflight.h"
 #include "model/scenario.pb.h"
 #include "model/stuck_getitem.h"
 #include "replay/diagnose_stall.h"
-#include "replay/training_log.h"
 
 namespace petrsim {
 
@@ -166,8 +166,8 @@ struct Diagnosis {
 
 Diagnosis Diagnose(const Recordings& recordings);
 
-// A training log's diagnosis (replay/training_log.h): per process group and sequence number (where printed) the
-// collective the ranks that timed out wait in, missing the ranks of the world that printed no timeout. The world
+// A training log's diagnosis (formats/torch_logs/training_log.h): per process group and sequence number (where printed)
+// the collective the ranks that timed out wait in, missing the ranks of the world that printed no timeout. The world
 // size is the log's when it says one (a different `given_world_size`, the scenario's or --world-size, is noted), else
 // `given_world_size` when set; when neither, the ranks seen (world_size_known false).
 Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size);

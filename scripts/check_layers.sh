@@ -12,18 +12,20 @@ declare -A allowed=(
   [formats/pickle]="model"
   [formats/pyconfig]="model"
   [formats/mmcv]="model formats/pyconfig"
+  [formats/flight_recorder]="model formats/pickle"
+  [formats/torch_logs]="model"
   [trace]="model"
   [sim]="model trace"
   [comm]="model sim"
   [real]="model trace"
-  [replay]="model trace formats/pickle sim"
+  [replay]="model trace formats/pickle formats/flight_recorder formats/torch_logs sim"
   [sweep]="model sim"
   # docs/design.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
   [importers]="model trace formats/pickle formats/pyconfig formats/mmcv"
   [cli]="model trace formats/pickle sim replay sweep importers"
   [props]="model sim"
   [bench]="model sim real trace"
-  [fuzz]="model trace formats/pickle formats/pyconfig formats/mmcv replay importers"
+  [fuzz]="model trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder replay importers"
 )
 # The programs are wiring: petrsim_train re-runs recordings (--replay) through replay/.
 exceptions=("real/train_main.cc:replay")
@@ -60,7 +62,7 @@ while IFS= read -r line; do
   fi
 done < <(git ls-files '*.h' '*.cc' | xargs grep -H '^#include "' || true)
 
-for from in model formats/pickle formats/pyconfig formats/mmcv trace sim comm real replay sweep importers cli props bench fuzz tests; do
+for from in model formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder formats/torch_logs trace sim comm real replay sweep importers cli props bench fuzz tests; do
   out=""
   for key in "${!edges[@]}"; do
     [ "${key% *}" = "$from" ] && out+="${key#* }(${edges[$key]}) "

@@ -1,4 +1,4 @@
-// Flight Recorder dumps of every version PyTorch has written (replay/flight_recorder.h), pickle
+// Flight Recorder dumps of every version PyTorch has written (formats/flight_recorder/flight_recorder.h), pickle
 // and JSON, as tests/data/flight_recorder_json/make_versioned.py writes them from the real 2.9
 // pickles of tests/data/flight_recorder/nvrx/lock_gil_2nd in each writer's shape
 // (docs/research/flight_recorder_formats.md): each diagnoses as the real pickles do; unknown
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/flight_recorder/flight_recorder.h"
 #include "model/error.h"
 #include "replay/diagnose.h"
-#include "replay/flight_recorder.h"
 
 namespace petrsim {
 namespace {

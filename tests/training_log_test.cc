@@ -1,4 +1,4 @@
-// Training logs for `petrsim diagnose` (replay/training_log.h): every release's watchdog lines as
+// Training logs for `petrsim diagnose` (formats/torch_logs/training_log.h): every release's watchdog lines as
 // model/watchdog_lines.h writes them (read from PyTorch's source and users' logs,
 // docs/research/nccl_watchdog_lines.md), lines users posted in public issues (quoted verbatim), launcher prefixes,
 // per-rank files, mmcv/mmengine iteration lines, tracebacks, gzip, and bad logs.
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/torch_logs/training_log.h"
 #include "model/error.h"
 #include "model/torch_version.h"
 #include "model/watchdog_lines.h"
 #include "replay/diagnose.h"
-#include "replay/training_log.h"
 
 namespace petrsim {
 namespace {
@@ -81,7 +81,9 @@ TEST(TrainingLog, ReadsTheWatchdogLinesOfEveryRelease) {
       EXPECT_EQ(t.timeout_ms, 1800000u);
       EXPECT_EQ(t.ran_for_ms, 1801700u + r);
       EXPECT_EQ(t.seq.has_value(), has_seq);
-      if (has_seq) EXPECT_EQ(*t.seq, 8120u);
+      if (has_seq) {
+        EXPECT_EQ(*t.seq, 8120u);
+      }
       EXPECT_EQ(t.numel_in.has_value(), has_numel);
       EXPECT_EQ(t.group_rank, r);
       EXPECT_EQ(t.pg, "0");

@@ -176,7 +176,7 @@ def bare_list(real):
     # sizes (flat, the first tensor's), state, frames}. pg_id is the local index (ProcessGroupNCCL::uid_,
     # a per-process counter): the group's name did not exist yet, so one local index names different
     # groups on different ranks here, and no dump says a group's members (the reader matches groups
-    # across ranks by their calls: MatchBareListGroups in replay/flight_recorder.h).
+    # across ranks by their calls: MatchBareListGroups in formats/flight_recorder/flight_recorder.h).
     out = []
     for e in real["entries"]:
         out.append(

@@ -1,5 +1,5 @@
 // A training log file's bytes; see log_file.h.
-#include "replay/log_file.h"
+#include "formats/torch_logs/log_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

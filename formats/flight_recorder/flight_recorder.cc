@@ -1,5 +1,5 @@
 // Flight Recorder dumps; see flight_recorder.h.
-#include "replay/flight_recorder.h"
+#include "formats/flight_recorder/flight_recorder.h"
 
 #include <algorithm>
 #include <cctype>

@@ -4,7 +4,7 @@
 // chunk a thread at line boundaries, and each thread finds the lines that hold one of a few markers (most lines of a
 // log hold none); then one pass in line order parses those lines, keeping per-rank state (a rank's open traceback is
 // read ahead in the buffer, following that rank's lines).
-#include "replay/training_log.h"
+#include "formats/torch_logs/training_log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -24,9 +24,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "formats/torch_logs/log_file.h"
 #include "model/error.h"
 #include "model/torch_version.h"
-#include "replay/log_file.h"
 
 namespace petrsim {
 namespace {
