@@ -48,8 +48,8 @@
 #include "real/c10d_comm.h"
 #include "real/termination.h"
 #include "real/trainer.h"
-#include "replay/replay.h"
 #include "trace/rank_writer.h"
+#include "trace/recording.h"
 #include "trace/trace_event.h"
 
 namespace {
@@ -218,10 +218,10 @@ int main(int argc, char** argv) {
   }
   const bool iterations_given = iterations->count() > 0;
   try {
-    std::optional<petrsim::RecordedJob> recorded;
+    std::optional<petrsim::Recording> recorded;
     std::unique_ptr<petrsim::ReplaySource> replay;
     if (!replay_dir.empty()) {
-      recorded = petrsim::LoadRecordedJob(replay_dir);
+      recorded = petrsim::ReadRecording(replay_dir);
       replay = petrsim::MakeRecordedSource(*recorded, true, !replay_samples_only);
       options.replay = replay.get();
       if (nproc == 0 && std::getenv("RANK") == nullptr) nproc = recorded->world_size;

@@ -2,9 +2,10 @@
 // traces recorded, and say whether the replay reproduces the recorded outcome; with --set,
 // what-if on the recorded job.
 //
-// Data flow: LoadRecordedJob (trace directory → RecordedJob: the scenario from the headers,
-// per (rank, batch, slot) the sampler's index and what the worker did with it (final index,
-// loads, duration, livelock or error), and the recorded outcome from Diagnose) → a
+// Data flow: LoadRecordedJob (trace directory → RecordedJob: trace/recording.h's Recording, the
+// scenario from the headers and per (rank, batch, slot) the sampler's index and what the worker
+// did with it (final index, loads, duration, livelock or error), and the recorded outcome from
+// Diagnose) → a
 // ReplayBackend runs it (SimReplayBackend: the simulator through its ReplaySource seam; the
 // real LibTorch backend, RealReplayBackend, runs petrsim_train driven by the same source) →
 // CompareOutcomes.
@@ -30,6 +31,7 @@
 
 #include "model/scenario.pb.h"
 #include "sim/simulator.h"
+#include "trace/recording.h"
 
 namespace petrsim {
 
@@ -44,20 +46,13 @@ struct ReplayOutcome {
   uint64_t iterations_completed = 0;  // by every rank
 };
 
-struct RecordedJob {
-  std::string directory;
-  Scenario scenario;
-  std::string scenario_path;
-  std::string backend;  // who recorded it
-  uint32_t world_size = 0;
-  using Key = std::tuple<uint32_t, uint64_t, uint32_t>;  // rank, batch, slot
-  std::map<Key, int64_t> sample_index;
-  std::map<Key, RecordedLoad> loads;
+// The recording (trace/recording.h) and the outcome its diagnosis gives.
+struct RecordedJob : Recording {
   ReplayOutcome recorded;
-  std::vector<std::string> partial;  // files cut short
 };
 
-// Throws ScenarioError naming the file on bad input (no trace, a trace without its scenario).
+// ReadRecording, then the recorded outcome from Diagnose of the same files. Throws ScenarioError
+// naming the file on bad input (no trace, a trace without its scenario).
 RecordedJob LoadRecordedJob(const std::string& directory);
 
 // The seam: a backend that can re-run a recorded job.
@@ -69,11 +64,6 @@ class ReplayBackend {
   // order when `use_samples`, its getitem results and timings when `use_loads`.
   virtual ReplayOutcome Run(const RecordedJob& job, const Scenario& scenario, bool use_samples, bool use_loads) = 0;
 };
-
-// The recording as the backend saw it, through the simulator's seam (the real trainer takes it
-// too): sample order (when `use_samples`) and worker results (when `use_loads`) by (rank, batch,
-// slot). `job` must outlive it.
-std::unique_ptr<ReplaySource> MakeRecordedSource(const RecordedJob& job, bool use_samples, bool use_loads);
 
 // The real LibTorch backend, run as its own program (`petrsim_train`: this executable links no
 // LibTorch): the scenario is written to `work_dir`, the job runs on `world_size` local ranks

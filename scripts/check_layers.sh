@@ -27,8 +27,7 @@ declare -A allowed=(
   [bench]="model sim real trace"
   [fuzz]="model trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder replay importers"
 )
-# The programs are wiring: petrsim_train re-runs recordings (--replay) through replay/.
-exceptions=("real/train_main.cc:replay")
+exceptions=()
 
 folder_of() {  # the layer an include path or a file belongs to
   case "$1" in
