@@ -144,14 +144,6 @@ std::vector<RankFile> ReadRanks(const std::string& trace_dir) {
   return ranks;
 }
 
-// "torch 1.13.0a0" in the probe's build_id ("petrsim_probe 0.1.0 (torch 1.13.0a0)").
-std::string TorchOf(const TraceHeader& header) {
-  static const std::regex pattern(R"(\(torch ([^)\s]+)\))");
-  std::smatch match;
-  const std::string& id = header.build_id();
-  return std::regex_search(id, match, pattern) ? match[1].str() : std::string();
-}
-
 std::string ShapeText(const DdpTensor& t) {
   std::string out = "[";
   for (int d = 0; d < t.shape_size(); ++d) out += (d ? ", " : "") + std::to_string(t.shape(d));
@@ -450,7 +442,7 @@ Scenario BuildScenario(const std::string& trace_dir, const std::string& into_pat
     if (backend == "gloo") scenario.mutable_comm()->set_backend(Comm::gloo);
     if (backend == "nccl") scenario.mutable_comm()->set_backend(Comm::nccl);
   }
-  const std::string torch = TorchOf(rank0.header);
+  const std::string torch = ProbeTorchRelease(rank0.header);
   if (!torch.empty()) {
     if (const auto version = ParseTorchVersion(torch)) {
       scenario.mutable_comm()->set_torch_version(version->ToString());
@@ -512,7 +504,7 @@ std::vector<std::string> SummaryHead(const RankFile& rank0, uint32_t which, cons
   const DdpModel& ddp = scenario.plan().ddp();
   uint64_t parameters = 0, buffers = 0;
   for (const DdpTensor& t : layout.tensors()) (t.kind() == DdpTensor::buffer ? buffers : parameters) += 1;
-  const std::string torch = TorchOf(rank0.header);
+  const std::string torch = ProbeTorchRelease(rank0.header);
   const std::string what = layout.module_class().empty() ? fmt::format("DDP {}", which)
                                                          : fmt::format("DDP {} of {}", which, layout.module_class());
   return {

@@ -26,6 +26,7 @@
 #include "model/trace.pb.h"
 #include "replay/diagnose_stall.h"
 #include "trace/reader.h"
+#include "trace/trace_event.h"
 
 namespace petrsim {
 namespace {
@@ -274,11 +275,9 @@ void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
   }
   if (trace.scenario && !rec.scenario) rec.scenario = std::move(trace.scenario);
   // The probe names the torch it ran under in its build id: "petrsim_probe 0.1 (torch 1.13.1)".
-  if (const size_t at = header.build_id().find("(torch "); at != std::string::npos && rec.torch_version.empty()) {
-    const std::string& id = header.build_id();
-    const size_t end = id.find(')', at);
-    rec.torch_version = id.substr(at + 7, end == std::string::npos ? std::string::npos : end - at - 7);
-    rec.torch_version_from = fmt::format("{}: header build_id \"{}\"", path, id);
+  if (std::string release = ProbeTorchRelease(header); !release.empty() && rec.torch_version.empty()) {
+    rec.torch_version = std::move(release);
+    rec.torch_version_from = fmt::format("{}: header build_id \"{}\"", path, header.build_id());
   }
   rec.end_ns = std::max(rec.end_ns, trace.end_ns);
   if (header.clock() == "steady" && trace.start_ns != std::numeric_limits<int64_t>::max()) {

@@ -98,9 +98,8 @@ RecordedJob LoadRecordedJob(const std::string& directory) {
   static_cast<Recording&>(job) = ReadRecording(directory);
   const std::vector<uint64_t>& iterations_done = job.iterations_done;
   const bool died = job.rank_died;
-  const std::vector<std::string>& files = job.files;
   // The recorded outcome, from the post-mortem of the same files.
-  const Diagnosis diagnosis = Diagnose(LoadRecordings(files));  // the rank files only
+  const Diagnosis diagnosis = Diagnose(LoadRecordings(job.files));  // the rank files only
   ReplayOutcome& recorded = job.recorded;
   recorded.iterations_completed =
       iterations_done.empty() ? 0 : *std::min_element(iterations_done.begin(), iterations_done.end());

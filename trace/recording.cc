@@ -57,9 +57,6 @@ Recording ReadRecording(const std::string& directory) {
                     "dumps hold no sample order to replay; use `petrsim diagnose`)",
                     directory));
   }
-  std::vector<uint64_t>& iterations_done = job.iterations_done;
-  std::vector<std::string>& files = job.files;
-  bool& died = job.rank_died;
   for (uint32_t r = 0;; ++r) {
     const std::string path = RankTracePath(directory, r);
     if (r > 0 && r >= job.world_size) break;
@@ -82,13 +79,13 @@ Recording ReadRecording(const std::string& directory) {
       if (job.world_size == 0 || job.world_size > (1u << 20)) {
         throw ScenarioError(fmt::format("{}: world_size {} is not in [1, 2^20]", path, job.world_size));
       }
-      iterations_done.assign(job.world_size, 0);
+      job.iterations_done.assign(job.world_size, 0);
     }
     if (trace.header.rank() != r || trace.header.world_size() != job.world_size) {
       throw ScenarioError(fmt::format("{}: the header says rank {} of {}, the file name and rank_0 say rank {} of {}",
                                       path, trace.header.rank(), trace.header.world_size(), r, job.world_size));
     }
-    files.push_back(path);
+    job.files.push_back(path);
     for (const TraceEvent& event : trace.events) {
       // A probe's DataLoader other than the first (a validation loader): its batches are not the training loop's.
       if (event.loader() != 0) continue;
@@ -120,10 +117,10 @@ Recording ReadRecording(const std::string& directory) {
           break;
         }
         case TraceEventKind::iteration:
-          iterations_done[r] = std::max(iterations_done[r], event.iteration() + 1);
+          job.iterations_done[r] = std::max(job.iterations_done[r], event.iteration() + 1);
           break;
         case TraceEventKind::rank_died:
-          died = true;
+          job.rank_died = true;
           break;
         default:
           break;

@@ -74,6 +74,15 @@ static_assert(static_cast<int>(TraceKind::kStall) == TraceEventKind::stall);
 static_assert(static_cast<int>(TraceKind::kRankDied) == TraceEventKind::rank_died);
 static_assert(static_cast<int>(TraceKind::kDesync) == TraceEventKind::desync);
 
+std::string ProbeTorchRelease(const TraceHeader& header) {
+  const std::string& id = header.build_id();
+  const size_t at = id.find("(torch ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + 7;
+  const size_t end = id.find(')', begin);
+  return id.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
 std::string RankTracePath(const std::string& directory, uint32_t rank) {
   return (std::filesystem::path(directory) / fmt::format("rank_{}.pbtrace", rank)).string();
 }

@@ -31,6 +31,10 @@ inline bool HasTraceKind(TraceEventKind kind) {
   return kind != TraceEventKind::truncated && kind != TraceEventKind::ddp_layout;
 }
 
+// The PyTorch release petrsim_probe names in a header's build id ("petrsim_probe 0.1.0 (torch
+// 1.13.1)" -> "1.13.1"), as printed; "" when the id names none (petrsim's own writers).
+std::string ProbeTorchRelease(const TraceHeader& header);
+
 // A record as a trace event (defaults left out) and back. The record's string_views point
 // into `event`, which must outlive it. An event without a TraceKind (HasTraceKind) must not be
 // converted.

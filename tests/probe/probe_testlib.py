@@ -89,6 +89,28 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run_ranks(command, world_size, env, timeout_s, name):
+    """Runs `command` once per rank without torchrun (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the
+    environment, over `env`) and waits for all; a rank past `timeout_s` kills them all and
+    fails. Returns [(exit code, output)] by rank."""
+    base = dict(env, WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen(command, env=dict(base, RANK=str(rank)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for rank in range(world_size)]
+    results = []
+    for rank, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            for q in procs:
+                q.wait()
+            raise Failure("{}: rank {} did not finish within {} s".format(name, rank, timeout_s))
+        results.append((p.returncode, out.decode(errors="replace")))
+    return results
+
+
 def torchrun_command(nproc, port, log_dir):
     """torchrun as users run it (Debian's 1.13 under Python 3.11 needs --redirects 2 --tee 2)."""
     exe = shutil.which("torchrun")

@@ -15,7 +15,6 @@ the probe: seq 6 must be written completed=false; rank 1 has no seq 6.
 """
 
 import os
-import subprocess
 import sys
 
 import probe_testlib as lib
@@ -58,26 +57,12 @@ os._exit(0)
 
 def body(args, tmp):
     trace_dir = os.path.join(tmp, "traces")
-    port = str(lib.free_port())
-    processes = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=port, OMP_NUM_THREADS="1")
-        processes.append(subprocess.Popen(
-            [sys.executable, "-c", RANK_CODE, lib.PROBE_DIR, trace_dir, tmp], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outputs = []
-    for rank, process in enumerate(processes):
-        try:
-            out, _ = process.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            for p in processes:
-                p.kill()
-            raise Failure("rank {} did not finish within 90 s".format(rank))
-        out = out.decode(errors="replace")
-        if process.returncode != 0 or "AFTER_BACKWARD" not in out:
-            raise Failure("rank {} failed (exit {}):\n{}".format(rank, process.returncode,
-                                                                 out[-3000:]))
+    results = lib.run_ranks([sys.executable, "-c", RANK_CODE, lib.PROBE_DIR, trace_dir, tmp], 2,
+                            os.environ, 90, "the async job")
+    for rank, (code, out) in enumerate(results):
+        if code != 0 or "AFTER_BACKWARD" not in out:
+            raise Failure("rank {} failed (exit {}):\n{}".format(rank, code, out[-3000:]))
         outputs.append(int(out.split("AFTER_BACKWARD")[1].split()[0]))
     traces = lib.read_traces(trace_dir, 2)
     for rank, (_, events) in traces.items():

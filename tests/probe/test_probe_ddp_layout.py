@@ -33,7 +33,6 @@ with the built-in ALLREDUCE hook, and with default_hooks.fp16_compress_hook. For
 
 import json
 import os
-import subprocess
 import sys
 
 import probe_testlib as lib
@@ -50,27 +49,14 @@ CASES = ((2, 0, 1, 0, "none"), (2, 1, 0, 0, "none"), (3, 0, 1, 0, "none"), (3, 0
 
 def run_job(tmp, name, path, world, find_unused, broadcast_buffers, as_view, hook):
     trace_dir = os.path.join(tmp, name)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(lib.free_port()),
-               WORLD_SIZE=str(world), OMP_NUM_THREADS="1", PETRSIM_PROBE_DDP_PATH=path)
-    procs = []
-    for rank in range(world):
-        env_rank = dict(env, RANK=str(rank))
-        procs.append(subprocess.Popen(
-            [sys.executable, JOB, lib.PROBE_DIR, trace_dir, str(ITERATIONS), str(find_unused),
-             str(broadcast_buffers), str(as_view), hook], env=env_rank, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT))
-    outputs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise Failure("{}: the job did not end within 120 s".format(name))
-        outputs.append(out.decode(errors="replace"))
-    for rank, (p, out) in enumerate(zip(procs, outputs)):
-        if p.returncode != 0:
-            raise Failure("{}: rank {} exited {}:\n{}".format(name, rank, p.returncode, out[-3000:]))
+    results = lib.run_ranks(
+        [sys.executable, JOB, lib.PROBE_DIR, trace_dir, str(ITERATIONS), str(find_unused),
+         str(broadcast_buffers), str(as_view), hook], world,
+        dict(os.environ, PETRSIM_PROBE_DDP_PATH=path), 120, name)
+    outputs = [out for _, out in results]
+    for rank, (code, out) in enumerate(results):
+        if code != 0:
+            raise Failure("{}: rank {} exited {}:\n{}".format(name, rank, code, out[-3000:]))
     sums = [line for out in outputs for line in out.splitlines() if line.startswith("PARAMS")]
     if len(sums) != world or len(set(sums)) != 1:
         raise Failure("{}: parameter hashes {}".format(name, sums))
