@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The memory estimate (model/memory_estimate.h) against the peak RSS /usr/bin/time measures, for
+# The memory estimate (check/memory_estimate.h) against the peak RSS /usr/bin/time measures, for
 # datasets of growing size and jobs of growing rank x worker x prefetch counts: prints both and
 # their ratio (the estimate should stay at or a little above what is measured).
 # Usage: bench/memory_estimate.sh [PETRSIM]   (default build/petrsim; takes about a minute)

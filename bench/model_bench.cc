@@ -6,10 +6,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/dataset.h"
-#include "model/preflight.h"
-#include "model/sampler.h"
-#include "model/scenario_loader.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "scenario/scenario_loader.h"
 
 namespace petrsim {
 namespace {

@@ -4,11 +4,11 @@
 // are bench/sim_process.sh. Run: build/bench/sim_bench
 #include <benchmark/benchmark.h>
 
-#include "model/dataset.h"
-#include "model/random_streams.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "data/dataset.h"
+#include "data/random_streams.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "sim/engine.h"
 #include "sim/simulator.h"
 

@@ -9,18 +9,18 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
+#include "base/temp_files.h"
+#include "check/fixes.h"
+#include "check/memory_estimate.h"
+#include "check/preflight.h"
+#include "check/user_change.h"
 #include "cli/scenario_args.h"
-#include "model/error.h"
-#include "model/fixes.h"
-#include "model/iteration_plan.h"
-#include "model/memory_estimate.h"
-#include "model/outcome.h"
-#include "model/preflight.h"
-#include "model/sampler.h"
-#include "model/scenario_defaults.h"
-#include "model/temp_files.h"
-#include "model/torch_version.h"
-#include "model/user_change.h"
+#include "data/sampler.h"
+#include "plan/iteration_plan.h"
+#include "scenario/outcome.h"
+#include "scenario/scenario_defaults.h"
+#include "scenario/torch_version.h"
 
 namespace petrsim {
 namespace {

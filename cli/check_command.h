@@ -1,4 +1,4 @@
-// `petrsim check`: formats the pre-flight report (model/preflight.h) for humans or as JSON.
+// `petrsim check`: formats the pre-flight report (check/preflight.h) for humans or as JSON.
 #pragma once
 
 #include <string>
@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/dataset.h"
-#include "model/fixes.h"
-#include "model/preflight.h"
-#include "model/scenario.pb.h"
+#include "check/fixes.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
+#include "proto/scenario.pb.h"
 
 namespace CLI {
 class App;
@@ -22,8 +22,8 @@ namespace petrsim {
 // built, a bounded getitem gives up in the exact replay, uneven batches); 2 on bad input.
 int CheckExitCode(const CheckReport& report);
 
-// `fixes` (ProveFixes, model/fixes.h) are printed before the verdict (text: FixLines) or as
-// the "fixes" key (JSON: FixesJson, model/fixes.h).
+// `fixes` (ProveFixes, check/fixes.h) are printed before the verdict (text: FixLines) or as
+// the "fixes" key (JSON: FixesJson, check/fixes.h).
 std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
                               const CheckReport& report, const std::vector<Fix>& fixes = {});
 std::string FormatCheckJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
@@ -35,7 +35,7 @@ struct CheckFlags {
   std::vector<std::string> sets;
   bool json = false;
   std::string memory_max;   // --memory-max; empty: half of this machine's memory
-  std::string write_drops;  // --write-drops: the data fix as a Python script (model/user_change.h)
+  std::string write_drops;  // --write-drops: the data fix as a Python script (check/user_change.h)
 };
 CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags);
 // Prints the pre-flight report; returns CheckExitCode. Throws ScenarioError on bad input.

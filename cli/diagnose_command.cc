@@ -7,12 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/error.h"
 #include "cli/scenario_args.h"
-#include "model/error.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
 #include "replay/diagnose.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 

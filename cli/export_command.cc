@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "trace/perfetto_writer.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"

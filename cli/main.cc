@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/error.h"
+#include "base/temp_files.h"
 #include "cli/check_command.h"
 #include "cli/command_names.h"
 #include "cli/diagnose_command.h"
@@ -18,9 +20,7 @@
 #include "cli/sweep_command.h"
 #include "cli/train_command.h"
 #include "importers/import_command.h"
-#include "model/error.h"
-#include "model/temp_files.h"
-#include "model/torch_version.h"
+#include "scenario/torch_version.h"
 
 namespace {
 constexpr int kExitBadInput = 2;

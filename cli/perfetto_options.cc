@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim {
 namespace {

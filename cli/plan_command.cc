@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "cli/scenario_args.h"
-#include "model/comm.h"
-#include "model/error.h"
-#include "model/outcome.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "plan/comm.h"
+#include "scenario/outcome.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 

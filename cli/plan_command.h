@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "model/iteration_plan.h"
-#include "model/rank_program.h"
-#include "model/scenario.pb.h"
+#include "plan/iteration_plan.h"
+#include "plan/rank_program.h"
+#include "proto/scenario.pb.h"
 
 namespace CLI {
 class App;

@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
-#include "model/progress_line.h"
+#include "base/progress_line.h"
 
 namespace petrsim {
 
-// A progress bar with an ETA on stderr (model/progress_line.h draws it): only when stderr is a
+// A progress bar with an ETA on stderr (base/progress_line.h draws it): only when stderr is a
 // terminal and --quiet is not given, from one second into the command on. `unit` names what is
 // counted ("runs", "iterations", "bytes"). Erased when it goes.
 class ProgressBar {

@@ -10,9 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "cli/scenario_args.h"
 #include "cli/train_command.h"
-#include "model/error.h"
 #include "replay/replay.h"
 
 namespace petrsim {

@@ -5,14 +5,14 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include "base/assert.h"
+#include "base/error.h"
+#include "check/memory_estimate.h"
+#include "check/preflight.h"
 #include "cli/progress_bar.h"
 #include "cli/scenario_args.h"
-#include "model/assert.h"
-#include "model/error.h"
-#include "model/memory_estimate.h"
-#include "model/preflight.h"
-#include "model/sampler.h"
-#include "model/torch_version.h"
+#include "data/sampler.h"
+#include "scenario/torch_version.h"
 #include "trace/directory_writer.h"
 #include "trace/fan_out_sink.h"
 #include "trace/perfetto_writer.h"
@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/iteration_plan.h"
-#include "model/scenario_defaults.h"
+#include "plan/iteration_plan.h"
+#include "scenario/scenario_defaults.h"
 
 namespace petrsim {
 namespace {
@@ -382,7 +382,7 @@ void AddRunOptions(CLI::App& app, RunFlags& flags) {
                  "Recorder (0: all)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
   app.add_option("--trace", flags.trace_dir,
-                 "write per-rank trace files (rank_<r>.pbtrace, model/trace.proto) to this directory");
+                 "write per-rank trace files (rank_<r>.pbtrace, proto/trace.proto) to this directory");
   app.add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
   app.add_flag("--no-wall-time", flags.no_wall_time,
                "leave the wall-clock time out of the report (byte-reproducible output)");
@@ -436,7 +436,7 @@ int RunSimulation(const RunFlags& flags) {
     bar.Restart();
   }
   // The writers stream into temporary files and rename them only after the run, so a failed
-  // (or interrupted: model/temp_files.h) run leaves nothing half-written.
+  // (or interrupted: base/temp_files.h) run leaves nothing half-written.
   std::unique_ptr<PerfettoWriter> perfetto;
   std::unique_ptr<TraceDirectoryWriter> trace;
   FanOutSink sinks;
@@ -458,7 +458,7 @@ int RunSimulation(const RunFlags& flags) {
   bar.Clear();  // the report follows, maybe on the same terminal
   PETRSIM_ASSERT(!first_hash || *first_hash == result.trace_hash);
   const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
-  // A job that hangs (or fails) in its data: what the user changes, each fix proven by `check` (model/fixes.h).
+  // A job that hangs (or fails) in its data: what the user changes, each fix proven by `check` (check/fixes.h).
   std::vector<Fix> fixes;
   if (result.outcome != Outcome::kCompleted && result.outcome != Outcome::kLimitReached) {
     const CheckReport check = RunPreflight(scenario, dataset);

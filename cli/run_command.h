@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "check/fixes.h"
 #include "cli/perfetto_options.h"
-#include "model/dataset.h"
-#include "model/fixes.h"
-#include "model/scenario.pb.h"
+#include "data/dataset.h"
+#include "proto/scenario.pb.h"
 #include "sim/simulator.h"
 #include "trace/directory_writer.h"
 
@@ -33,7 +33,7 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
 // specially (letters, digits, and _ - + = . , / : @ %), else in single quotes ("a b" -> 'a b',
 // "it's" -> 'it'\''s').
 std::string ShellQuote(const std::string& text);
-// `fixes`: what makes a job that hangs in its data terminate (model/fixes.h), the report's "fixes".
+// `fixes`: what makes a job that hangs in its data terminate (check/fixes.h), the report's "fixes".
 std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
                           const sim::SimResult& result, std::optional<double> wall_ms,
                           const std::vector<Fix>& fixes = {});

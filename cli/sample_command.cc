@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "base/error.h"
 #include "cli/scenario_args.h"
-#include "model/error.h"
-#include "model/sampler.h"
-#include "model/scenario_validation.h"
+#include "data/sampler.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 namespace {

@@ -1,13 +1,13 @@
-// `petrsim sample`: prints the exact sample stream (model/sample_stream.h).
+// `petrsim sample`: prints the exact sample stream (data/sample_stream.h).
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "model/dataset.h"
-#include "model/sample_stream.h"
-#include "model/scenario.pb.h"
+#include "data/dataset.h"
+#include "data/sample_stream.h"
+#include "proto/scenario.pb.h"
 
 namespace CLI {
 class App;

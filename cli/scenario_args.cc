@@ -3,11 +3,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/memory_estimate.h"
+#include "check/memory_estimate.h"
 
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 
 namespace CLI {
 class App;

@@ -3,9 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/error.h"
 #include "cli/progress_bar.h"
 #include "cli/scenario_args.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim {
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "model/assert.h"
+#include "base/assert.h"
 
 namespace petrsim::comm {
 

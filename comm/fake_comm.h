@@ -1,4 +1,4 @@
-// The Comm seam's fake (model/comm.h): the ranks of one world as threads of this process, for
+// The Comm seam's fake (plan/comm.h): the ranks of one world as threads of this process, for
 // tests of code that issues collectives (no sockets, no LibTorch). Calls pair up as NCCL pairs
 // them, by order: a rank's k-th call on a process group meets every other rank's k-th call
 // there, whatever they are (no signature check: that is the simulated rendezvous's job). It
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/comm.h"
+#include "plan/comm.h"
 
 namespace petrsim::comm {
 

@@ -1,4 +1,4 @@
-// The simulated rendezvous behind the Comm seam (model/comm.h): the ranks of one world as
+// The simulated rendezvous behind the Comm seam (plan/comm.h): the ranks of one world as
 // threads of this process, their collectives matched by the simulator's own matcher
 // (sim/rendezvous.h): per process group by c10d sequence number, with the signature checked,
 // so a desync fails every member with CommError kMismatch instead of pairing different calls.
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/comm.h"
+#include "plan/comm.h"
 #include "sim/rendezvous.h"
 
 namespace petrsim::sim {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/error.h"
 #include "importers/mmdet3d_infos.h"
-#include "model/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/error.h"
 #include "formats/flight_recorder/flight_recorder.h"
 #include "formats/pickle/pickle.h"
-#include "model/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

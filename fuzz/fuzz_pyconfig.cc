@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "formats/mmcv/config.h"
-#include "model/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

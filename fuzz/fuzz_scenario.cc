@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "model/error.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "trace/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

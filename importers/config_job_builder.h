@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "importers/config_field_reader.h"
 #include "importers/dataset_semantics.h"
 #include "importers/mmdet3d_config_job.h"
-#include "model/error.h"
 
 namespace petrsim::config_job {
 

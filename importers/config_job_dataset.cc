@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/error.h"
 #include "importers/config_field_reader.h"
 #include "importers/config_job_builder.h"
 #include "importers/dataset_semantics.h"
 #include "importers/dataset_source.h"
-#include "model/error.h"
 
 namespace petrsim::config_job {
 namespace {
@@ -157,7 +157,7 @@ void ConfigJobBuilder::ReadDatasetFilters() {
          from("use_valid_flag", sem.use_valid_flag_default, sem.use_valid_flag_source));
   s().mutable_filters()->set_filter_empty_gt(filter_empty_gt);
   s().mutable_filters()->set_use_valid_flag(use_valid_flag);
-  // Where the user would change it (model/user_change.h).
+  // Where the user would change it (check/user_change.h).
   UserSource& user = *s().mutable_user_source();
   user.set_config(config_.path);
   user.set_dataset_dict(parts_.front().path);

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/error.h"
 #include "importers/config_field_reader.h"
 #include "importers/config_job_builder.h"
 #include "importers/dataset_semantics.h"
 #include "importers/dataset_source.h"
-#include "model/error.h"
-#include "model/streampetr_ddp_model.h"
+#include "plan/streampetr_ddp_model.h"
 
 namespace petrsim::config_job {
 

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 
 namespace petrsim {
 

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "base/assert.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/parser.h"
-#include "model/assert.h"
-#include "model/error.h"
-#include "model/file_io.h"
 
 namespace petrsim {
 namespace {

@@ -11,16 +11,16 @@
 #include <filesystem>
 #include <set>
 
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/progress_line.h"
 #include "formats/mmcv/config.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
 #include "importers/nuscenes_tables.h"
 #include "importers/probe_trace_import.h"
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/progress_line.h"
-#include "model/torch_version.h"
+#include "scenario/torch_version.h"
 
 namespace petrsim {
 namespace {
@@ -54,7 +54,7 @@ void AddFilterOptions(CLI::App& command, ImportFlags& flags) {
                    "no progress bar on stderr (a long import draws one when stderr is a terminal)");
 }
 
-// The progress bar of the files being read (model/progress_line.h), in bytes.
+// The progress bar of the files being read (base/progress_line.h), in bytes.
 class ImportProgress {
  public:
   explicit ImportProgress(bool quiet) : start_(Clock::now()), line_(stderr, !quiet && StderrIsTerminal()) {}

@@ -13,12 +13,12 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "model/assert.h"
-#include "model/box_filter.h"
-#include "model/error.h"
-#include "model/scenario_defaults.h"
-#include "model/sequence_groups.h"
-#include "model/temp_files.h"
+#include "base/assert.h"
+#include "base/error.h"
+#include "base/temp_files.h"
+#include "data/box_filter.h"
+#include "data/sequence_groups.h"
+#include "scenario/scenario_defaults.h"
 
 namespace petrsim {
 namespace {
@@ -42,7 +42,7 @@ Filters FiltersProto(const ImportFilters& filters) {
 }
 
 // Whether a box survives mmdet3d's filters; the stored valid_flag wins over the point counts
-// when use_valid_flag is on (mmdet3d reads info['valid_flag']), as model/dataset.cc does.
+// when use_valid_flag is on (mmdet3d reads info['valid_flag']), as data/dataset.cc does.
 bool Keeps(const BoxFilter& filter, bool use_valid_flag, float target, const ImportedBox& box) {
   if (use_valid_flag && box.valid_flag >= 0) {
     return filter.Keeps(target, box.x, box.y, box.valid_flag ? 1 : 0, 0);
@@ -474,7 +474,7 @@ uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Im
   AtomicFile file(path);
   uint64_t written = 0;
   std::string out =
-      "# A petrsim scenario written by `petrsim import` (model/scenario.proto documents every "
+      "# A petrsim scenario written by `petrsim import` (proto/scenario.proto documents every "
       "field).\n"
       "# Each frame's boxes are columns (BoxColumns), one value per box: class_index into the\n"
       "# sub-dataset's class_names, x, y (centres in the lidar frame, rounded to float32 as mmdet3d's\n"

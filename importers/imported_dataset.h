@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 
 namespace petrsim {
 

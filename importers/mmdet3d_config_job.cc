@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/error.h"
 #include "importers/config_field_reader.h"
 #include "importers/config_job_builder.h"
 #include "importers/dataset_semantics.h"
 #include "importers/dataset_source.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace config_job {

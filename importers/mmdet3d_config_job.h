@@ -40,7 +40,7 @@
 
 #include "formats/mmcv/config.h"
 #include "importers/imported_dataset.h"
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 
 namespace petrsim {
 

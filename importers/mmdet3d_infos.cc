@@ -14,8 +14,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "formats/pickle/pickle.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace {

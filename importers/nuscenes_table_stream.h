@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim::nuscenes_internal {
 

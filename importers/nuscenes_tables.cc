@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "importers/nuscenes_splits.h"
 #include "importers/nuscenes_table_stream.h"
-#include "model/error.h"
 
 namespace petrsim {
 

@@ -17,16 +17,16 @@
 #include <optional>
 #include <regex>
 
-#include "model/assert.h"
-#include "model/dataset.h"
-#include "model/ddp_plan.h"
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/sampler.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_validation.h"
-#include "model/temp_files.h"
-#include "model/torch_version.h"
+#include "base/assert.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/temp_files.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "plan/ddp_plan.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_validation.h"
+#include "scenario/torch_version.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 
@@ -72,7 +72,7 @@ RankFile ReadRank(const std::string& path) {
           if (!layout.ParseFromArray(event.ddp_layout.data(), static_cast<int>(event.ddp_layout.size()))) {
             throw ScenarioError(
                 fmt::format("{}: event {} (ddp_layout): its DdpLayout does not parse (a probe from another "
-                            "petrsim? expected model/trace.proto's DdpLayout)",
+                            "petrsim? expected proto/trace.proto's DdpLayout)",
                             path, rank.events));
           }
           if (layout.tensors_size() > 0) rank.construction.emplace(layout.ddp(), layout);
@@ -293,7 +293,7 @@ std::string Serialize(const Scenario& scenario, const std::string& path, const s
       throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
     return bytes;
   }
-  std::string text = "# Written by `petrsim import probe-trace` (model/scenario.proto documents every field).\n";
+  std::string text = "# Written by `petrsim import probe-trace` (proto/scenario.proto documents every field).\n";
   for (const std::string& line : summary) text += "# " + line + "\n";
   google::protobuf::TextFormat::PrintToString(scenario, &bytes);
   return text + bytes;

@@ -1,5 +1,5 @@
 // `petrsim import probe-trace DIR -o OUT.pbtxt [--into SCENARIO]`: the model a real job ran under
-// DistributedDataParallel, from the `ddp_layout` events petrsim_probe recorded (model/trace.proto,
+// DistributedDataParallel, from the `ddp_layout` events petrsim_probe recorded (proto/trace.proto,
 // DdpLayout), as the scenario's plan.ddp (DdpModel): the tensors in state_dict order, bucket_cap_mb,
 // find_unused_parameters, broadcast_buffers, the process group and the gradient-ready order of
 // iteration 0; comm.torch_version and job.world_size from the trace headers. With --into, merged
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 
 namespace CLI {
 class App;

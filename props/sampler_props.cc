@@ -9,14 +9,14 @@
 #include <set>
 #include <utility>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/preflight.h"
-#include "model/resample_policy.h"
-#include "model/sample_stream.h"
-#include "model/sampler.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
+#include "data/resample_policy.h"
+#include "data/sample_stream.h"
+#include "data/sampler.h"
 #include "props/scenario_gen.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 namespace {

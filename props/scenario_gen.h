@@ -22,11 +22,11 @@
 
 #include <google/protobuf/text_format.h>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/sampler.h"
-#include "model/scenario_validation.h"
-#include "model/sequence_groups.h"
+#include "base/error.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/sequence_groups.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim::props {
 

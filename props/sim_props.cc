@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <set>
 
-#include "model/preflight.h"
-#include "model/resample_policy.h"
-#include "model/sampler.h"
+#include "check/preflight.h"
+#include "data/resample_policy.h"
+#include "data/sampler.h"
 #include "props/scenario_gen.h"
 #include "sim/simulator.h"
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <string>
 
-#include "model/sampler_watchdog.h"
-#include "model/trace_sink.h"
+#include "data/sampler_watchdog.h"
 #include "real/renderer.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim::real {
 

@@ -14,12 +14,12 @@
 #include <mutex>
 #include <vector>
 
-#include "model/data_loader.h"
-#include "model/dataset.h"
-#include "model/numpy_random.h"
-#include "model/resample_policy.h"
-#include "model/sampler.h"
-#include "model/scenario.pb.h"
+#include "data/data_loader.h"
+#include "data/dataset.h"
+#include "data/numpy_random.h"
+#include "data/resample_policy.h"
+#include "data/sampler.h"
+#include "proto/scenario.pb.h"
 #include "real/geometry.h"
 #include "real/rank_recorder.h"
 #include "real/trainer.h"

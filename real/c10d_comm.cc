@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim::real {
 namespace {

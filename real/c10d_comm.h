@@ -1,4 +1,4 @@
-// The real backend's side of the Comm seam (model/comm.h, DESIGN "Seams"): one rank's c10d
+// The real backend's side of the Comm seam (plan/comm.h, DESIGN "Seams"): one rank's c10d
 // process groups and the plan's collectives as c10d calls: Gloo on CPU, or NCCL where LibTorch
 // has CUDA and the build has PETRSIM_WITH_NCCL (the one place that differs; tensors then live
 // on the rank's GPU for the call).
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "model/comm.h"
-#include "model/scenario.pb.h"
+#include "plan/comm.h"
+#include "proto/scenario.pb.h"
 
 namespace petrsim::real {
 

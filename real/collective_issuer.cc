@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "model/outcome.h"
-#include "model/torch_version.h"
-#include "model/watchdog_lines.h"
+#include "formats/torch_logs/watchdog_lines.h"
+#include "scenario/outcome.h"
+#include "scenario/torch_version.h"
 #include "trace/rank_writer.h"
 
 namespace petrsim::real {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "model/comm.h"
-#include "model/scenario.pb.h"
+#include "plan/comm.h"
+#include "proto/scenario.pb.h"
 #include "real/job_control.h"
 #include "real/rank_recorder.h"
 #include "real/trainer.h"

@@ -13,10 +13,10 @@
 #include <string>
 #include <utility>
 
-#include "model/scenario.pb.h"
-#include "model/trace_sink.h"
+#include "proto/scenario.pb.h"
 #include "real/trainer.h"
 #include "trace/rank_writer.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim::real {
 

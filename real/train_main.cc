@@ -39,15 +39,15 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/progress_line.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "base/progress_line.h"
+#include "data/dataset.h"
 #include "real/c10d_comm.h"
 #include "real/termination.h"
 #include "real/trainer.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "trace/rank_writer.h"
 #include "trace/recording.h"
 #include "trace/trace_event.h"
@@ -90,7 +90,7 @@ uint16_t FreePort() {
   return port;
 }
 
-// Rank 0's progress bar with an ETA (model/progress_line.h): on stderr when it is a terminal,
+// Rank 0's progress bar with an ETA (base/progress_line.h): on stderr when it is a terminal,
 // unless --quiet. In a job of local ranks they share the terminal; rank 0 speaks for them.
 class TrainProgress {
  public:

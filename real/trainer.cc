@@ -23,14 +23,13 @@
 
 #include <fmt/format.h>
 
-#include "model/data_loader.h"
-#include "model/iteration_plan.h"
-#include "model/numpy_random.h"
-#include "model/outcome.h"
-#include "model/rank_program.h"
-#include "model/resample_policy.h"
-#include "model/sampler.h"
-#include "model/sampler_watchdog.h"
+#include "data/data_loader.h"
+#include "data/numpy_random.h"
+#include "data/resample_policy.h"
+#include "data/sampler.h"
+#include "data/sampler_watchdog.h"
+#include "plan/iteration_plan.h"
+#include "plan/rank_program.h"
 #include "real/batch_loader.h"
 #include "real/c10d_comm.h"
 #include "real/collective_issuer.h"
@@ -42,6 +41,7 @@
 #include "real/termination.h"
 #include "real/threaded_loader.h"
 #include "real/training_step.h"
+#include "scenario/outcome.h"
 #include "trace/rank_writer.h"
 
 namespace petrsim::real {
@@ -329,7 +329,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     return std::move(*batch);
   };
 
-  // The plan, walked as the simulator walks it (model/rank_program.h).
+  // The plan, walked as the simulator walks it (plan/rank_program.h).
   std::vector<CollectiveIssuer::Issued> in_flight;  // the iteration's non-blocking collectives
   for (RankProgram program(plan, rank, options.iterations); program.current().kind != RankProgram::Kind::kDone;
        program.Next()) {

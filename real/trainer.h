@@ -1,10 +1,10 @@
 // The real backend's training loop for one rank (issue "real backend", Distributed training):
-// the scenario's sampler and resample policy (model/, unchanged) pick the frames; DataLoader
+// the scenario's sampler and resample policy (data/, unchanged) pick the frames; DataLoader
 // worker threads (real/threaded_loader.h, batch k on worker k mod W, prefetch, in-order
 // consumption, each worker with the numpy seed PyTorch's worker_init_fn gives it) load them
 // under the sampler watchdog and render them; the scaled-down StreamPETR is trained with AdamW;
-// and the scenario's iteration plan (model/iteration_plan, the list the simulator issues) is
-// issued collective by collective as real c10d calls (model/rank_program walks the plan; real/c10d_comm issues it) in
+// and the scenario's iteration plan (plan/iteration_plan, the list the simulator issues) is
+// issued collective by collective as real c10d calls (plan/rank_program walks the plan; real/c10d_comm issues it) in
 // plan order, with the scenario's timeout:
 //   - startup: sync_random_seed broadcasts carry the seed, DDP's first float32 module state
 //     broadcast carries the parameters (every rank takes rank 0's);
@@ -30,7 +30,7 @@
 // reported at once in user terms and stops the whole job through the store; a collective that
 // fails or times out makes the rank print which ranks never arrived at that sequence number and
 // what they were doing, stop the job the same way, and fail; on a timeout it also gives the lines
-// the scenario's PyTorch release would print for it (model/watchdog_lines.h, as the simulator
+// the scenario's PyTorch release would print for it (formats/torch_logs/watchdog_lines.h, as the simulator
 // prints them). Every rank's trace is written before it ends (streamed, or its ring dumped).
 #pragma once
 
@@ -42,11 +42,11 @@
 #include <string_view>
 #include <vector>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/replay_source.h"
-#include "model/scenario.pb.h"
+#include "base/error.h"
+#include "data/dataset.h"
+#include "proto/scenario.pb.h"
 #include "real/streampetr_model.h"
+#include "trace/replay_source.h"
 
 namespace petrsim::real {
 
@@ -94,7 +94,7 @@ struct TrainOptions {
   // Gloo run of an NCCL scenario prints the NCCL lines the simulator prints for that scenario.
   std::optional<Comm::Backend> watchdog_lines_backend;
   uint32_t boxes_max = 8;  // boxes rendered per frame (GT count capped)
-  // Records the rank's trace (model/trace.proto) to this file when set: streamed, or the last
+  // Records the rank's trace (proto/trace.proto) to this file when set: streamed, or the last
   // trace_ring events when trace_ring > 0 (dumped on exit, SIGTERM and SIGABRT).
   std::string trace_path;
   uint64_t trace_ring = 0;
@@ -149,14 +149,14 @@ double LearningRateAt(const TrainOptions& options, uint64_t iteration, uint64_t 
 // JobStoppedError when another rank stopped the job (threads only; see own_process).
 TrainResult TrainRank(const Scenario& scenario, const Dataset& dataset, const TrainOptions& options);
 
-// How a real rank's job fails (model/error.h's JobError: the programs exit 1).
+// How a real rank's job fails (base/error.h's JobError: the programs exit 1).
 struct SampleLivelockError : JobError {
   using JobError::JobError;
 };
 struct CollectiveError : JobError {
   using JobError::JobError;
   // On a timeout: the lines the scenario's PyTorch release would print for it (NCCL's watchdog or
-  // Gloo's timed-out wait; model/watchdog_lines.h's CollectiveTimeoutLines, as the simulator
+  // Gloo's timed-out wait; formats/torch_logs/watchdog_lines.h's CollectiveTimeoutLines, as the simulator
   // prints them), a heading naming the release and backend, and a note when the release's line
   // numbers are not known. Empty otherwise.
   std::string job_log_heading;

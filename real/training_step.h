@@ -16,8 +16,8 @@
 #include <optional>
 #include <vector>
 
-#include "model/dataset.h"
-#include "model/iteration_plan.h"
+#include "data/dataset.h"
+#include "plan/iteration_plan.h"
 #include "real/batch_loader.h"
 #include "real/collective_issuer.h"
 #include "real/geometry.h"

@@ -12,9 +12,9 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/strong_components.hpp>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/preflight.h"
+#include "base/error.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
 #include "replay/diagnose_internal.h"
 
 namespace petrsim {

@@ -26,11 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check/fixes.h"
+#include "check/preflight.h"
+#include "data/stuck_getitem.h"
 #include "formats/torch_logs/training_log.h"
-#include "model/fixes.h"
-#include "model/preflight.h"
-#include "model/scenario.pb.h"
-#include "model/stuck_getitem.h"
+#include "proto/scenario.pb.h"
 #include "replay/diagnose_stall.h"
 
 namespace petrsim {
@@ -212,7 +212,7 @@ struct ScenarioCrossCheck {
   // petrsim traces: where the given scenario's plan first differs from the plan the trace recorded ("" when equal).
   // The sequence numbers are then placed in the recorded plan, the one that ran.
   std::string plan_difference;
-  // What makes the job terminate, each proven by re-running `check` on the scenario with it (model/fixes.h); empty
+  // What makes the job terminate, each proven by re-running `check` on the scenario with it (check/fixes.h); empty
   // when the scenario's check finds nothing to fix.
   std::vector<Fix> fixes;
   // The predicted hang against the recordings, item by item: the missing ranks, the world size, the iteration, the

@@ -9,13 +9,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/iteration_plan.h"
-#include "model/outcome.h"
-#include "model/preflight.h"
-#include "model/sampler.h"
+#include "base/error.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "plan/iteration_plan.h"
 #include "replay/diagnose_internal.h"
+#include "scenario/outcome.h"
 #include "sim/simulator.h"
 
 namespace petrsim {

@@ -18,13 +18,13 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "formats/flight_recorder/flight_recorder.h"
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/outcome.h"
-#include "model/scenario_validation.h"
-#include "model/trace.pb.h"
+#include "proto/trace.pb.h"
 #include "replay/diagnose_stall.h"
+#include "scenario/outcome.h"
+#include "scenario/scenario_validation.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 

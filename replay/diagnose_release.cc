@@ -1,8 +1,8 @@
 // `diagnose --scenario`: the PyTorch release the recordings name against the scenario's; see diagnose.h.
 #include <fmt/format.h>
 
-#include "model/torch_version.h"
 #include "replay/diagnose.h"
+#include "scenario/torch_version.h"
 
 namespace petrsim {
 

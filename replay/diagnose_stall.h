@@ -1,4 +1,4 @@
-// `petrsim diagnose` and the probe's `stall` events (model/trace.proto): a DataLoader worker's __getitem__ that had
+// `petrsim diagnose` and the probe's `stall` events (proto/trace.proto): a DataLoader worker's __getitem__ that had
 // not returned within the probe's bound, with the Python stack the probe sampled in the worker. Read with the rest of
 // a trace (diagnose_load.cc), settled against the loads that followed, carried into the Diagnosis (diagnose.cc) and
 // reported beside the stuck collectives (diagnose_report.cc). Defined in diagnose_stall.cc.

@@ -15,11 +15,11 @@
 #include <fmt/format.h>
 #include <google/protobuf/text_format.h>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "data/dataset.h"
 #include "replay/diagnose.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 

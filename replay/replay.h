@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 #include "sim/simulator.h"
 #include "trace/recording.h"
 

@@ -8,24 +8,30 @@ cd "$(dirname "$0")/.."
 
 # Each folder and the folders its code may include (besides itself).
 declare -A allowed=(
-  [model]=""
-  [formats/pickle]="model"
-  [formats/pyconfig]="model"
-  [formats/mmcv]="model formats/pyconfig"
-  [formats/flight_recorder]="model formats/pickle"
-  [formats/torch_logs]="model"
-  [trace]="model"
-  [sim]="model trace"
-  [comm]="model sim"
-  [real]="model trace"
-  [replay]="model trace formats/pickle formats/flight_recorder formats/torch_logs sim"
-  [sweep]="model sim"
+  # The pure domain model, floor by floor (docs/design.md): each may include those below it.
+  [base]=""
+  [proto]=""
+  [scenario]="base proto"
+  [data]="base proto scenario"
+  [plan]="base proto scenario"
+  [check]="base proto scenario data plan"
+  [formats/pickle]="base proto scenario"
+  [formats/pyconfig]="base proto scenario"
+  [formats/mmcv]="base proto scenario formats/pyconfig"
+  [formats/flight_recorder]="base proto scenario formats/pickle"
+  [formats/torch_logs]="base proto scenario"
+  [trace]="base proto scenario"
+  [sim]="base proto scenario data plan check trace formats/torch_logs"
+  [comm]="base proto scenario data plan check sim"
+  [real]="base proto scenario data plan check trace formats/torch_logs"
+  [replay]="base proto scenario data plan check trace formats/pickle formats/flight_recorder formats/torch_logs sim"
+  [sweep]="base proto scenario data plan check sim"
   # docs/design.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
-  [importers]="model trace formats/pickle formats/pyconfig formats/mmcv"
-  [cli]="model trace formats/pickle sim replay sweep importers"
-  [props]="model sim"
-  [bench]="model sim real trace"
-  [fuzz]="model trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder replay importers"
+  [importers]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv"
+  [cli]="base proto scenario data plan check trace formats/pickle sim replay sweep importers"
+  [props]="base proto scenario data plan check sim"
+  [bench]="base proto scenario data plan check sim real trace"
+  [fuzz]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder replay importers"
 )
 exceptions=()
 
@@ -61,7 +67,7 @@ while IFS= read -r line; do
   fi
 done < <(git ls-files '*.h' '*.cc' | xargs grep -H '^#include "' || true)
 
-for from in model formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder formats/torch_logs trace sim comm real replay sweep importers cli props bench fuzz tests; do
+for from in base proto scenario data plan check formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder formats/torch_logs trace sim comm real replay sweep importers cli props bench fuzz tests; do
   out=""
   for key in "${!edges[@]}"; do
     [ "${key% *}" = "$from" ] && out+="${key#* }(${edges[$key]}) "

@@ -6,7 +6,7 @@ describes it (sequence flags per sub-dataset, mmdet ConcatDataset flags without 
 InfiniteGroupEachSampleInBatchSampler over torch.randperm, DataLoader worker k mod W with numpy
 seeded by worker_init_fn, mmdet3d's resample loop with np.random.choice over the frame's chunk)
 for a few small datasets, and writes every (iteration, rank, slot) row to
-tests/golden/sample_streams.json. tests/sample_stream_test.cc checks petrsim against it.
+tests/golden/sample_streams.json. data/sample_stream_test.cc checks petrsim against it.
 
 The random draws are the real library calls: torch.randperm with a seeded torch.Generator and
 the global np.random after np.random.seed (one saved state per worker, swapped in and out as the

@@ -3,7 +3,7 @@
 This is NOT StreamPETR's code: it is a hand-written equivalent, built only to count and order
 the model's parameters and buffers the way PyTorch lists them (state_dict(), named_parameters(),
 named_buffers()), for docs/research/streampetr_parameters.md and to cross-check
-model/streampetr_ddp_model.cc. Each class below mirrors the registration order (the order of
+plan/streampetr_ddp_model.cc. Each class below mirrors the registration order (the order of
 attribute assignments / add_module calls in __init__) and the tensor shapes of the module it
 names; forward passes are not reproduced. The sources it mirrors (commits in the doc):
 

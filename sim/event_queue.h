@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/assert.h"
+#include "base/assert.h"
 
 namespace petrsim::sim {
 

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "model/ddp_plan.h"
-#include "model/watchdog_lines.h"
+#include "formats/torch_logs/watchdog_lines.h"
+#include "plan/ddp_plan.h"
 
 namespace petrsim::sim::internal {
 

@@ -13,18 +13,18 @@
 #include <memory>
 #include <optional>
 
-#include "model/assert.h"
-#include "model/data_loader.h"
-#include "model/error.h"
-#include "model/iteration_plan.h"
-#include "model/numpy_random.h"
-#include "model/pipeline_draws.h"
-#include "model/random_streams.h"
-#include "model/rank_program.h"
-#include "model/resample_policy.h"
-#include "model/sampler.h"
-#include "model/scenario_defaults.h"
-#include "model/torch_version.h"
+#include "base/assert.h"
+#include "base/error.h"
+#include "data/data_loader.h"
+#include "data/numpy_random.h"
+#include "data/pipeline_draws.h"
+#include "data/random_streams.h"
+#include "data/resample_policy.h"
+#include "data/sampler.h"
+#include "plan/iteration_plan.h"
+#include "plan/rank_program.h"
+#include "scenario/scenario_defaults.h"
+#include "scenario/torch_version.h"
 #include "sim/engine.h"
 #include "sim/rendezvous.h"
 #include "sim/simulator.h"
@@ -118,7 +118,7 @@ struct WorkerState {
 struct RankState {
   uint32_t rank = 0;
   Phase phase = Phase::kStartup;
-  // Where it is in the plan (model/rank_program.h), and whether the compute before the current
+  // Where it is in the plan (plan/rank_program.h), and whether the compute before the current
   // step is done or scheduled.
   std::optional<RankProgram> program;
   bool compute_spent = false;
@@ -212,7 +212,7 @@ class JobSim {
   void Finish(SimResult& result, StopReason reason);
   CollectiveRef Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const;
   // What rank `rank` prints when its watchdog finds `work` past its timeout at `fire_ns`: the
-  // watchdog line first (model/watchdog_lines.h for NCCL, Gloo's one line otherwise).
+  // watchdog line first (formats/torch_logs/watchdog_lines.h for NCCL, Gloo's one line otherwise).
   std::vector<std::string> WatchdogLines(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/assert.h"
-#include "model/scenario.pb.h"
+#include "base/assert.h"
+#include "proto/scenario.pb.h"
 
 namespace petrsim::sim {
 

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "model/dataset.h"
-#include "model/outcome.h"
-#include "model/replay_source.h"
-#include "model/resample_policy.h"
-#include "model/scenario.pb.h"
-#include "model/stuck_getitem.h"
-#include "model/trace_sink.h"
+#include "data/dataset.h"
+#include "data/resample_policy.h"
+#include "data/stuck_getitem.h"
+#include "proto/scenario.pb.h"
+#include "scenario/outcome.h"
+#include "trace/replay_source.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim::sim {
 

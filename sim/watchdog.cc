@@ -2,7 +2,7 @@
 // job_sim.h.
 #include "sim/job_sim.h"
 
-#include "model/watchdog_lines.h"
+#include "formats/torch_logs/watchdog_lines.h"
 
 namespace petrsim::sim::internal {
 

@@ -9,11 +9,11 @@
 #include <optional>
 #include <string_view>
 
-#include "model/error.h"
-#include "model/file_io.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "sweep/sweep_internal.h"
 
 namespace petrsim {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
 #include "sweep/sweep.h"
 
 namespace petrsim::sweep_internal {

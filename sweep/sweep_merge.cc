@@ -8,8 +8,8 @@
 #include <string_view>
 #include <utility>
 
-#include "model/assert.h"
-#include "model/error.h"
+#include "base/assert.h"
+#include "base/error.h"
 
 namespace petrsim {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "model/assert.h"
-#include "model/outcome.h"
+#include "base/assert.h"
+#include "scenario/outcome.h"
 
 namespace petrsim::sweep_internal {
 

@@ -15,10 +15,10 @@
 #include <thread>
 #include <utility>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/sampler.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "scenario/scenario_validation.h"
 #include "sim/simulator.h"
 
 namespace petrsim::sweep_internal {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_infos.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace {

@@ -1,9 +1,9 @@
-// The Comm seam's one typed suite (model/comm.h): every implementation runs the same tests on
+// The Comm seam's one typed suite (plan/comm.h): every implementation runs the same tests on
 // 3 ranks (threads), on the world group and on a second named group: the simulated rendezvous,
 // the fake, Gloo over a TCPStore on loopback, and NCCL where the build has it and a GPU is
 // there. Then what only some of them do: a desync (rendezvous), a killed rank (rendezvous), a
 // dropped rank and an injected failure (fake), Gloo's error mapping.
-#include "model/comm.h"
+#include "plan/comm.h"
 
 #include <gtest/gtest.h>
 

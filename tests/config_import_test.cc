@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "check/preflight.h"
+#include "data/dataset.h"
 #include "formats/mmcv/config.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/preflight.h"
-#include "model/scenario_validation.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 namespace {

@@ -10,7 +10,7 @@
 #include <google/protobuf/util/delimited_message_util.h>
 #include <nlohmann/json.hpp>
 
-#include "model/trace.pb.h"
+#include "proto/trace.pb.h"
 #include "replay/diagnose.h"
 #include "trace/trace_event.h"
 

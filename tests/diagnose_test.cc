@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "data/dataset.h"
 #include "formats/flight_recorder/flight_recorder.h"
 #include "formats/pickle/pickle.h"
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/iteration_plan.h"
-#include "model/scenario_loader.h"
+#include "plan/iteration_plan.h"
 #include "replay/diagnose.h"
+#include "scenario/scenario_loader.h"
 #include "sim/simulator.h"
 #include "trace/directory_writer.h"
 #include "trace/reader.h"

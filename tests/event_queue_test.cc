@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "model/random_streams.h"
+#include "data/random_streams.h"
 #include "sim/engine.h"
 
 namespace petrsim::sim {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/dataset.h"
-#include "model/error.h"
+#include "base/error.h"
+#include "data/dataset.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
 #include "trace/directory_writer.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "formats/flight_recorder/flight_recorder.h"
-#include "model/error.h"
 #include "replay/diagnose.h"
 
 namespace petrsim {

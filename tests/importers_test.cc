@@ -14,13 +14,13 @@
 #include <set>
 #include <sstream>
 
+#include "base/error.h"
+#include "data/dataset.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_infos.h"
 #include "importers/nuscenes_splits.h"
 #include "importers/nuscenes_tables.h"
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/scenario_loader.h"
+#include "scenario/scenario_loader.h"
 
 namespace petrsim {
 namespace {
@@ -89,7 +89,7 @@ void CheckCounts(const std::vector<ImportedSubDataset>& data, const ImportFilter
   EXPECT_EQ(summary.total.zero_gt_groups, total["zero_gt_groups"].get<uint64_t>());
 
   if (!build_dataset) return;
-  // The scenario, through model/dataset.cc: GT per frame and per scene.
+  // The scenario, through data/dataset.cc: GT per frame and per scene.
   const Scenario scenario = ToScenario(data, filters, "test");
   const Dataset dataset = BuildDataset(scenario, "imported");
   std::vector<uint32_t> frame_gt;

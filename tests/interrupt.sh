@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ctrl-C leaves nothing half-written (model/temp_files.h): SIGINT to a run that writes a Perfetto
+# Ctrl-C leaves nothing half-written (base/temp_files.h): SIGINT to a run that writes a Perfetto
 # timeline and a trace directory, sent once their .tmp files exist, kills it (exit 130, as a shell
 # reports death by SIGINT) and leaves neither a .tmp file nor an output; SIGTERM the same; SIGINT
 # to a sweep leaves no output. Usage: tests/interrupt.sh PETRSIM WORK_DIR

@@ -15,9 +15,9 @@
 #include <sstream>
 #include <vector>
 
-#include "model/error.h"
-#include "model/scenario_loader.h"
-#include "model/scenario_override.h"
+#include "base/error.h"
+#include "scenario/scenario_loader.h"
+#include "scenario/scenario_override.h"
 #include "sim/simulator.h"
 
 namespace petrsim {

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <string>
 
-#include "model/dataset.h"
-#include "model/error.h"
-#include "model/sampler.h"
-#include "model/trace.pb.h"
+#include "base/error.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "proto/trace.pb.h"
 #include "trace/trace_event.h"
 
 namespace petrsim {

@@ -9,8 +9,8 @@
 
 #include <filesystem>
 
-#include "model/dataset.h"
-#include "model/error.h"
+#include "base/error.h"
+#include "data/dataset.h"
 #include "sim/simulator.h"
 #include "tests/scenario_text.h"
 #include "trace/directory_writer.h"

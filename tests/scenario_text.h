@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "model/dataset.h"
-#include "model/scenario_loader.h"
+#include "data/dataset.h"
+#include "scenario/scenario_loader.h"
 
 namespace petrsim::testing {
 

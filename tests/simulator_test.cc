@@ -6,11 +6,11 @@
 
 #include <optional>
 
-#include "model/iteration_plan.h"
-#include "model/preflight.h"
-#include "model/sample_stream.h"
-#include "model/scenario_override.h"
-#include "model/scenario_validation.h"
+#include "check/preflight.h"
+#include "data/sample_stream.h"
+#include "plan/iteration_plan.h"
+#include "scenario/scenario_override.h"
+#include "scenario/scenario_validation.h"
 #include "tests/scenario_text.h"
 
 namespace petrsim::sim {

@@ -18,8 +18,8 @@
 #include <functional>
 #include <sstream>
 
+#include "base/error.h"
 #include "cli/plan_command.h"
-#include "model/error.h"
 #include "replay/diagnose.h"
 #include "replay/replay.h"
 #include "tests/scenario_text.h"

@@ -20,10 +20,10 @@
 #include <thread>
 #include <tuple>
 
-#include "model/iteration_plan.h"
-#include "model/preflight.h"
-#include "model/rank_program.h"
-#include "model/scenario_loader.h"
+#include "check/preflight.h"
+#include "plan/iteration_plan.h"
+#include "plan/rank_program.h"
+#include "scenario/scenario_loader.h"
 #include "sim/simulator.h"
 #include "trace/directory_writer.h"
 #include "trace/reader.h"

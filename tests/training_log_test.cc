@@ -1,5 +1,5 @@
 // Training logs for `petrsim diagnose` (formats/torch_logs/training_log.h): every release's watchdog lines as
-// model/watchdog_lines.h writes them (read from PyTorch's source and users' logs,
+// formats/torch_logs/watchdog_lines.h writes them (read from PyTorch's source and users' logs,
 // docs/research/nccl_watchdog_lines.md), lines users posted in public issues (quoted verbatim), launcher prefixes,
 // per-rank files, mmcv/mmengine iteration lines, tracebacks, gzip, and bad logs.
 #include <gtest/gtest.h>
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "formats/torch_logs/training_log.h"
-#include "model/error.h"
-#include "model/torch_version.h"
-#include "model/watchdog_lines.h"
+#include "formats/torch_logs/watchdog_lines.h"
 #include "replay/diagnose.h"
+#include "scenario/torch_version.h"
 
 namespace petrsim {
 namespace {

@@ -16,8 +16,8 @@
 #include <system_error>
 #include <vector>
 
-#include "model/assert.h"
-#include "model/error.h"
+#include "base/assert.h"
+#include "base/error.h"
 
 namespace petrsim {
 namespace {

@@ -10,7 +10,7 @@
 // Finish() appends what is left, creates the files of ranks that recorded nothing (header
 // only), and renames every "<dir>/rank_<r>.pbtrace.tmp" onto its final name. A writer destroyed
 // without Finish() removes the tmp files it created, and so does Ctrl-C (they are registered with
-// model/temp_files.h; the renames hold the signals until the last one), so no half-written trace
+// base/temp_files.h; the renames hold the signals until the last one), so no half-written trace
 // is left. Record() never throws: the first write error stops all writing and Finish() reports it.
 // Not thread-safe: callers serialize Record().
 #pragma once
@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "model/scenario.pb.h"
-#include "model/temp_files.h"
-#include "model/trace.pb.h"
-#include "model/trace_sink.h"
+#include "base/temp_files.h"
+#include "proto/scenario.pb.h"
+#include "proto/trace.pb.h"
 #include "trace/trace_event.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim {
 

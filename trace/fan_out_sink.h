@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "model/trace_sink.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim {
 

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <iterator>
 
-#include "model/assert.h"
-#include "model/error.h"
-#include "model/outcome.h"
-#include "model/trace.pb.h"
+#include "base/assert.h"
+#include "base/error.h"
+#include "proto/trace.pb.h"
+#include "scenario/outcome.h"
 
 namespace petrsim {
 namespace {

@@ -15,7 +15,7 @@
 // The file is written while the run goes, to "<path>.tmp" through a buffered FILE*; nothing but
 // the set of seen threads is kept in memory. Finish() completes the JSON and renames it onto
 // `path`; a writer destroyed without Finish() (an error unwound the run) removes its tmp file,
-// and so does Ctrl-C (the tmp file is registered with model/temp_files.h), so a timeline on disk
+// and so does Ctrl-C (the tmp file is registered with base/temp_files.h), so a timeline on disk
 // is always complete. Not thread-safe: callers serialize Record().
 //
 // A window (PerfettoWindow) keeps only the records of some iterations, or those that end at or
@@ -30,8 +30,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "model/temp_files.h"
-#include "model/trace_sink.h"
+#include "base/temp_files.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "model/scenario.pb.h"
-#include "model/trace.pb.h"
-#include "model/trace_sink.h"
+#include "proto/scenario.pb.h"
+#include "proto/trace.pb.h"
 #include "trace/trace_event.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim {
 

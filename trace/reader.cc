@@ -16,8 +16,8 @@
 #include <system_error>
 #include <vector>
 
-#include "model/error.h"
-#include "model/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace petrsim {
 namespace {

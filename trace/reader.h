@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/trace.pb.h"
+#include "proto/trace.pb.h"
 #include "trace/trace_event.h"
 #include "trace/wire_decoder.h"
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
-#include "model/scenario_validation.h"
+#include "base/error.h"
+#include "scenario/scenario_validation.h"
 #include "trace/reader.h"
 #include "trace/trace_event.h"
 

@@ -2,7 +2,7 @@
 // a real rank's, the probe's): the scenario the headers carry, and per (rank, batch, slot) the
 // sampler's index and what the worker did with it (final index, attempts, duration, livelock or
 // error). Both backends replay through MakeRecordedSource (the ReplaySource seam of
-// model/replay_source.h); replay/ adds the recorded outcome (its diagnosis) for `petrsim replay`,
+// trace/replay_source.h); replay/ adds the recorded outcome (its diagnosis) for `petrsim replay`,
 // petrsim_train --replay needs only this.
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <tuple>
 #include <vector>
 
-#include "model/replay_source.h"
-#include "model/scenario.pb.h"
+#include "proto/scenario.pb.h"
+#include "trace/replay_source.h"
 
 namespace petrsim {
 

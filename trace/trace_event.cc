@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "model/assert.h"
+#include "base/assert.h"
 
 namespace petrsim {
 

@@ -1,4 +1,4 @@
-// petrsim's own trace files (DESIGN "Formats", model/trace.proto): the format, and what the
+// petrsim's own trace files (DESIGN "Formats", proto/trace.proto): the format, and what the
 // writers (trace/directory_writer.h, trace/rank_writer.h) and the readers (trace/reader.h,
 // trace/wire_decoder.h) share.
 //
@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <string>
 
-#include "model/scenario.pb.h"
-#include "model/trace.pb.h"
-#include "model/trace_sink.h"
+#include "proto/scenario.pb.h"
+#include "proto/trace.pb.h"
+#include "trace/trace_sink.h"
 
 namespace petrsim {
 

@@ -1,13 +1,13 @@
 // A TraceEvent decoder that allocates nothing: the wire format read as protobuf's parser reads it
 // (tags of at most 5 bytes wrapping in 32 bits, lengths below 2^31, groups skipped 100 deep,
-// unknown fields skipped), with the field numbers protoc generated for model/trace.proto.
+// unknown fields skipped), with the field numbers protoc generated for proto/trace.proto.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
-#include "model/scenario.pb.h"
-#include "model/trace.pb.h"
+#include "proto/scenario.pb.h"
+#include "proto/trace.pb.h"
 
 namespace petrsim {
 

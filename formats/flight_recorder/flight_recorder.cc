@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "formats/pickle/pickle.h"
-#include "model/error.h"
-#include "model/file_io.h"
 
 namespace petrsim {
 namespace {

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "formats/mmcv/config_internal.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/limits.h"
 #include "formats/pyconfig/parser.h"
-#include "model/error.h"
-#include "model/file_io.h"
 
 namespace petrsim {
 namespace mmcv_internal {

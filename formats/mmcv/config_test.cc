@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "formats/mmcv/config.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "formats/mmcv/config_internal.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/limits.h"
-#include "model/error.h"
 
 namespace petrsim::mmcv_internal {
 namespace {

@@ -1,10 +1,10 @@
 // The `Config:` block of a training log (mmcv's pretty_text of the merged config); see config.h.
 #include <cctype>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "formats/mmcv/config.h"
 #include "formats/mmcv/config_internal.h"
-#include "model/error.h"
-#include "model/file_io.h"
 
 namespace petrsim {
 namespace {

@@ -58,7 +58,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim {
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "model/assert.h"
+#include "base/assert.h"
 
 namespace petrsim {
 

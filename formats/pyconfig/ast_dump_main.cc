@@ -8,10 +8,10 @@
 #include <sstream>
 #include <string>
 
+#include "base/error.h"
 #include "formats/pyconfig/ast.h"
 #include "formats/pyconfig/parser.h"
 #include "formats/pyconfig/value.h"
-#include "model/error.h"
 
 namespace petrsim::pyconfig {
 namespace {

@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/limits.h"
-#include "model/error.h"
 
 namespace petrsim::pyconfig {
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include "base/error.h"
 #include "formats/mmcv/config.h"
 #include "formats/pyconfig/value.h"
-#include "model/error.h"
 
 namespace petrsim {
 namespace {

@@ -10,8 +10,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "formats/pyconfig/limits.h"
-#include "model/error.h"
 
 namespace petrsim::pyconfig {
 

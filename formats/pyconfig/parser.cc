@@ -6,8 +6,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/error.h"
 #include "formats/pyconfig/limits.h"
-#include "model/error.h"
 
 namespace petrsim::pyconfig {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim::pyconfig {
 namespace {

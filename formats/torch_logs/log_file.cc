@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace petrsim::log_file {
 

@@ -24,9 +24,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/error.h"
 #include "formats/torch_logs/log_file.h"
-#include "model/error.h"
-#include "model/torch_version.h"
+#include "scenario/torch_version.h"
 
 namespace petrsim {
 namespace {

@@ -3,7 +3,7 @@
     import petrsim_probe; petrsim_probe.install("traces/")     # first line of the training script
     python -m petrsim_probe --trace-dir traces/ -- tools/train.py CONFIG --launcher pytorch
 
-Each rank writes `traces/rank_<r>.pbtrace` in model/trace.proto's format (read by `petrsim
+Each rank writes `traces/rank_<r>.pbtrace` in proto/trace.proto's format (read by `petrsim
 diagnose`, `petrsim replay`, `petrsim export`): the batch sampler's draws per batch and slot,
 every __getitem__ attempt of each DataLoader worker (mmdet3d-style datasets: prepare_train_data /
 _rand_another, inside ConcatDataset, and subclasses), batches ready, data waits, iterations,

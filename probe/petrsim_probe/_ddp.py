@@ -1,6 +1,6 @@
 """DistributedDataParallel: its layout (a `ddp_layout` event) and, on the hook path, its collectives.
 
-The layout (model/trace.proto, DdpLayout), per DDP of the rank: once at construction (process
+The layout (proto/trace.proto, DdpLayout), per DDP of the rank: once at construction (process
 group, bucket_bytes_cap, find_unused_parameters, broadcast_buffers, the module's tensors in
 state_dict order, the gradient bucket layout DDP starts with) and once after the backward whose
 gradient-ready order DDP rebuilds its buckets by (the rebuilt layout, the ready order). The ready

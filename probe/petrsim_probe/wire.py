@@ -1,4 +1,4 @@
-"""The petrsim trace wire format (model/trace.proto), written by hand: no protobuf package needed.
+"""The petrsim trace wire format (proto/trace.proto), written by hand: no protobuf package needed.
 
 A rank file is a stream of length-delimited messages (a base-128 varint byte count, then the
 message), a TraceHeader first and TraceEvents after it. proto2 semantics as trace.proto states
@@ -8,13 +8,13 @@ which are always written. Negative int32/int64 values are written as 10-byte var
 `scenario_bytes` to take the scenario out of a petrsim trace header.
 """
 
-# TraceEventKind (model/trace.proto), value for value.
+# TraceEventKind (proto/trace.proto), value for value.
 LOAD, DATA_WAIT, COMPUTE, COLLECTIVE, CHECKPOINT, ITERATION = 0, 1, 2, 3, 4, 5
 LIVELOCK, WATCHDOG, RANK_DIED, DESYNC, TRUNCATED = 6, 7, 8, 9, 10
 SAMPLER_DRAW, GETITEM_ATTEMPT, BATCH_READY, PROCESS_EXIT, STALL = 11, 12, 13, 14, 15
 DDP_LAYOUT = 16
 
-# Collective.Op and Collective.Dtype (model/scenario.proto).
+# Collective.Op and Collective.Dtype (proto/scenario.proto).
 OPS = {"allreduce": 0, "broadcast": 1, "reduce": 2, "allgather": 3, "reduce_scatter": 4,
        "alltoall": 5, "barrier": 6}
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "int64": 5,
@@ -120,7 +120,7 @@ def _packed(field, values):
 
 def encode_ddp_tensor(name, kind, shape, dtype, requires_grad=True, persistent=True,
                       state_dict_aliases=0):
-    """One serialized DdpTensor (model/scenario.proto). kind: 0 parameter, 1 buffer;
+    """One serialized DdpTensor (proto/scenario.proto). kind: 0 parameter, 1 buffer;
     requires_grad is written for parameters only, persistent for buffers only (where false)."""
     parts = []
     if name:
@@ -157,7 +157,7 @@ def encode_ddp_layout(ddp=0, rebuilt=False, process_group="", bucket_cap_bytes=0
                       module_class="", tensors=(), buckets=(), grad_ready_order=(),
                       static_graph=False, path="", world_size=0, ready_order_recorded=False,
                       comm_hook=""):
-    """One serialized DdpLayout (model/trace.proto). tensors: encode_ddp_tensor results;
+    """One serialized DdpLayout (proto/trace.proto). tensors: encode_ddp_tensor results;
     buckets: encode_ddp_bucket results; comm_hook: the job's own communication hook."""
     parts = []
     if ddp:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The probe's hand-written wire format (probe/petrsim_probe/wire.py) against model/trace.proto, and
+"""The probe's hand-written wire format (probe/petrsim_probe/wire.py) against proto/trace.proto, and
 its encoding of the stall event and the loader field.
 
 - every TraceEventKind value of trace.proto is wire.py's constant of the same name (upper case),
@@ -23,7 +23,7 @@ import re
 import probe_testlib as lib
 from probe_testlib import Failure, wire
 
-PROTO = os.path.join(lib.REPO, "model", "trace.proto")
+PROTO = os.path.join(lib.REPO, "proto", "trace.proto")
 
 
 def proto_kinds_and_fields():

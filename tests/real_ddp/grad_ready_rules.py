@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The gradient-ready rules petrsim's StreamPETR reference model relies on, checked on real PyTorch.
 
-model/streampetr_ddp_model.cc derives DdpModel.grad_ready_order (the order iteration 0's backward
+plan/streampetr_ddp_model.cc derives DdpModel.grad_ready_order (the order iteration 0's backward
 makes the gradients ready, which DDP's bucket rebuild follows) from a walk of the forward: every
 module use in forward order, then the uses taken in reverse, each parameter at its FIRST use only,
 and inside one use a fixed order per module kind. This script checks those rules on torch:
@@ -48,7 +48,7 @@ except ImportError:
 
 
 class Walk:
-    """The C++ ForwardWalk (model/streampetr_ddp_model.cc): uses in forward order -> ready order."""
+    """The C++ ForwardWalk (plan/streampetr_ddp_model.cc): uses in forward order -> ready order."""
 
     def __init__(self):
         self.uses = []
@@ -407,7 +407,7 @@ class ToyStreamPetr(nn.Module):
 
 
 def toy_walk(model):
-    """The toy's forward uses, in order, as model/streampetr_ddp_model.cc writes StreamPETR's."""
+    """The toy's forward uses, in order, as plan/streampetr_ddp_model.cc writes StreamPETR's."""
     w = Walk()
     w.conv("img_backbone.conv1.", bias=False)
     for layer in ("layer1", "layer2"):
