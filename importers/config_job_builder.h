@@ -83,6 +83,9 @@ class ConfigJobBuilder {
   void ReadInfoPaths();
   void ReadGrouping();
   void ReadDatasetFilters();
+  void ReadTestModeAndInterval();
+  std::string KeyOrigin(const char* key, bool fallback, std::string_view source) const;
+  void ReadIntervalTest();
   void ReadFrameQueue();
   void ReadResamplePolicy();
   int64_t BoundedAttempts();

@@ -109,8 +109,8 @@ void ConfigJobBuilder::ReadGrouping() {
       split ? ShortWhere(PartValue(split_key)->where) : fmt::format("{} default", sem.type);
 }
 
-void ConfigJobBuilder::ReadDatasetFilters() {
-  const DatasetSemantics& sem = Semantics();
+// test_mode (noted: the real job may fail) and load_interval (refused unless 1) of the dataset dict.
+void ConfigJobBuilder::ReadTestModeAndInterval() {
   test_mode_ = SameInEveryPart("test_mode", false);
   if (test_mode_) {
     out_.notes.push_back(fmt::format(
@@ -129,6 +129,36 @@ void ConfigJobBuilder::ReadDatasetFilters() {
                           *n, *n, *n));
     }
   }
+}
+
+// Where a dataset key was set, or its class's default and the source that says so.
+std::string ConfigJobBuilder::KeyOrigin(const char* key, bool fallback, std::string_view source) const {
+  const std::string where = WhereOf(key);
+  return where.empty()
+             ? fmt::format("default ({}: {}={}) [{}]", Semantics().type, key, fallback ? "True" : "False", source)
+             : where;
+}
+
+// Far3D's interval_test: an argument of Argoverse2DatasetT only (argoverse2_dataset_t.py:19), the order its infos
+// are read in, which the info reader applies.
+void ConfigJobBuilder::ReadIntervalTest() {
+  out_.interval_test = SameInEveryPart("interval_test", false);
+  Record("infos.interval_test", out_.interval_test ? "true" : "false",
+         KeyOrigin("interval_test", false,
+                   "Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:19,27-31"));
+  // Its flags assert only the total length, not seq_split_num chunks per scene (:76-77): interval_test's runs
+  // of one frame are legal there.
+  if (seq_mode_) {
+    s().mutable_grouping()->set_seq_split_count_asserted(false);
+    out_.filters.seq_split_count_asserted = false;
+    Record("grouping.seq_split_count_asserted", "false",
+           "Argoverse2DatasetT [Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:76-77]");
+  }
+}
+
+void ConfigJobBuilder::ReadDatasetFilters() {
+  const DatasetSemantics& sem = Semantics();
+  ReadTestModeAndInterval();
   const bool configured_filter = SameInEveryPart("filter_empty_gt", sem.filter_empty_gt_default);
   // In test mode __getitem__ returns prepare_test_data: no frame is rejected, nothing is resampled.
   const bool filter_empty_gt = configured_filter && !test_mode_;
@@ -143,18 +173,13 @@ void ConfigJobBuilder::ReadDatasetFilters() {
   };
   out_.filters.origins["filter_empty_gt"] = origin("filter_empty_gt", sem.type);
   out_.filters.origins["use_valid_flag"] = origin("use_valid_flag", sem.type);
-  const auto from = [&](const char* key, bool fallback, std::string_view source) {
-    const std::string where = WhereOf(key);
-    return where.empty() ? fmt::format("default ({}: {}={}) [{}]", sem.type, key, fallback ? "True" : "False", source)
-                         : where;
-  };
   Record("filters.filter_empty_gt", filter_empty_gt ? "true" : "false",
          test_mode_ ? fmt::format("{} (test_mode=True: __getitem__ returns prepare_test_data, which never rejects a "
                                   "frame or resamples)",
                                   WhereOf("test_mode"))
-                    : from("filter_empty_gt", sem.filter_empty_gt_default, sem.filter_empty_gt_source));
+                    : KeyOrigin("filter_empty_gt", sem.filter_empty_gt_default, sem.filter_empty_gt_source));
   Record("filters.use_valid_flag", use_valid_flag ? "true" : "false",
-         from("use_valid_flag", sem.use_valid_flag_default, sem.use_valid_flag_source));
+         KeyOrigin("use_valid_flag", sem.use_valid_flag_default, sem.use_valid_flag_source));
   s().mutable_filters()->set_filter_empty_gt(filter_empty_gt);
   s().mutable_filters()->set_use_valid_flag(use_valid_flag);
   // Where the user would change it (check/user_change.h).
@@ -165,22 +190,7 @@ void ConfigJobBuilder::ReadDatasetFilters() {
   if (const ConfigValue* type = Get(parts_.front().dict, "type")) user.set_dataset_dict_where(type->where);
   if (const ConfigValue* v = PartValue("filter_empty_gt")) user.set_filter_empty_gt_where(v->where);
 
-  // Far3D's interval_test: an argument of Argoverse2DatasetT only (argoverse2_dataset_t.py:19), the order its infos
-  // are read in, which the info reader applies.
-  if (sem.type == "Argoverse2DatasetT") {
-    out_.interval_test = SameInEveryPart("interval_test", false);
-    Record("infos.interval_test", out_.interval_test ? "true" : "false",
-           from("interval_test", false,
-                "Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:19,27-31"));
-    // Its flags assert only the total length, not seq_split_num chunks per scene (:76-77): interval_test's runs
-    // of one frame are legal there.
-    if (seq_mode_) {
-      s().mutable_grouping()->set_seq_split_count_asserted(false);
-      out_.filters.seq_split_count_asserted = false;
-      Record("grouping.seq_split_count_asserted", "false",
-             "Argoverse2DatasetT [Far3D@5efb9d73 projects/mmdet3d_plugin/datasets/argoverse2_dataset_t.py:76-77]");
-    }
-  }
+  if (sem.type == "Argoverse2DatasetT") ReadIntervalTest();
 
   if (!test_mode_) ReadResamplePolicy();  // in test mode the pool is never drawn from
   if (!sem.not_modelled.empty()) out_.notes.push_back(fmt::format("{}: {}", sem.type, sem.not_modelled));

@@ -44,13 +44,9 @@ DatasetSemantics Mmdet3dNuScenes() {
   return base;
 }
 
-std::vector<DatasetSemantics> MakeTable() {
-  std::vector<DatasetSemantics> table;
-  const DatasetSemantics base = Mmdet3dNuScenes();
-  table.push_back(base);
-
-  // StreamPETR's CustomNuScenesDataset: it requires collect_keys (PETR's and BEVFormer's classes of the
-  // same name take none).
+// StreamPETR's CustomNuScenesDataset: it requires collect_keys (PETR's and BEVFormer's classes of the
+// same name take none).
+DatasetSemantics StreamPetr(const DatasetSemantics& base) {
   DatasetSemantics stream = base;
   stream.type = "CustomNuScenesDataset";
   stream.codebase = "StreamPETR (exiawsh/StreamPETR@95f64702)";
@@ -64,10 +60,12 @@ std::vector<DatasetSemantics> MakeTable() {
   stream.queue_source = "StreamPETR@95f64702 projects/mmdet3d_plugin/datasets/nuscenes_dataset.py:29-41,82-116";
   stream.script = TrainScript::kStreamPetrCustomTrain;
   stream.script_source = kStreamPetrScript;
-  table.push_back(stream);
+  return stream;
+}
 
-  // BEVFormer's CustomNuScenesDataset (bev_size, queue_length): zeros, the whole-dataset pool; a load
-  // fails when any frame of its queue has no GT.
+// BEVFormer's CustomNuScenesDataset (bev_size, queue_length): zeros, the whole-dataset pool; a load
+// fails when any frame of its queue has no GT.
+DatasetSemantics Bevformer(const DatasetSemantics& base) {
   DatasetSemantics bevformer = base;
   bevformer.type = "CustomNuScenesDataset";
   bevformer.codebase = "BEVFormer (fundamentalvision/BEVFormer@66b65f3a)";
@@ -81,8 +79,11 @@ std::vector<DatasetSemantics> MakeTable() {
       "each load also fails when one of the queue_length - 1 earlier frames that Python's random.shuffle picks "
       "(BEVFormer@66b65f3a projects/mmdet3d_plugin/datasets/nuscenes_dataset.py:31-55) has no GT; petrsim checks "
       "the frame itself. The pool is the whole dataset, so the verdict changes only when nearly every frame fails";
-  table.push_back(bevformer);
+  return bevformer;
+}
 
+// BEVFormer's CustomNuScenesDatasetV2: the first one's semantics under a class name of its own.
+DatasetSemantics BevformerV2(const DatasetSemantics& bevformer) {
   DatasetSemantics bevformer_v2 = bevformer;
   bevformer_v2.type = "CustomNuScenesDatasetV2";
   bevformer_v2.distinguishing_keys = {};
@@ -91,23 +92,31 @@ std::vector<DatasetSemantics> MakeTable() {
   bevformer_v2.not_modelled =
       "with mono_cfg a load also fails when no camera keeps a mono annotation (BEVFormer@66b65f3a "
       "projects/mmdet3d_plugin/datasets/nuscenes_dataset_v2.py:200-230); petrsim checks the frame's 3D GT only";
-  table.push_back(bevformer_v2);
+  return bevformer_v2;
+}
 
-  // PETR / PETRv2: subclasses of NuScenesDataset that change only get_data_info (no None there).
+// PETR / PETRv2: subclasses of NuScenesDataset that change only get_data_info (no None there).
+DatasetSemantics Petr(const DatasetSemantics& base) {
   DatasetSemantics petr = base;
   petr.type = "CustomNuScenesDataset";
   petr.codebase = "PETR (megvii-research/PETR@f7525f93)";
   petr.pool_source =
       "PETR@f7525f93 projects/mmdet3d_plugin/datasets/nuscenes_dataset.py:16-20 (only get_data_info); the retry "
       "loop and pool of mmdet3d v0.17.1 custom_3d.py (unchanged in rc6 :417-439)";
-  table.push_back(petr);
+  return petr;
+}
+
+// PETR's multi-dataset variant: PETR's semantics.
+DatasetSemantics PetrMulti(const DatasetSemantics& petr) {
   DatasetSemantics petr_multi = petr;
   petr_multi.type = "MultiCustomNuScenesDataset";
   petr_multi.pool_source =
       "PETR@f7525f93 projects/mmdet3d_plugin/datasets/multi_nuscenes_dataset.py:22-56 (no retry-loop change)";
-  table.push_back(petr_multi);
+  return petr_multi;
+}
 
-  // Sparse4D v1/v2: StreamPETR's chunking under with_seq_flag / sequences_split_num.
+// Sparse4D v1/v2: StreamPETR's chunking under with_seq_flag / sequences_split_num.
+DatasetSemantics Sparse4d(const DatasetSemantics& base) {
   DatasetSemantics sparse4d = base;
   sparse4d.type = "NuScenes3DDetTrackDataset";
   sparse4d.codebase = "Sparse4D (linxuewu/Sparse4D@db711ad5)";
@@ -126,9 +135,11 @@ std::vector<DatasetSemantics> MakeTable() {
   sparse4d.script = TrainScript::kSparse4dCustomTrain;
   sparse4d.script_source =
       "Sparse4D@db711ad5 projects/mmdet3d_plugin/apis/mmdet_train.py:71-90, datasets/builder.py:53-81";
-  table.push_back(sparse4d);
+  return sparse4d;
+}
 
-  // Far3D: _rand_another overridden with the whole dataset; flags by scene_id.
+// Far3D: _rand_another overridden with the whole dataset; flags by scene_id.
+DatasetSemantics Far3d(const DatasetSemantics& base) {
   DatasetSemantics far3d = base;
   far3d.type = "Argoverse2DatasetT";
   far3d.codebase = "Far3D (megvii-research/Far3D@5efb9d73)";
@@ -151,8 +162,16 @@ std::vector<DatasetSemantics> MakeTable() {
       "a frame with a missing camera also fails (argoverse2_dataset_t.py:191-193). Its Argoverse 2 infos are read "
       "in file order, reordered by interval_test (:27-31), with a sequence wherever scene_id changes (:44-55); "
       "nuScenes-shaped infos under this class are sorted and cut at sweep-less frames instead";
-  table.push_back(far3d);
-  return table;
+  return far3d;
+}
+
+// One entry a dataset class and codebase; classes of the same name are told apart by their keys.
+std::vector<DatasetSemantics> MakeTable() {
+  const DatasetSemantics base = Mmdet3dNuScenes();
+  const DatasetSemantics bevformer = Bevformer(base);
+  const DatasetSemantics petr = Petr(base);
+  return {base, StreamPetr(base), bevformer,      BevformerV2(bevformer),
+          petr, PetrMulti(petr),  Sparse4d(base), Far3d(base)};
 }
 
 const std::vector<DatasetSemantics>& Table() {

@@ -15,6 +15,7 @@
 #include "base/file_io.h"
 #include "base/progress_line.h"
 #include "formats/mmcv/config.h"
+#include "formats/torch_logs/training_log.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
@@ -146,20 +147,16 @@ uint64_t LineAt(const std::string& text, size_t at) {
 // release (`PyTorch: X` of the environment block) and the ranks (`gpu_ids = range(0, N)`); where the log and the
 // config disagree, the log (what ran) is used and both are named.
 void ApplyLogFacts(ConfigJob& job, const std::string& text, const std::string& path, bool gpus_given) {
-  if (const size_t at = text.find("Set random seed to "); at != std::string::npos) {
-    uint32_t seed = 0;
-    const char* begin = text.data() + at + 19;
-    const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), seed);
-    if (ec == std::errc() && end != begin && seed < (1u << 31)) {
-      if (job.scenario.job().has_seed() && job.scenario.job().seed() != seed) {
-        job.notes.push_back(fmt::format("seed: the config says {}, the log {} ({}:{}): the log's is used",
-                                        job.scenario.job().seed(), seed, path, LineAt(text, at)));
-      }
-      job.scenario.mutable_job()->set_seed(seed);
-      Reprovenance(job, "job.seed",
-                   fmt::format("job.seed = {}  # {}:{} (Set random seed to)", seed, path, LineAt(text, at)),
-                   {"the config sets no seed", "seed = "});
+  // A seed petrsim's scenario can hold (the log's first seed line; a negative one is ignored).
+  if (const auto logged = FindLoggedSeed(text); logged && !logged->negative && logged->seed < (int64_t{1} << 31)) {
+    const auto seed = static_cast<uint32_t>(logged->seed);
+    if (job.scenario.job().has_seed() && job.scenario.job().seed() != seed) {
+      job.notes.push_back(fmt::format("seed: the config says {}, the log {} ({}:{}): the log's is used",
+                                      job.scenario.job().seed(), seed, path, logged->line));
     }
+    job.scenario.mutable_job()->set_seed(seed);
+    Reprovenance(job, "job.seed", fmt::format("job.seed = {}  # {}:{} (Set random seed to)", seed, path, logged->line),
+                 {"the config sets no seed", "seed = "});
   }
   if (const auto logged = FindLoggedTorchVersion(text)) {
     job.log_torch_version = logged->text;

@@ -257,6 +257,64 @@ void ParseRangeOption(const std::string& text, ImportFilters& filters) {
   filters.bev_range_max_m = high;
 }
 
+namespace {
+
+// The boxes each frame of `sub` keeps under the filters (its GT as the dataset sees it).
+std::vector<uint32_t> KeptPerFrame(const ImportedSubDataset& sub, const BoxFilter& filter,
+                                   const ImportFilters& filters) {
+  std::vector<float> target(sub.class_names.size());
+  for (size_t c = 0; c < target.size(); ++c) target[c] = filter.ClassLimit(sub.class_names[c]);
+  std::vector<uint32_t> gt(sub.frames.size(), 0);
+  for (size_t f = 0; f < sub.frames.size(); ++f) {
+    for (uint32_t b = sub.frames[f].box_begin; b < sub.frames[f].box_end; ++b) {
+      const ImportedBox& box = sub.boxes[b];
+      gt[f] += Keeps(filter, filters.use_valid_flag, target[box.class_index], box);
+    }
+  }
+  return gt;
+}
+
+// The sampler's groups of `sub` and those without GT (`gt`: per frame): one for the whole of it, or with
+// seq_mode the seq_split_num chunks of each scene; a scene that cannot be cut so is warned about.
+void CountGroups(const ImportedSubDataset& sub, const std::vector<uint32_t>& gt, const ImportFilters& filters,
+                 ImportCounts& counts, std::vector<std::string>& warnings) {
+  if (!filters.seq_mode) {
+    // One group for the whole sub-dataset (mmdet3d's flag of zeros): no chunks, nothing to split.
+    counts.groups = 1;
+    counts.zero_gt_groups = std::all_of(gt.begin(), gt.end(), [](uint32_t g) { return g == 0; }) ? 1 : 0;
+    return;
+  }
+  size_t unsplittable = 0;
+  for (const auto& scene : sub.scenes) {
+    const uint32_t n = scene.frame_end - scene.frame_begin;
+    const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
+    if (lengths.size() != filters.seq_split_num && filters.seq_split_count_asserted &&
+        ++unsplittable <= kWarningsShownMax) {
+      warnings.push_back(
+          fmt::format("{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
+                      "chunk(s), "
+                      "but mmdet3d asserts every scene yields {} (the real job fails when it builds the "
+                      "dataset; petrsim check reports it)",
+                      sub.name, scene.name, scene.frame_begin, scene.frame_end - 1, n, filters.seq_split_num,
+                      lengths.size(), filters.seq_split_num));
+    }
+    uint32_t at = scene.frame_begin;
+    for (const uint32_t length : lengths) {
+      ++counts.groups;
+      counts.zero_gt_groups +=
+          std::all_of(gt.begin() + at, gt.begin() + at + length, [](uint32_t g) { return g == 0; });
+      at += length;
+    }
+    PETRSIM_ASSERT(at == scene.frame_end);  // the chunks cover the scene, each frame once
+  }
+  if (unsplittable > kWarningsShownMax) {
+    warnings.push_back(fmt::format("{}: {} more scene(s) seq_split_num {} cannot cut", sub.name,
+                                   unsplittable - kWarningsShownMax, filters.seq_split_num));
+  }
+}
+
+}  // namespace
+
 ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters) {
   ImportSummary summary;
   const BoxFilter filter(FiltersProto(filters));
@@ -267,49 +325,16 @@ ImportSummary Summarize(const std::vector<ImportedSubDataset>& data, const Impor
     counts.frames = sub.frames.size();
     counts.scenes = sub.scenes.size();
     counts.boxes = sub.boxes.size();
-    std::vector<float> target(sub.class_names.size());
-    for (size_t c = 0; c < target.size(); ++c) target[c] = filter.ClassLimit(sub.class_names[c]);
-    std::vector<uint32_t> gt(sub.frames.size(), 0);
-    for (size_t f = 0; f < sub.frames.size(); ++f) {
-      for (uint32_t b = sub.frames[f].box_begin; b < sub.frames[f].box_end; ++b) {
-        const ImportedBox& box = sub.boxes[b];
-        gt[f] += Keeps(filter, filters.use_valid_flag, target[box.class_index], box);
-      }
-      counts.boxes_kept += gt[f];
-      counts.zero_gt_frames += gt[f] == 0;
+    const std::vector<uint32_t> gt = KeptPerFrame(sub, filter, filters);
+    for (const uint32_t kept : gt) {
+      counts.boxes_kept += kept;
+      counts.zero_gt_frames += kept == 0;
     }
-    size_t unsplittable = 0;
-    if (!filters.seq_mode) {
-      // One group for the whole sub-dataset (mmdet3d's flag of zeros): no chunks, nothing to split.
-      counts.groups = 1;
-      counts.zero_gt_groups = std::all_of(gt.begin(), gt.end(), [](uint32_t g) { return g == 0; }) ? 1 : 0;
-    }
-    for (const auto& scene : sub.scenes) {
-      if (!filters.seq_mode) break;
-      const uint32_t n = scene.frame_end - scene.frame_begin;
-      const std::vector<uint32_t> lengths = SceneChunkLengths(n, filters.seq_split_num);
-      if (lengths.size() != filters.seq_split_num && filters.seq_split_count_asserted &&
-          ++unsplittable <= kWarningsShownMax) {
-        summary.warnings.push_back(
-            fmt::format("{}: scene '{}' (frames {}-{}) has {} frame(s): seq_split_num {} cuts it into {} "
-                        "chunk(s), "
-                        "but mmdet3d asserts every scene yields {} (the real job fails when it builds the "
-                        "dataset; petrsim check reports it)",
-                        sub.name, scene.name, scene.frame_begin, scene.frame_end - 1, n, filters.seq_split_num,
-                        lengths.size(), filters.seq_split_num));
-      }
-      uint32_t at = scene.frame_begin;
-      for (const uint32_t length : lengths) {
-        ++counts.groups;
-        counts.zero_gt_groups +=
-            std::all_of(gt.begin() + at, gt.begin() + at + length, [](uint32_t g) { return g == 0; });
-        at += length;
-      }
-    }
-    if (unsplittable > kWarningsShownMax) {
-      summary.warnings.push_back(fmt::format("{}: {} more scene(s) seq_split_num {} cannot cut", sub.name,
-                                             unsplittable - kWarningsShownMax, filters.seq_split_num));
-    }
+    CountGroups(sub, gt, filters, counts, summary.warnings);
+    // Each count is of a subset of what it is counted in.
+    PETRSIM_ASSERT(counts.boxes_kept <= counts.boxes);
+    PETRSIM_ASSERT(counts.zero_gt_frames <= counts.frames);
+    PETRSIM_ASSERT(counts.zero_gt_groups <= counts.groups);
     if (sub.scene_token_disagreements > 0) {
       summary.warnings.push_back(
           fmt::format("{}: {} frame(s) where a new scene by the zero-sweeps rule (which StreamPETR uses) and a "

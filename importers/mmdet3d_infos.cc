@@ -14,6 +14,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "formats/pickle/pickle.h"
 
@@ -243,61 +244,57 @@ class InfoReader {
     out_.frames.push_back(std::move(frame));
   }
 
+  // The arrays of one info's boxes, as ReadBoxes found them.
+  struct BoxArrays {
+    const PickleNode* boxes = nullptr;  // gt_boxes
+    const PickleNode* names = nullptr;  // gt_names
+    const PickleNode* lidar = nullptr;  // the point count (keys.points), when present
+    const PickleNode* radar = nullptr;  // num_radar_pts, when present
+    const PickleNode* valid = nullptr;  // valid_flag, when present
+    uint64_t n = 0;                     // boxes
+    uint64_t columns = 0;               // gt_boxes' columns (7 or more)
+  };
+
   void ReadBoxes(const PickleNode& info, size_t i, const BoxKeys& keys, ImportedFrame& frame) {
     const char* no_gt = keys.no_gt;
     auto where = [&](const char* key) { return Where(i, keys, key); };
+    BoxArrays arrays;
     const PickleNode& boxes = Need(info, i, "gt_boxes", no_gt, keys.prefix);
-    uint64_t n = 0;
-    uint64_t columns = 0;
+    arrays.boxes = &boxes;
     if (IsArray(boxes) && boxes.dtype.kind == 'f' && boxes.shape.size() == 2 && boxes.shape[1] >= 7) {
-      n = static_cast<uint64_t>(boxes.shape[0]);
-      columns = static_cast<uint64_t>(boxes.shape[1]);
+      arrays.n = static_cast<uint64_t>(boxes.shape[0]);
+      arrays.columns = static_cast<uint64_t>(boxes.shape[1]);
     } else if (!Empty1D(boxes)) {
       Fail(where("gt_boxes"),
            fmt::format("expected a float array of shape (N, 7) (x, y, z, dx, dy, "
                        "dz, yaw){}, found {}",
                        av2_ ? ", a torch tensor as Far3D's converter writes it" : "", DescribePickleValue(boxes)));
     }
+    const uint64_t n = arrays.n;
     const PickleNode& names = Need(info, i, "gt_names", no_gt, keys.prefix);
+    arrays.names = &names;
     // What mmdet3d's NuScenesDataset.get_ann_info reads: valid_flag with use_valid_flag, else
     // num_lidar_pts (> 0); num_radar_pts never (the converter's valid_flag counts it). Each may
     // be absent when mmdet3d does not read it.
     const std::string dict_where =
         *keys.prefix == 0 ? fmt::format("infos[{}]", i)
                           : fmt::format("infos[{}].{}", i, std::string(keys.prefix, std::strlen(keys.prefix) - 1));
-    const PickleNode* valid = info.Get("valid_flag");
-    if (valid == nullptr && options_.use_valid_flag) Fail(dict_where, keys.no_valid_flag);
-    const PickleNode* lidar = info.Get(keys.points);
-    if (lidar == nullptr && !options_.use_valid_flag) Fail(dict_where, keys.no_points);
-    if (lidar == nullptr && infos_without_lidar_pts_++ == 0) first_info_without_lidar_pts_ = i;
-    const PickleNode* radar = info.Get("num_radar_pts");
-    // An empty frame's arrays come out of np.array([]) as float64: any dtype is fine at length 0.
-    auto check_1d = [&](const PickleNode& array, const char* key, const char* kinds, const char* expected) {
-      if (n == 0 && Empty1D(array)) return;
-      // Far3D's converter stores gt_names as a list of str (create_av2_infos.py:153-154).
-      if (av2_ && array.is_sequence() && std::strcmp(kinds, "UO") == 0) {
-        if (array.items.size() != n) {
-          Fail(where(key), fmt::format("expected a list of {} str (one per gt_boxes row), found {}", n,
-                                       DescribePickleValue(array)));
-        }
-        return;
-      }
-      const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr && array.dtype.kind != 0;
-      if (!kind_ok || array.shape.size() != 1 || static_cast<uint64_t>(array.shape[0]) != n) {
-        Fail(where(key), fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
-                                     DescribePickleValue(array)));
-      }
-    };
+    arrays.valid = info.Get("valid_flag");
+    if (arrays.valid == nullptr && options_.use_valid_flag) Fail(dict_where, keys.no_valid_flag);
+    arrays.lidar = info.Get(keys.points);
+    if (arrays.lidar == nullptr && !options_.use_valid_flag) Fail(dict_where, keys.no_points);
+    if (arrays.lidar == nullptr && infos_without_lidar_pts_++ == 0) first_info_without_lidar_pts_ = i;
+    arrays.radar = info.Get("num_radar_pts");
     if (IsArray(names) && names.dtype.kind == 'S' && !(n == 0 && Empty1D(names))) {
       // mmdet3d compares the names with its str class names: b'car' never matches 'car'.
       Fail(where("gt_names"), fmt::format("expected a str array ('<U..') or an object array of str, found a bytes "
                                           "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
                                           DescribePickleValue(names)));
     }
-    check_1d(names, "gt_names", "UO", "a str array");
-    if (lidar != nullptr) check_1d(*lidar, keys.points, "iu", "an int array");
-    if (radar != nullptr) check_1d(*radar, "num_radar_pts", "iu", "an int array");
-    if (valid != nullptr) check_1d(*valid, "valid_flag", "b", "a bool array");
+    CheckPerBox(names, n, where("gt_names"), "UO", "a str array");
+    if (arrays.lidar != nullptr) CheckPerBox(*arrays.lidar, n, where(keys.points), "iu", "an int array");
+    if (arrays.radar != nullptr) CheckPerBox(*arrays.radar, n, where("num_radar_pts"), "iu", "an int array");
+    if (arrays.valid != nullptr) CheckPerBox(*arrays.valid, n, where("valid_flag"), "b", "a bool array");
 
     // An array shared between infos (one memo entry fetched again) costs the file a few bytes
     // but the dataset its rows once per info: a real box costs the file at least its 7 float32
@@ -308,12 +305,41 @@ class InfoReader {
                                           "gt_boxes): are arrays shared between infos?",
                                           out_.boxes.size() + n, file_bytes_, MaxBoxes(), kFileBytesPerBox));
     }
+    AppendBoxes(arrays, i, keys, frame);
+  }
+
+  // One array per box (`n` long) of `kinds`. An empty frame's arrays come out of np.array([]) as
+  // float64: any dtype is fine at length 0.
+  void CheckPerBox(const PickleNode& array, uint64_t n, const std::string& where, const char* kinds,
+                   const char* expected) const {
+    if (n == 0 && Empty1D(array)) return;
+    // Far3D's converter stores gt_names as a list of str (create_av2_infos.py:153-154).
+    if (av2_ && array.is_sequence() && std::strcmp(kinds, "UO") == 0) {
+      if (array.items.size() != n) {
+        Fail(where,
+             fmt::format("expected a list of {} str (one per gt_boxes row), found {}", n, DescribePickleValue(array)));
+      }
+      return;
+    }
+    const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr && array.dtype.kind != 0;
+    if (!kind_ok || array.shape.size() != 1 || static_cast<uint64_t>(array.shape[0]) != n) {
+      Fail(where, fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
+                              DescribePickleValue(array)));
+    }
+  }
+
+  // The boxes of checked arrays, appended to the dataset's and named as the frame's range.
+  void AppendBoxes(const BoxArrays& arrays, size_t i, const BoxKeys& keys, ImportedFrame& frame) {
+    auto where = [&](const char* key) { return Where(i, keys, key); };
+    const PickleNode* lidar = arrays.lidar;
+    const PickleNode* radar = arrays.radar;
+    const PickleNode* valid = arrays.valid;
     frame.box_begin = static_cast<uint32_t>(out_.boxes.size());
-    for (uint64_t b = 0; b < n; ++b) {
+    for (uint64_t b = 0; b < arrays.n; ++b) {
       ImportedBox box;
-      box.class_index = ClassIndex(names, b, i, keys);
-      const double x = NumpyFloat(boxes, b * columns);
-      const double y = NumpyFloat(boxes, b * columns + 1);
+      box.class_index = ClassIndex(*arrays.names, b, i, keys);
+      const double x = NumpyFloat(*arrays.boxes, b * arrays.columns);
+      const double y = NumpyFloat(*arrays.boxes, b * arrays.columns + 1);
       box.x = static_cast<float>(x);
       box.y = static_cast<float>(y);
       if (!std::isfinite(box.x) || !std::isfinite(box.y)) {
@@ -323,6 +349,8 @@ class InfoReader {
       if (lidar != nullptr) {
         box.num_lidar_pts = Count(*lidar, b, where(keys.points));
       } else {
+        // ReadBoxes refuses an info with neither: valid_flag is read when the point count is not.
+        PETRSIM_ASSERT(valid != nullptr);
         box.num_lidar_pts = NumpyInt(*valid, b) != 0 ? 1 : 0;  // only the stored flag is known
       }
       box.num_radar_pts = radar != nullptr ? Count(*radar, b, where("num_radar_pts")) : 0;
@@ -335,6 +363,7 @@ class InfoReader {
     }
     if (out_.boxes.size() > UINT32_MAX) Fail("infos", "more than 2^32 boxes");
     frame.box_end = static_cast<uint32_t>(out_.boxes.size());
+    PETRSIM_ASSERT(frame.box_end - frame.box_begin == arrays.n);  // one box per gt_boxes row
   }
 
   static constexpr uint64_t kFileBytesPerBox = 16;

@@ -185,61 +185,72 @@ class TablesReader {
  private:
   std::string Path(const char* table) const { return directory_ + table + ".json"; }
 
-  std::vector<std::pair<std::string, std::vector<std::string>>> ResolveSplits() const {
-    std::vector<std::pair<std::string, std::vector<std::string>>> splits;
-    if (!options_.split_file.empty()) {
-      std::FILE* file = std::fopen(options_.split_file.c_str(), "rb");
-      if (file == nullptr) {
-        throw ScenarioError(fmt::format("{}: cannot open split file: {}", options_.split_file, std::strerror(errno)));
-      }
-      nlohmann::ordered_json json;
-      try {
-        json = nlohmann::ordered_json::parse(file);
-      } catch (const nlohmann::json::exception& error) {
-        std::fclose(file);
-        throw ScenarioError(fmt::format("{}: invalid JSON: {}", options_.split_file, error.what()));
-      }
-      std::fclose(file);
-      if (!json.is_object()) {
-        throw ScenarioError(
-            fmt::format("{}: expected a JSON object {{\"split\": [\"scene-0001\", ...]}}", options_.split_file));
-      }
-      for (const auto& [name, scenes] : json.items()) {
-        if (!options_.splits.empty() &&
-            std::find(options_.splits.begin(), options_.splits.end(), name) == options_.splits.end()) {
-          continue;
-        }
-        std::vector<std::string> names;
-        if (!scenes.is_array()) {
-          throw ScenarioError(
-              fmt::format("{}: split '{}': expected an array of scene names", options_.split_file, name));
-        }
-        for (const auto& scene : scenes) {
-          if (!scene.is_string()) {
-            throw ScenarioError(fmt::format("{}: split '{}': expected scene names (strings), found {}",
-                                            options_.split_file, name, scene.dump()));
-          }
-          names.push_back(scene.get<std::string>());
-        }
-        splits.emplace_back(name, std::move(names));
-      }
-      for (const auto& wanted : options_.splits) {
-        if (std::none_of(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; })) {
-          throw ScenarioError(fmt::format("{}: no split '{}'", options_.split_file, wanted));
-        }
-      }
-      if (splits.empty()) throw ScenarioError(fmt::format("{}: no split", options_.split_file));
-      // Keep the order of --split.
-      if (!options_.splits.empty()) {
-        std::vector<std::pair<std::string, std::vector<std::string>>> ordered;
-        for (const auto& wanted : options_.splits) {
-          ordered.push_back(
-              *std::find_if(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; }));
-        }
-        splits = std::move(ordered);
-      }
-      return splits;
+  using Splits = std::vector<std::pair<std::string, std::vector<std::string>>>;  // name -> scene names
+
+  // The splits to import: from --split-file, else the official lists of --version.
+  Splits ResolveSplits() const {
+    if (!options_.split_file.empty()) return SplitsFromFile();
+    return OfficialSplits();
+  }
+
+  // --split-file's splits ({"split": ["scene-0001", ...]}), those of --split in its order.
+  Splits SplitsFromFile() const {
+    Splits splits;
+    std::FILE* file = std::fopen(options_.split_file.c_str(), "rb");
+    if (file == nullptr) {
+      throw ScenarioError(fmt::format("{}: cannot open split file: {}", options_.split_file, std::strerror(errno)));
     }
+    nlohmann::ordered_json json;
+    try {
+      json = nlohmann::ordered_json::parse(file);
+    } catch (const nlohmann::json::exception& error) {
+      std::fclose(file);
+      throw ScenarioError(fmt::format("{}: invalid JSON: {}", options_.split_file, error.what()));
+    }
+    std::fclose(file);
+    if (!json.is_object()) {
+      throw ScenarioError(
+          fmt::format("{}: expected a JSON object {{\"split\": [\"scene-0001\", ...]}}", options_.split_file));
+    }
+    for (const auto& [name, scenes] : json.items()) {
+      if (!options_.splits.empty() &&
+          std::find(options_.splits.begin(), options_.splits.end(), name) == options_.splits.end()) {
+        continue;
+      }
+      std::vector<std::string> names;
+      if (!scenes.is_array()) {
+        throw ScenarioError(fmt::format("{}: split '{}': expected an array of scene names", options_.split_file, name));
+      }
+      for (const auto& scene : scenes) {
+        if (!scene.is_string()) {
+          throw ScenarioError(fmt::format("{}: split '{}': expected scene names (strings), found {}",
+                                          options_.split_file, name, scene.dump()));
+        }
+        names.push_back(scene.get<std::string>());
+      }
+      splits.emplace_back(name, std::move(names));
+    }
+    for (const auto& wanted : options_.splits) {
+      if (std::none_of(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; })) {
+        throw ScenarioError(fmt::format("{}: no split '{}'", options_.split_file, wanted));
+      }
+    }
+    if (splits.empty()) throw ScenarioError(fmt::format("{}: no split", options_.split_file));
+    // Keep the order of --split.
+    if (!options_.splits.empty()) {
+      Splits ordered;
+      for (const auto& wanted : options_.splits) {
+        ordered.push_back(
+            *std::find_if(splits.begin(), splits.end(), [&](const auto& split) { return split.first == wanted; }));
+      }
+      splits = std::move(ordered);
+    }
+    return splits;
+  }
+
+  // The official split lists of --version that --split names.
+  Splits OfficialSplits() const {
+    Splits splits;
     if (options_.splits.empty()) throw ScenarioError("import nuscenes: --split is required (e.g. --split train,val)");
     std::vector<std::string> allowed;
     if (options_.version == "v1.0-trainval") {

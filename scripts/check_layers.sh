@@ -27,7 +27,7 @@ declare -A allowed=(
   [replay]="base proto scenario data plan check trace formats/pickle formats/flight_recorder formats/torch_logs sim"
   [sweep]="base proto scenario data plan check sim"
   # docs/design.md: importers/ turns probe traces into scenarios, so trace/ (a floor below) is allowed.
-  [importers]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv"
+  [importers]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/torch_logs"
   [cli]="base proto scenario data plan check trace formats/pickle sim replay sweep importers"
   [props]="base proto scenario data plan check sim"
   [bench]="base proto scenario data plan check sim real trace"

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "formats/pickle/pickle.h"
@@ -231,28 +232,9 @@ class Converter {
       FrEntry entry;
       entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
       if (dump.bare_list) {
-        entry.pg_id = NeedInt(e, "pg_id", where);
-        entry.pg_name = std::to_string(entry.pg_id);
-        const PickleNode* seq = Get(e, "collective_seq_id", where);
-        if (seq == nullptr) seq = Get(e, "seq_id", where);
-        if (seq == nullptr) Fail(where, "missing key 'seq_id'");
-        entry.collective_seq_id = Int(*seq, where + ".seq_id");
-        // PR #110960 wrote one flat `sizes` list; later entries input_sizes/output_sizes.
-        if (const PickleNode* sizes = Get(e, "sizes", where); sizes != nullptr && sizes->is_sequence()) {
-          auto& shape = entry.input_sizes.emplace_back();
-          Charge(sizes->items.size() + 1, where);
-          for (const PickleNode* dim : sizes->items) shape.push_back(Int(*dim, where + ".sizes"));
-          entry.output_sizes = entry.input_sizes;
-        }
+        ConvertBareListGroup(e, where, entry);
       } else {
-        entry.pg_id = OptInt(e, "pg_id", where, -1);
-        const PickleNode& group = Need(e, "process_group", where);
-        if (!group.is_sequence() || group.items.size() != 2) {
-          Fail(where + ".process_group", "expected (name, desc), found " + WithArticle(group.TypeName()));
-        }
-        entry.pg_name = Str(*group.items[0], where + ".process_group[0]");
-        entry.pg_desc = Str(*group.items[1], where + ".process_group[1]");
-        entry.collective_seq_id = NeedInt(e, "collective_seq_id", where);
+        ConvertGroup(e, where, entry);
       }
       entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
       entry.op_id = OptInt(e, "op_id", where, 0);
@@ -278,6 +260,37 @@ class Converter {
       }
       dump.entries.push_back(std::move(entry));
     }
+    PETRSIM_ASSERT(dump.entries.size() <= entries.items.size());  // one entry per dict, the cut last one aside
+  }
+
+  // A bare-list entry's group and sequence: its pg_id (the group's index in its process) and
+  // seq_id, and the sizes of PR #110960's one flat `sizes` list (later entries write
+  // input_sizes/output_sizes).
+  void ConvertBareListGroup(const PickleNode& e, const std::string& where, FrEntry& entry) const {
+    entry.pg_id = NeedInt(e, "pg_id", where);
+    entry.pg_name = std::to_string(entry.pg_id);
+    const PickleNode* seq = Get(e, "collective_seq_id", where);
+    if (seq == nullptr) seq = Get(e, "seq_id", where);
+    if (seq == nullptr) Fail(where, "missing key 'seq_id'");
+    entry.collective_seq_id = Int(*seq, where + ".seq_id");
+    if (const PickleNode* sizes = Get(e, "sizes", where); sizes != nullptr && sizes->is_sequence()) {
+      auto& shape = entry.input_sizes.emplace_back();
+      Charge(sizes->items.size() + 1, where);
+      for (const PickleNode* dim : sizes->items) shape.push_back(Int(*dim, where + ".sizes"));
+      entry.output_sizes = entry.input_sizes;
+    }
+  }
+
+  // A 2.x entry's group and sequence: process_group (name, desc) and collective_seq_id.
+  void ConvertGroup(const PickleNode& e, const std::string& where, FrEntry& entry) const {
+    entry.pg_id = OptInt(e, "pg_id", where, -1);
+    const PickleNode& group = Need(e, "process_group", where);
+    if (!group.is_sequence() || group.items.size() != 2) {
+      Fail(where + ".process_group", "expected (name, desc), found " + WithArticle(group.TypeName()));
+    }
+    entry.pg_name = Str(*group.items[0], where + ".process_group[0]");
+    entry.pg_desc = Str(*group.items[1], where + ".process_group[1]");
+    entry.collective_seq_id = NeedInt(e, "collective_seq_id", where);
   }
 
   // Returns whether the dump named its rank.
@@ -314,50 +327,60 @@ class Converter {
       has_rank = true;
     }
     if (const PickleNode* config = Get(root, "pg_config", "top level"); config != nullptr) {
-      if (config->type != Type::kDict) Fail("pg_config", "expected a dict, found " + WithArticle(config->TypeName()));
-      for (const auto& [key, value] : config->entries) {
-        const std::string name = Str(*key, "pg_config key");
-        const std::string where = "pg_config['" + name + "']";
-        if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
-        FrGroupConfig group;
-        group.name = name;
-        group.desc = OptStr(*value, "desc", where);
-        group.ranks = Ranks(Need(*value, "ranks", where), where + ".ranks");
-        dump.pg_config[name] = std::move(group);
-      }
-      for (const auto& [name, group] : dump.pg_config) {
-        if (group.desc == "default_pg") dump.world_ranks = group.ranks;
-      }
-      if (dump.world_ranks.empty() && dump.pg_config.count("0") > 0) dump.world_ranks = dump.pg_config.at("0").ranks;
+      ConvertPgConfig(*config, dump);
     }
     if (const PickleNode* status = Get(root, "pg_status", "top level"); status != nullptr) {
-      if (status->type != Type::kDict) Fail("pg_status", "expected a dict, found " + WithArticle(status->TypeName()));
-      dump.has_pg_status = true;
-      for (const auto& [key, value] : status->entries) {
-        const std::string where = "pg_status[" + (key->type == Type::kString ? key->text : std::string("?")) + "]";
-        int64_t pg_id = 0;
-        if (key->type == Type::kString) {
-          const std::string& text = key->text;
-          if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
-            Fail(where, "expected a process group index");
-          }
-          pg_id = std::stoll(text);
-        } else {
-          pg_id = Int(*key, "pg_status key");
-        }
-        if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
-        FrGroupStatus group;
-        group.last_enqueued = OptIntOrDecimal(*value, "last_enqueued_collective", where, -1);
-        group.last_started = OptIntOrDecimal(*value, "last_started_collective", where, -1);
-        group.last_completed = OptIntOrDecimal(*value, "last_completed_collective", where, -1);
-        dump.pg_status[pg_id] = group;
-      }
+      ConvertPgStatus(*status, dump);
     }
     // dump_json leaves `entries` out when there are none (and both formats without collectives).
     if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr) {
       ConvertEntries(*entries, dump);
     }
     return has_rank;
+  }
+
+  // pg_config: each group's desc and ranks; the world is the default_pg's ranks (or group 0's).
+  void ConvertPgConfig(const PickleNode& config, FrDump& dump) const {
+    if (config.type != Type::kDict) Fail("pg_config", "expected a dict, found " + WithArticle(config.TypeName()));
+    for (const auto& [key, value] : config.entries) {
+      const std::string name = Str(*key, "pg_config key");
+      const std::string where = "pg_config['" + name + "']";
+      if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
+      FrGroupConfig group;
+      group.name = name;
+      group.desc = OptStr(*value, "desc", where);
+      group.ranks = Ranks(Need(*value, "ranks", where), where + ".ranks");
+      dump.pg_config[name] = std::move(group);
+    }
+    for (const auto& [name, group] : dump.pg_config) {
+      if (group.desc == "default_pg") dump.world_ranks = group.ranks;
+    }
+    if (dump.world_ranks.empty() && dump.pg_config.count("0") > 0) dump.world_ranks = dump.pg_config.at("0").ranks;
+  }
+
+  // pg_status: per group index, the last collective enqueued, started and completed.
+  void ConvertPgStatus(const PickleNode& status, FrDump& dump) const {
+    if (status.type != Type::kDict) Fail("pg_status", "expected a dict, found " + WithArticle(status.TypeName()));
+    dump.has_pg_status = true;
+    for (const auto& [key, value] : status.entries) {
+      const std::string where = "pg_status[" + (key->type == Type::kString ? key->text : std::string("?")) + "]";
+      int64_t pg_id = 0;
+      if (key->type == Type::kString) {
+        const std::string& text = key->text;
+        if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
+          Fail(where, "expected a process group index");
+        }
+        pg_id = std::stoll(text);
+      } else {
+        pg_id = Int(*key, "pg_status key");
+      }
+      if (value->type != Type::kDict) Fail(where, "expected a dict, found " + WithArticle(value->TypeName()));
+      FrGroupStatus group;
+      group.last_enqueued = OptIntOrDecimal(*value, "last_enqueued_collective", where, -1);
+      group.last_started = OptIntOrDecimal(*value, "last_started_collective", where, -1);
+      group.last_completed = OptIntOrDecimal(*value, "last_completed_collective", where, -1);
+      dump.pg_status[pg_id] = group;
+    }
   }
 
  private:
@@ -462,6 +485,11 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
                     "number and the dump has no 'rank' key",
                     display_name));
   }
+  // What the converter checked as it read: a 'rank' key in range, and no version or pg_status in
+  // the bare list of PyTorch 2.2.
+  if (has_rank) PETRSIM_ASSERT(dump.rank < (uint32_t{1} << 20));
+  if (dump.bare_list) PETRSIM_ASSERT(dump.version.empty());
+  if (dump.bare_list) PETRSIM_ASSERT(!dump.has_pg_status);
   return dump;
 }
 
@@ -552,15 +580,11 @@ std::optional<uint32_t> FrDumpWorldSize(const FrDump& dump) {
   return static_cast<uint32_t>(dump.world_ranks.size());
 }
 
-std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
-  std::vector<size_t> bare;
-  for (size_t i = 0; i < dumps.size(); ++i) {
-    if (dumps[i].bare_list) bare.push_back(i);
-  }
-  if (bare.empty()) return {};
-  std::sort(bare.begin(), bare.end(), [&](size_t a, size_t b) { return dumps[a].rank < dumps[b].rank; });
+namespace {
 
-  // The ranks that wait in no call: nothing pending in their dump, or no dump below the highest rank.
+// The ranks that wait in no call: nothing pending in their dump, or no dump below the highest
+// rank (then `without_dump` is set).
+std::vector<uint32_t> IdleRanks(const std::vector<FrDump>& dumps, bool& without_dump) {
   uint32_t end = 0;
   std::set<uint32_t> waiting, dumped;
   for (const FrDump& dump : dumps) {
@@ -574,14 +598,17 @@ std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
     }
   }
   std::vector<uint32_t> idle;
-  bool idle_without_dump = false;
+  without_dump = false;
   for (uint32_t r = 0; r < end; ++r) {
     if (waiting.count(r) > 0) continue;
     idle.push_back(r);
-    idle_without_dump = idle_without_dump || dumped.count(r) == 0;
+    without_dump = without_dump || dumped.count(r) == 0;
   }
+  return idle;
+}
 
-  // Each (rank, local id) stream joins the first group of that local id it overlaps and agrees with.
+// The process groups the bare-list dumps' (rank, local id) streams of collectives form.
+struct BareListGroups {
   struct Group {
     int64_t local_id = 0;
     std::map<int64_t, std::string> ops;  // sequence number -> op, of every stream matched
@@ -589,56 +616,84 @@ std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
     std::string name;
   };
   std::vector<Group> groups;
-  std::map<int64_t, std::vector<size_t>> groups_of_id;
   std::map<std::pair<size_t, int64_t>, size_t> group_of;  // (dump index, local id) -> group
+};
+
+// The first group of `candidates` whose calls overlap `ops` and agree with them where they do;
+// `groups.size()` when none.
+size_t AgreeingGroup(const std::vector<BareListGroups::Group>& groups, const std::vector<size_t>& candidates,
+                     const std::map<int64_t, std::string>& ops) {
+  for (const size_t g : candidates) {
+    bool overlap = false, agree = true;
+    for (const auto& [seq, op] : ops) {
+      const auto it = groups[g].ops.find(seq);
+      if (it == groups[g].ops.end()) continue;
+      overlap = true;
+      if (it->second != op) {
+        agree = false;
+        break;
+      }
+    }
+    if (overlap && agree) return g;
+  }
+  return groups.size();
+}
+
+// Each (rank, local id) stream joins the first group of that local id it overlaps and agrees
+// with; the groups are named <local id>@<ranks>.
+BareListGroups MatchStreams(const std::vector<FrDump>& dumps, const std::vector<size_t>& bare) {
+  BareListGroups out;
+  std::vector<BareListGroups::Group>& groups = out.groups;
+  std::map<int64_t, std::vector<size_t>> groups_of_id;
   for (const size_t i : bare) {
     std::map<int64_t, std::map<int64_t, std::string>> streams;  // local id -> seq -> op
     for (const FrEntry& e : dumps[i].entries) {
       if (!e.is_p2p) streams[e.pg_id].emplace(e.collective_seq_id, e.profiling_name);
     }
     for (const auto& [id, ops] : streams) {
-      size_t chosen = groups.size();
-      for (const size_t g : groups_of_id[id]) {
-        bool overlap = false, agree = true;
-        for (const auto& [seq, op] : ops) {
-          const auto it = groups[g].ops.find(seq);
-          if (it == groups[g].ops.end()) continue;
-          overlap = true;
-          if (it->second != op) {
-            agree = false;
-            break;
-          }
-        }
-        if (overlap && agree) {
-          chosen = g;
-          break;
-        }
-      }
+      const size_t chosen = AgreeingGroup(groups, groups_of_id[id], ops);
       if (chosen == groups.size()) {
         groups.emplace_back().local_id = id;
         groups_of_id[id].push_back(chosen);
       }
       groups[chosen].ops.insert(ops.begin(), ops.end());
       groups[chosen].ranks.push_back(dumps[i].rank);
-      group_of[{i, id}] = chosen;
+      out.group_of[{i, id}] = chosen;
     }
   }
-  for (Group& group : groups) {
+  for (BareListGroups::Group& group : groups) {
+    PETRSIM_ASSERT(!group.ranks.empty());  // a group is made for the stream that joins it
     std::sort(group.ranks.begin(), group.ranks.end());
     group.name = fmt::format("{}@{}", group.local_id, CompactRanks(group.ranks, ","));
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
+  std::vector<size_t> bare;
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    if (dumps[i].bare_list) bare.push_back(i);
+  }
+  if (bare.empty()) return {};
+  std::sort(bare.begin(), bare.end(), [&](size_t a, size_t b) { return dumps[a].rank < dumps[b].rank; });
+  bool idle_without_dump = false;
+  const std::vector<uint32_t> idle = IdleRanks(dumps, idle_without_dump);
+  const BareListGroups matched = MatchStreams(dumps, bare);
   for (const size_t i : bare) {
     FrDump& dump = dumps[i];
     for (FrEntry& e : dump.entries) {
-      const auto it = group_of.find({i, e.pg_id});
-      if (it == group_of.end()) continue;  // a point-to-point call on an id with no collective
-      const Group& group = groups[it->second];
+      const auto it = matched.group_of.find({i, e.pg_id});
+      if (it == matched.group_of.end()) continue;  // a point-to-point call on an id with no collective
+      const BareListGroups::Group& group = matched.groups[it->second];
       e.pg_name = group.name;
       if (dump.pg_config.count(group.name) > 0) continue;
       FrGroupConfig config;
       config.name = group.name;
       std::set_union(group.ranks.begin(), group.ranks.end(), idle.begin(), idle.end(),
                      std::back_inserter(config.ranks));
+      PETRSIM_ASSERT(config.ranks.size() >= group.ranks.size());
       dump.pg_config[group.name] = std::move(config);
     }
   }
@@ -648,7 +703,7 @@ std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
       "bare-list dumps (PyTorch 2.2) name a process group by its index among the groups each process created "
       "(ProcessGroupNCCL::uid_), which differs from rank to rank, and not its members: {} group(s) matched across "
       "ranks by their calls (the same op at each sequence number two ranks both recorded), named <index>@<ranks>",
-      groups.size()));
+      matched.groups.size()));
   if (!idle.empty()) {
     notes.push_back(
         fmt::format("rank(s) {} wait in no call (nothing pending in their dump{}): the bare list cannot "

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "formats/mmcv/config_internal.h"
@@ -236,23 +237,8 @@ void CheckExtension(const std::string& path, const std::string& prefix) {
   }
 }
 
-ConfigDict LoadFile(const std::string& path, const std::string* text_given, ReadContext* context, int depth) {
-  CheckExtension(path, "");
-  context->files.push_back(path);
-  const std::string content =
-      text_given != nullptr ? *text_given : ReadRegularFile(path, "mmcv config file", kMaxConfigBytes);
-  const std::string text = SubstitutePredefined(content, path);
-  FileValues file = Extension(path) == ".py" ? mmcv_internal::EvaluatePython(text, path, false, 1, &context->budget)
-                                             : mmcv_internal::EvaluateJson(text, path, &context->budget);
-  file.dict.Erase("_deprecation_");  // mmcv pops it (and warns)
-
-  ConfigValue child{std::move(file.dict), path};
-  if (!file.has_base) {
-    SubstituteBaseVars(&child, nullptr, path, &context->budget);
-    return std::move(std::get<ConfigDict>(child.value));
-  }
-
-  // The paths of _base_: a string or a list of strings (mmcv wraps a non-list in a list).
+// The paths of _base_: a string or a list of strings (mmcv wraps a non-list in a list).
+std::vector<const ConfigValue*> BasePaths(const FileValues& file, const std::string& path) {
   const std::string& base_where = file.base_where;
   std::vector<const ConfigValue*> paths;
   if (file.base.AsString() != nullptr) {
@@ -269,49 +255,61 @@ ConfigDict LoadFile(const std::string& path, const std::string* text_given, Read
     throw ScenarioError(base_where + ": _base_ must be a string or a list of strings, found " +
                         ConfigValue::KindName(file.base.kind()));
   }
+  return paths;
+}
 
-  std::vector<ConfigDict> bases;
-  std::vector<std::string> base_paths;
-  for (const ConfigValue* item : paths) {
-    const std::string& relative = *item->AsString();
-    const std::string& where = WhereOf(*item, base_where);
-    if (HasPlaceholder(relative)) throw ScenarioError(where + ": " + PlaceholderText(relative) + " in _base_ itself");
-    const std::string joined =
-        (std::filesystem::path(path).parent_path() / std::filesystem::path(relative)).lexically_normal().string();
-    const std::string site = where + ": _base_ '" + relative + "'";
-    CheckExtension(joined, site + ": ");
-    struct stat info {};
-    if (::stat(joined.c_str(), &info) != 0) throw ScenarioError(site + ": " + joined + " does not exist");
-    if (!S_ISREG(info.st_mode)) {
-      throw ScenarioError(site + ": " + joined + " is " + FileKindName(info.st_mode) + ", not a config file");
-    }
-    const std::string canonical = Canonical(joined);
-    const auto on_stack = std::find(context->stack_canonical.begin(), context->stack_canonical.end(), canonical);
-    if (on_stack != context->stack_canonical.end()) {
-      std::string chain;
-      for (auto it = on_stack; it != context->stack_canonical.end(); ++it) {
-        chain += context->stack_display[static_cast<size_t>(it - context->stack_canonical.begin())] + " -> ";
-      }
-      throw ScenarioError(site + ": _base_ cycle: " + chain + joined +
-                          " (mmcv recurses until Python's recursion limit)");
-    }
-    if (depth + 1 > kMaxBaseDepth) {
-      throw ScenarioError(site + ": _base_ chain deeper than " + std::to_string(kMaxBaseDepth) +
-                          " files (petrsim's limit)");
-    }
-    if (context->files.size() >= kMaxFiles) {
-      throw ScenarioError(site + ": more than " + std::to_string(kMaxFiles) +
-                          " files read for one config (petrsim's limit)");
-    }
-    context->stack_canonical.push_back(canonical);
-    context->stack_display.push_back(joined);
-    bases.push_back(LoadFile(joined, nullptr, context, depth + 1));
-    base_paths.push_back(joined);
-    context->stack_canonical.pop_back();
-    context->stack_display.pop_back();
+ConfigDict LoadFile(const std::string& path, const std::string* text_given, ReadContext* context, int depth);
+
+// One _base_ entry `item` of the file `path`, read relative to it (into `joined`) after the
+// checks: a config file that exists, no cycle, and within petrsim's limits.
+ConfigDict LoadBase(const ConfigValue& item, const std::string& base_where, const std::string& path,
+                    ReadContext* context, int depth, std::string* joined_out) {
+  const std::string& relative = *item.AsString();
+  const std::string& where = WhereOf(item, base_where);
+  if (HasPlaceholder(relative)) throw ScenarioError(where + ": " + PlaceholderText(relative) + " in _base_ itself");
+  const std::string joined =
+      (std::filesystem::path(path).parent_path() / std::filesystem::path(relative)).lexically_normal().string();
+  const std::string site = where + ": _base_ '" + relative + "'";
+  CheckExtension(joined, site + ": ");
+  struct stat info {};
+  if (::stat(joined.c_str(), &info) != 0) throw ScenarioError(site + ": " + joined + " does not exist");
+  if (!S_ISREG(info.st_mode)) {
+    throw ScenarioError(site + ": " + joined + " is " + FileKindName(info.st_mode) + ", not a config file");
   }
+  const std::string canonical = Canonical(joined);
+  const auto on_stack = std::find(context->stack_canonical.begin(), context->stack_canonical.end(), canonical);
+  if (on_stack != context->stack_canonical.end()) {
+    std::string chain;
+    for (auto it = on_stack; it != context->stack_canonical.end(); ++it) {
+      chain += context->stack_display[static_cast<size_t>(it - context->stack_canonical.begin())] + " -> ";
+    }
+    throw ScenarioError(site + ": _base_ cycle: " + chain + joined + " (mmcv recurses until Python's recursion limit)");
+  }
+  if (depth + 1 > kMaxBaseDepth) {
+    throw ScenarioError(site + ": _base_ chain deeper than " + std::to_string(kMaxBaseDepth) +
+                        " files (petrsim's limit)");
+  }
+  if (context->files.size() >= kMaxFiles) {
+    throw ScenarioError(site + ": more than " + std::to_string(kMaxFiles) +
+                        " files read for one config (petrsim's limit)");
+  }
+  const size_t stack_depth = context->stack_canonical.size();
+  context->stack_canonical.push_back(canonical);
+  context->stack_display.push_back(joined);
+  ConfigDict base = LoadFile(joined, nullptr, context, depth + 1);
+  context->stack_canonical.pop_back();
+  context->stack_display.pop_back();
+  // Each file pops what it pushed: the chain of files being read is the same as before.
+  PETRSIM_ASSERT(context->stack_canonical.size() == stack_depth);
+  PETRSIM_ASSERT(context->stack_display.size() == stack_depth);
+  *joined_out = joined;
+  return base;
+}
 
-  // The bases side by side: a key in two of them is mmcv's KeyError.
+// The bases side by side: a key in two of them is mmcv's KeyError.
+ConfigDict MergeBases(std::vector<ConfigDict>& bases, const std::vector<std::string>& base_paths,
+                      const std::string& base_where) {
+  PETRSIM_ASSERT(bases.size() == base_paths.size());
   ConfigDictBuilder merged;
   for (size_t i = 0; i < bases.size(); ++i) {
     std::string duplicates;
@@ -327,7 +325,35 @@ ConfigDict LoadFile(const std::string& path, const std::string* text_given, Read
     }
     for (auto& entry : bases[i].entries) merged.Set(std::move(entry.key), std::move(entry.value));
   }
-  ConfigValue base{merged.Take(), path};
+  return merged.Take();
+}
+
+ConfigDict LoadFile(const std::string& path, const std::string* text_given, ReadContext* context, int depth) {
+  PETRSIM_ASSERT(depth <= kMaxBaseDepth);  // LoadBase refuses a deeper chain before reading it
+  CheckExtension(path, "");
+  context->files.push_back(path);
+  const std::string content =
+      text_given != nullptr ? *text_given : ReadRegularFile(path, "mmcv config file", kMaxConfigBytes);
+  const std::string text = SubstitutePredefined(content, path);
+  FileValues file = Extension(path) == ".py" ? mmcv_internal::EvaluatePython(text, path, false, 1, &context->budget)
+                                             : mmcv_internal::EvaluateJson(text, path, &context->budget);
+  file.dict.Erase("_deprecation_");  // mmcv pops it (and warns)
+
+  ConfigValue child{std::move(file.dict), path};
+  if (!file.has_base) {
+    SubstituteBaseVars(&child, nullptr, path, &context->budget);
+    return std::move(std::get<ConfigDict>(child.value));
+  }
+
+  const std::vector<const ConfigValue*> paths = BasePaths(file, path);
+  std::vector<ConfigDict> bases;
+  std::vector<std::string> base_paths;
+  for (const ConfigValue* item : paths) {
+    std::string joined;
+    bases.push_back(LoadBase(*item, file.base_where, path, context, depth, &joined));
+    base_paths.push_back(joined);
+  }
+  ConfigValue base{MergeBases(bases, base_paths, file.base_where), path};
 
   SubstituteBaseVars(&child, &base, path, &context->budget);
   for (const auto& [key, value] : std::get<ConfigDict>(child.value).entries) {

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/assert.h"
 #include "formats/pickle/pickle.h"
 
 namespace petrsim::pickle_internal {
@@ -230,12 +231,17 @@ class Machine {
   PickleNode* Pop() {
     PickleNode* node = Top();
     stack_.pop_back();
+    PETRSIM_ASSERT(stack_.size() >= Base());  // Top refuses to pop below the innermost MARK
     return node;
   }
   size_t PopMark() {
     if (marks_.empty()) Fail("no MARK to pop");
     const size_t mark = marks_.back();
     marks_.pop_back();
+    // Marks are pushed at the stack's size and the stack never shrinks below the innermost one,
+    // so every open mark is at or below the top, and each at or above the one before it.
+    PETRSIM_ASSERT(mark <= stack_.size());
+    PETRSIM_ASSERT(marks_.empty() || marks_.back() <= mark);
     return mark;
   }
   PickleNode* Container(PickleNode* node, PickleNode::Type type, const char* op) const {
@@ -254,6 +260,7 @@ class Machine {
     PickleNode* top = Top();
     // len(memo) in Python: the distinct indices stored (PUT may overwrite one, or skip some).
     if (memo_indices_.Insert(index)) ++memo_count_;
+    PETRSIM_ASSERT(memo_indices_.Contains(index));
     if (record_mode_) {
       // Never read back (so never stored either): keeping it would keep its value alive.
       if (!fetches_->Fetched(index)) return;
@@ -294,6 +301,9 @@ class Machine {
                         const char* function) const;
   void ArgCount(const PickleNode& args, size_t n, const char* function) const;
   PickleNode* Reduce(PickleNode* callable, PickleNode* args);
+  PickleNode* NumpyScalar(const PickleNode& args);
+  PickleNode* FromBuffer(const PickleNode& args);
+  PickleNode* CodecsEncode(const PickleNode& args);
   NumpyDtype ParseDtype(std::string_view spec) const;
   void Build(PickleNode* object, PickleNode* state);
   void BuildDtype(PickleNode& node, const PickleNode& state);
@@ -309,6 +319,7 @@ class Machine {
   // --- torch (pickle_torch.cc) ----------------------------------------------------------------------
 
   PickleNode* LoadTorchStorage(const PickleNode& args);
+  NumpyDtype StorageDtype(const PickleNode& pid) const;
   PickleNode* RebuildTensor(const PickleNode& args);
   bool torch_stream_ = false;
 

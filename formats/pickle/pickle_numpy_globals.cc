@@ -188,53 +188,12 @@ PickleNode* Machine::Reduce(PickleNode* callable, PickleNode* args) {
       node->dtype = ParseDtype(spec.text);
       return node;
     }
-    case kScalar: {
-      ArgCount(*args, 2, "numpy scalar");
-      const PickleNode& dtype = Arg(*args, 0, PickleNode::Type::kNumpyDtype, "the dtype", "numpy scalar");
-      if (dtype.dtype.kind == 'O') Fail("a numpy object scalar (petrsim reads numeric, bool and str scalars)");
-      const PickleNode& raw = Arg(*args, 1, PickleNode::Type::kBytes, "the value's bytes", "numpy scalar");
-      if (raw.text.size() != dtype.dtype.itemsize) {
-        Fail(fmt::format("numpy scalar of dtype {} with {} bytes (expected {})", dtype.dtype.Name(), raw.text.size(),
-                         dtype.dtype.itemsize));
-      }
-      ChargeCopy(raw.text.size(), "a numpy scalar's bytes");
-      PickleNode* node = New(PickleNode::Type::kNumpyScalar);
-      node->dtype = dtype.dtype;
-      node->text.assign(raw.text);
-      return node;
-    }
-    case kFromBuffer: {
-      ArgCount(*args, 4, "numpy _frombuffer");
-      const PickleNode& buffer = Arg(*args, 0, PickleNode::Type::kBytes, "the buffer", "numpy _frombuffer");
-      const PickleNode& dtype = Arg(*args, 1, PickleNode::Type::kNumpyDtype, "the dtype", "numpy _frombuffer");
-      const PickleNode& shape = Arg(*args, 2, PickleNode::Type::kTuple, "the shape", "numpy _frombuffer");
-      const PickleNode& order = Arg(*args, 3, PickleNode::Type::kString, "the order", "numpy _frombuffer");
-      if (order.text != "C" && order.text != "F") {
-        Fail(fmt::format("numpy _frombuffer with order '{}' (expected 'C' or 'F')", Printable(order.text)));
-      }
-      if (dtype.dtype.kind == 'O') Fail("numpy _frombuffer of an object dtype");
-      PickleNode* node = New(PickleNode::Type::kNumpyArray);
-      SetArray(*node, dtype.dtype, shape);
-      ChargeCopy(buffer.text.size(), "numpy _frombuffer's buffer");
-      node->text.assign(buffer.text);
-      CheckDataLength(*node);
-      if (order.text == "F") ToCOrder(*node);
-      node->built = true;
-      return node;
-    }
-    case kCodecsEncode: {
-      ArgCount(*args, 2, "_codecs.encode");
-      const PickleNode& text = Arg(*args, 0, PickleNode::Type::kString, "the text", "_codecs.encode");
-      const PickleNode& encoding = Arg(*args, 1, PickleNode::Type::kString, "the encoding", "_codecs.encode");
-      if (encoding.text != "latin1") {
-        Fail(fmt::format("_codecs.encode with encoding '{}' (petrsim reads protocol 2's 'latin1' bytes only)",
-                         Printable(encoding.text)));
-      }
-      ChargeCopy(text.text.size(), "_codecs.encode's bytes");
-      PickleNode* node = New(PickleNode::Type::kBytes);
-      Latin1(text.text, node->text);
-      return node;
-    }
+    case kScalar:
+      return NumpyScalar(*args);
+    case kFromBuffer:
+      return FromBuffer(*args);
+    case kCodecsEncode:
+      return CodecsEncode(*args);
     case kBytesGlobal:
       if (!args->items.empty()) Fail("bytes() with arguments (petrsim reads protocol 2's empty bytes only)");
       return New(PickleNode::Type::kBytes);
@@ -253,6 +212,60 @@ PickleNode* Machine::Reduce(PickleNode* callable, PickleNode* args) {
       Fail(fmt::format("{} is called (petrsim reads it only in a storage's persistent id)", callable->text));
   }
   Fail(fmt::format("REDUCE of {} (not interpreted)", callable->text));
+}
+
+// numpy.core.multiarray.scalar(dtype, bytes): one value of a numeric, bool or str dtype.
+PickleNode* Machine::NumpyScalar(const PickleNode& args) {
+  ArgCount(args, 2, "numpy scalar");
+  const PickleNode& dtype = Arg(args, 0, PickleNode::Type::kNumpyDtype, "the dtype", "numpy scalar");
+  if (dtype.dtype.kind == 'O') Fail("a numpy object scalar (petrsim reads numeric, bool and str scalars)");
+  const PickleNode& raw = Arg(args, 1, PickleNode::Type::kBytes, "the value's bytes", "numpy scalar");
+  if (raw.text.size() != dtype.dtype.itemsize) {
+    Fail(fmt::format("numpy scalar of dtype {} with {} bytes (expected {})", dtype.dtype.Name(), raw.text.size(),
+                     dtype.dtype.itemsize));
+  }
+  ChargeCopy(raw.text.size(), "a numpy scalar's bytes");
+  PickleNode* node = New(PickleNode::Type::kNumpyScalar);
+  node->dtype = dtype.dtype;
+  node->text.assign(raw.text);
+  PETRSIM_ASSERT(node->text.size() == node->dtype.itemsize);
+  return node;
+}
+
+// numpy's _frombuffer(buffer, dtype, shape, order) (pickle protocol 5's arrays).
+PickleNode* Machine::FromBuffer(const PickleNode& args) {
+  ArgCount(args, 4, "numpy _frombuffer");
+  const PickleNode& buffer = Arg(args, 0, PickleNode::Type::kBytes, "the buffer", "numpy _frombuffer");
+  const PickleNode& dtype = Arg(args, 1, PickleNode::Type::kNumpyDtype, "the dtype", "numpy _frombuffer");
+  const PickleNode& shape = Arg(args, 2, PickleNode::Type::kTuple, "the shape", "numpy _frombuffer");
+  const PickleNode& order = Arg(args, 3, PickleNode::Type::kString, "the order", "numpy _frombuffer");
+  if (order.text != "C" && order.text != "F") {
+    Fail(fmt::format("numpy _frombuffer with order '{}' (expected 'C' or 'F')", Printable(order.text)));
+  }
+  if (dtype.dtype.kind == 'O') Fail("numpy _frombuffer of an object dtype");
+  PickleNode* node = New(PickleNode::Type::kNumpyArray);
+  SetArray(*node, dtype.dtype, shape);
+  ChargeCopy(buffer.text.size(), "numpy _frombuffer's buffer");
+  node->text.assign(buffer.text);
+  CheckDataLength(*node);
+  if (order.text == "F") ToCOrder(*node);
+  node->built = true;
+  return node;
+}
+
+// _codecs.encode(text, 'latin1'): protocol 2's bytes.
+PickleNode* Machine::CodecsEncode(const PickleNode& args) {
+  ArgCount(args, 2, "_codecs.encode");
+  const PickleNode& text = Arg(args, 0, PickleNode::Type::kString, "the text", "_codecs.encode");
+  const PickleNode& encoding = Arg(args, 1, PickleNode::Type::kString, "the encoding", "_codecs.encode");
+  if (encoding.text != "latin1") {
+    Fail(fmt::format("_codecs.encode with encoding '{}' (petrsim reads protocol 2's 'latin1' bytes only)",
+                     Printable(encoding.text)));
+  }
+  ChargeCopy(text.text.size(), "_codecs.encode's bytes");
+  PickleNode* node = New(PickleNode::Type::kBytes);
+  Latin1(text.text, node->text);
+  return node;
 }
 
 // 'f8', 'i8', 'b1', 'U10', 'O8', ... as numpy.dtype's first argument.

@@ -7,6 +7,61 @@
 
 namespace petrsim::pickle_internal {
 
+namespace {
+
+// How the first pass steps over an opcode's argument.
+enum class Skip {
+  kSized,       // `fixed` bytes, or a little-endian length of `length_bytes` bytes and that many
+  kStop,        // STOP: the second pass ends here too
+  kBinGet,      // BINGET: its 1-byte memo index is read back
+  kLongBinGet,  // LONG_BINGET: its 4-byte memo index is read back
+  kGet,         // GET: its decimal memo index line is read back
+  kLine,        // a newline-terminated argument
+  kTwoLines,    // two of them (GLOBAL, INST)
+  kUnsized,     // an opcode the scan cannot size
+};
+struct Argument {
+  Skip skip = Skip::kSized;
+  uint64_t fixed = 0;    // argument bytes
+  int length_bytes = 0;  // a length prefix of this many bytes, then that many bytes
+};
+
+// The opcodes of each kind of argument, as pickle_machine.cc reads them (and the opcodes it
+// refuses): one table, so that an opcode is never in two groups by mistake.
+struct OpcodeGroup {
+  std::string_view ops;
+  Argument argument;
+};
+constexpr OpcodeGroup kOpcodeGroups[] = {
+    {".", {Skip::kStop}},
+    // No argument: the stack and container opcodes, MEMOIZE, and the refused REDUCE, BUILD,
+    // STACK_GLOBAL, NEWOBJ(_EX), OBJ, the sets, the buffers and BINPERSID.
+    {"(012})]tldaesuN\x88\x89\x85\x86\x87\x94Rb\x93\x81\x92o\x8f\x90\x91\x97\x98Q", {Skip::kSized}},
+    {"\x80Kq\x82", {Skip::kSized, 1}},
+    {"h", {Skip::kBinGet, 1}},
+    {"M\x83", {Skip::kSized, 2}},
+    {"Jr\x84", {Skip::kSized, 4}},
+    {"j", {Skip::kLongBinGet, 4}},
+    {"G\x95", {Skip::kSized, 8}},
+    {"\x8a\x8c"
+     "CU",
+     {Skip::kSized, 0, 1}},
+    {"XBT\x8b", {Skip::kSized, 0, 4}},
+    {"\x8d\x8e\x96", {Skip::kSized, 0, 8}},
+    {"g", {Skip::kGet}},
+    {"pILFSVP", {Skip::kLine}},
+    {"ci", {Skip::kTwoLines}},
+};
+
+Argument ArgumentOf(uint8_t op) {
+  for (const OpcodeGroup& group : kOpcodeGroups) {
+    if (group.ops.find(static_cast<char>(op)) != std::string_view::npos) return group.argument;
+  }
+  return {Skip::kUnsized};
+}
+
+}  // namespace
+
 void MemoFetches::Scan(std::string_view bytes) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint64_t size = bytes.size();
@@ -25,93 +80,22 @@ void MemoFetches::Scan(std::string_view bytes) {
     return true;
   };
   while (pos < size) {
-    const uint8_t op = data[pos++];
-    uint64_t fixed = 0;    // argument bytes
-    int length_bytes = 0;  // a length prefix of this many bytes, then that many bytes
-    switch (op) {
-      case '.':
-        return;  // STOP: the second pass ends here too
-      case '(':
-      case '0':
-      case '1':
-      case '2':
-      case '}':
-      case ')':
-      case ']':
-      case 't':
-      case 'l':
-      case 'd':
-      case 'a':
-      case 'e':
-      case 's':
-      case 'u':
-      case 'N':
-      case 0x88:
-      case 0x89:
-      case 0x85:
-      case 0x86:
-      case 0x87:
-      case 0x94:
-      case 'R':
-      case 'b':
-      case 0x93:
-      case 0x81:
-      case 0x92:
-      case 'o':
-      case 0x8f:
-      case 0x90:
-      case 0x91:
-      case 0x97:
-      case 0x98:
-      case 'Q':
+    const Argument argument = ArgumentOf(data[pos++]);
+    uint64_t fixed = argument.fixed;
+    switch (argument.skip) {
+      case Skip::kSized:
         break;
-      case 0x80:
-      case 'K':
-      case 'q':
-      case 0x82:
-        fixed = 1;
-        break;
-      case 'h':
+      case Skip::kStop:
+        return;
+      case Skip::kBinGet:
         if (left() < 1) return;
         Add(data[pos]);
-        fixed = 1;
         break;
-      case 'M':
-      case 0x83:
-        fixed = 2;
-        break;
-      case 'J':
-      case 'r':
-      case 0x84:
-        fixed = 4;
-        break;
-      case 'j':
+      case Skip::kLongBinGet:
         if (left() < 4) return;
         Add(little(4));
-        fixed = 4;
         break;
-      case 'G':
-      case 0x95:
-        fixed = 8;
-        break;
-      case 0x8a:
-      case 0x8c:
-      case 'C':
-      case 'U':
-        length_bytes = 1;
-        break;
-      case 'X':
-      case 'B':
-      case 'T':
-      case 0x8b:
-        length_bytes = 4;
-        break;
-      case 0x8d:
-      case 0x8e:
-      case 0x96:
-        length_bytes = 8;
-        break;
-      case 'g': {
+      case Skip::kGet: {
         const uint64_t start = pos;
         if (!skip_line()) return;
         uint64_t index = 0;
@@ -123,26 +107,19 @@ void MemoFetches::Scan(std::string_view bytes) {
         if (digits) Add(index);
         break;
       }
-      case 'p':
-      case 'I':
-      case 'L':
-      case 'F':
-      case 'S':
-      case 'V':
-      case 'P':
+      case Skip::kLine:
         if (!skip_line()) return;
         break;
-      case 'c':
-      case 'i':
+      case Skip::kTwoLines:
         if (!skip_line() || !skip_line()) return;
         break;
-      default:
-        complete_ = false;  // an opcode the scan cannot size: keep every memoized value
+      case Skip::kUnsized:
+        complete_ = false;  // keep every memoized value
         return;
     }
-    if (length_bytes > 0) {
-      if (left() < static_cast<uint64_t>(length_bytes)) return;
-      fixed = length_bytes + little(length_bytes);
+    if (argument.length_bytes > 0) {
+      if (left() < static_cast<uint64_t>(argument.length_bytes)) return;
+      fixed = argument.length_bytes + little(argument.length_bytes);
     }
     if (fixed > left()) return;  // truncated: the second pass stops here too
     pos += fixed;
@@ -194,6 +171,7 @@ PickleNode* Machine::Prune(PickleNode* key, PickleNode* value) {
 void Machine::Forward(PickleNode*& node) {
   if (!IsYoung(node)) return;
   const size_t index = static_cast<size_t>(node - slab_.data());
+  PETRSIM_ASSERT(index < slab_used_);  // a young node reachable now was made since the last collection
   if (forwarded_[index] == nullptr) {
     PickleNode* old = OldNode();
     *old = *node;  // a copy: the slab node keeps its capacity for reuse
@@ -201,6 +179,7 @@ void Machine::Forward(PickleNode*& node) {
     to_scan_.push_back(old);
   }
   node = forwarded_[index];
+  PETRSIM_ASSERT(!IsYoung(node));
 }
 // Between opcodes (nothing is held outside the stack and the memo then).
 void Machine::Collect() {

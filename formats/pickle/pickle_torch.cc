@@ -69,25 +69,7 @@ PickleNode* Machine::LoadTorchStorage(const PickleNode& args) {
   }
   next("its sys_info");
   const PickleNode* pid = next("the storage's persistent id");
-  if (pid->type != PickleNode::Type::kTuple || pid->items.size() < 5 ||
-      pid->items[0]->type != PickleNode::Type::kString || pid->items[0]->text != "storage" ||
-      pid->items[1]->type != PickleNode::Type::kGlobal || pid->items[2]->type != PickleNode::Type::kString ||
-      pid->items[4]->type != PickleNode::Type::kInt) {
-    Fail(
-        fmt::format("a tensor's storage stream whose object is a {} (expected the persistent id ('storage', "
-                    "torch.<Type>Storage, key, location, numel, view_metadata))",
-                    DescribePickleValue(*pid)));
-  }
-  const std::string& type_name = pid->items[1]->text;
-  const auto type = std::find_if(kStorageTypes.begin(), kStorageTypes.end(),
-                                 [&](const StorageType& known) { return known.name == type_name; });
-  if (type == kStorageTypes.end()) {
-    Fail(fmt::format("a tensor of {} (petrsim reads float32, float64, int8-64, uint8 and bool tensors)",
-                     Printable(type_name)));
-  }
-  if (pid->items.size() > 5 && pid->items[5]->type != PickleNode::Type::kNone) {
-    Fail("a tensor whose storage is a view of another (petrsim reads whole storages)");
-  }
+  const NumpyDtype dtype = StorageDtype(*pid);
   const int64_t numel = pid->items[4]->integer;
   const PickleNode* keys = next("its storage keys");
   if (keys->type != PickleNode::Type::kList || keys->items.size() != 1 ||
@@ -95,7 +77,7 @@ PickleNode* Machine::LoadTorchStorage(const PickleNode& args) {
     Fail(fmt::format("a tensor's storage stream lists {} as its storage keys (expected one, its key)",
                      DescribePickleValue(*keys)));
   }
-  const uint64_t itemsize = type->dtype.itemsize;
+  const uint64_t itemsize = dtype.itemsize;
   if (bytes.size() - pos < 8) Fail("a tensor's storage stream ends before its element count");
   uint64_t count = 0;
   for (size_t i = 0; i < 8; ++i) count |= uint64_t{static_cast<uint8_t>(bytes[pos + i])} << (8 * i);
@@ -107,11 +89,36 @@ PickleNode* Machine::LoadTorchStorage(const PickleNode& args) {
   }
   ChargeCopy(count * itemsize, "a tensor's storage");
   PickleNode* node = New(PickleNode::Type::kNumpyArray);
-  node->dtype = type->dtype;
+  node->dtype = dtype;
   node->shape = {static_cast<int64_t>(count)};
   node->text.assign(bytes.substr(pos));
+  PETRSIM_ASSERT(node->text.size() == count * itemsize);
   node->built = true;
   return node;
+}
+
+// The dtype of the storage a persistent id ('storage', torch.<Type>Storage, key, location, numel,
+// view_metadata) names, after checking the id's shape.
+NumpyDtype Machine::StorageDtype(const PickleNode& pid) const {
+  if (pid.type != PickleNode::Type::kTuple || pid.items.size() < 5 || pid.items[0]->type != PickleNode::Type::kString ||
+      pid.items[0]->text != "storage" || pid.items[1]->type != PickleNode::Type::kGlobal ||
+      pid.items[2]->type != PickleNode::Type::kString || pid.items[4]->type != PickleNode::Type::kInt) {
+    Fail(
+        fmt::format("a tensor's storage stream whose object is a {} (expected the persistent id ('storage', "
+                    "torch.<Type>Storage, key, location, numel, view_metadata))",
+                    DescribePickleValue(pid)));
+  }
+  const std::string& type_name = pid.items[1]->text;
+  const auto type = std::find_if(kStorageTypes.begin(), kStorageTypes.end(),
+                                 [&](const StorageType& known) { return known.name == type_name; });
+  if (type == kStorageTypes.end()) {
+    Fail(fmt::format("a tensor of {} (petrsim reads float32, float64, int8-64, uint8 and bool tensors)",
+                     Printable(type_name)));
+  }
+  if (pid.items.size() > 5 && pid.items[5]->type != PickleNode::Type::kNone) {
+    Fail("a tensor whose storage is a view of another (petrsim reads whole storages)");
+  }
+  return type->dtype;
 }
 
 PickleNode* Machine::RebuildTensor(const PickleNode& args) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/limits.h"
@@ -154,6 +155,9 @@ class Evaluator {
       const Flow flow = Exec(*s);
       (void)flow;  // break/continue outside a loop are refused where they are
     }
+    // Every loop and comprehension that began has ended (an error throws past them instead).
+    PETRSIM_ASSERT(loops_ == 0);
+    PETRSIM_ASSERT(frames_.empty());
     ModuleValues out;
     out.names = names_.Take();
     out.base_where = base_where_;
@@ -277,19 +281,15 @@ class Evaluator {
   }
 
   // ---- statements
+  // One statement; the compound and binding kinds have their own functions below.
   Flow Exec(const Stmt& s) {
     switch (s.kind) {
       case StmtKind::kExpr:
         ExecExpression(s);
         return Flow::kNormal;
-      case StmtKind::kAssign: {
-        ConfigValue value = Eval(*s.value);
-        CheckDepth(value, *s.value);
-        for (size_t i = 0; i < s.targets.size(); ++i) {
-          Assign(*s.targets[i], i + 1 == s.targets.size() ? std::move(value) : Copy(value, *s.targets[i]));
-        }
+      case StmtKind::kAssign:
+        ExecAssign(s);
         return Flow::kNormal;
-      }
       case StmtKind::kAnnAssign:
         if (s.value) {
           ConfigValue value = Eval(*s.value);
@@ -297,49 +297,17 @@ class Evaluator {
           Assign(*s.targets[0], std::move(value));
         }
         return Flow::kNormal;
-      case StmtKind::kAugAssign: {
-        const Expr& target = *s.targets[0];
-        ConfigValue right = Eval(*s.value);
-        ConfigValue current = Eval(target);
-        Expr op_at;  // an operator node for messages: the statement's operator
-        op_at.line = s.line;
-        op_at.col = s.col;
-        op_at.op_line = target.line;
-        op_at.op_col = target.col;
-        op_at.text = s.op;
-        ConfigValue value = Binary(op_at, s.op, std::move(current), std::move(right));
-        CheckDepth(value, *s.value);
-        Assign(target, std::move(value));
+      case StmtKind::kAugAssign:
+        ExecAugAssign(s);
         return Flow::kNormal;
-      }
       case StmtKind::kImport:
-        for (const Alias& a : s.names) {
-          const std::string bound = a.asname.empty() ? a.name.substr(0, a.name.find('.')) : a.asname;
-          const std::string module = a.asname.empty() ? bound : a.name;
-          Bind(bound, Unknown(a.line, a.col, "a name from an import ('" + module + "')", true), a.line, a.col);
-        }
+        ExecImport(s);
         return Flow::kNormal;
       case StmtKind::kImportFrom:
-        for (const Alias& a : s.names) {
-          if (a.name == "*") {
-            if (options_.log_block) Unknown(a.line, a.col, "a star import");
-            star_import_ = true;
-            continue;
-          }
-          const std::string module = std::string(static_cast<size_t>(s.level), '.') + s.module;
-          Bind(a.asname.empty() ? a.name : a.asname,
-               Unknown(a.line, a.col, "a name from an import ('" + module + "." + a.name + "')"), a.line, a.col);
-        }
+        ExecImportFrom(s);
         return Flow::kNormal;
-      case StmtKind::kIf: {
-        const ConfigValue test = Eval(*s.test);
-        const std::optional<bool> truth = test.Truth();
-        if (!truth) {
-          UnknownAssigned(s, Where(s.line) + ": an if statement whose test depends on " + test.AsUnknown()->reason);
-          return Flow::kNormal;
-        }
-        return ExecBlock(*truth ? s.body : s.orelse);
-      }
+      case StmtKind::kIf:
+        return ExecIf(s);
       case StmtKind::kFor:
         return For(s);
       case StmtKind::kWhile:
@@ -361,12 +329,7 @@ class Evaluator {
         return Flow::kNormal;
       case StmtKind::kBreak:
       case StmtKind::kContinue:
-        if (loops_ == 0) {
-          Fail(s.line, s.col,
-               std::string("'") + (s.kind == StmtKind::kBreak ? "break" : "continue") +
-                   "' outside loop (a Python SyntaxError)");
-        }
-        return s.kind == StmtKind::kBreak ? Flow::kBreak : Flow::kContinue;
+        return ExecLoopJump(s);
       case StmtKind::kReturn:
         Fail(s.line, s.col, "'return' outside function (a Python SyntaxError)");
       case StmtKind::kNonlocal:
@@ -386,6 +349,70 @@ class Evaluator {
         return Flow::kNormal;
     }
     return Flow::kNormal;
+  }
+
+  void ExecAssign(const Stmt& s) {
+    ConfigValue value = Eval(*s.value);
+    CheckDepth(value, *s.value);
+    for (size_t i = 0; i < s.targets.size(); ++i) {
+      Assign(*s.targets[i], i + 1 == s.targets.size() ? std::move(value) : Copy(value, *s.targets[i]));
+    }
+  }
+
+  void ExecAugAssign(const Stmt& s) {
+    const Expr& target = *s.targets[0];
+    ConfigValue right = Eval(*s.value);
+    ConfigValue current = Eval(target);
+    Expr op_at;  // an operator node for messages: the statement's operator
+    op_at.line = s.line;
+    op_at.col = s.col;
+    op_at.op_line = target.line;
+    op_at.op_col = target.col;
+    op_at.text = s.op;
+    ConfigValue value = Binary(op_at, s.op, std::move(current), std::move(right));
+    CheckDepth(value, *s.value);
+    Assign(target, std::move(value));
+  }
+
+  void ExecImport(const Stmt& s) {
+    for (const Alias& a : s.names) {
+      const std::string bound = a.asname.empty() ? a.name.substr(0, a.name.find('.')) : a.asname;
+      const std::string module = a.asname.empty() ? bound : a.name;
+      Bind(bound, Unknown(a.line, a.col, "a name from an import ('" + module + "')", true), a.line, a.col);
+    }
+  }
+
+  void ExecImportFrom(const Stmt& s) {
+    for (const Alias& a : s.names) {
+      if (a.name == "*") {
+        if (options_.log_block) Unknown(a.line, a.col, "a star import");
+        star_import_ = true;
+        continue;
+      }
+      const std::string module = std::string(static_cast<size_t>(s.level), '.') + s.module;
+      Bind(a.asname.empty() ? a.name : a.asname,
+           Unknown(a.line, a.col, "a name from an import ('" + module + "." + a.name + "')"), a.line, a.col);
+    }
+  }
+
+  // break or continue, refused outside a loop.
+  Flow ExecLoopJump(const Stmt& s) const {
+    if (loops_ == 0) {
+      Fail(s.line, s.col,
+           std::string("'") + (s.kind == StmtKind::kBreak ? "break" : "continue") +
+               "' outside loop (a Python SyntaxError)");
+    }
+    return s.kind == StmtKind::kBreak ? Flow::kBreak : Flow::kContinue;
+  }
+
+  Flow ExecIf(const Stmt& s) {
+    const ConfigValue test = Eval(*s.test);
+    const std::optional<bool> truth = test.Truth();
+    if (!truth) {
+      UnknownAssigned(s, Where(s.line) + ": an if statement whose test depends on " + test.AsUnknown()->reason);
+      return Flow::kNormal;
+    }
+    return ExecBlock(*truth ? s.body : s.orelse);
   }
 
   Flow ExecBlock(const std::vector<StmtPtr>& body) {
@@ -421,6 +448,7 @@ class Evaluator {
       }
     }
     --loops_;
+    PETRSIM_ASSERT(loops_ >= 0);  // each loop counts itself once, up and down
     if (!broke) return ExecBlock(s.orelse);
     return Flow::kNormal;
   }
@@ -444,6 +472,7 @@ class Evaluator {
       }
     }
     --loops_;
+    PETRSIM_ASSERT(loops_ >= 0);  // each loop counts itself once, up and down
     if (!broke) return ExecBlock(s.orelse);
     return Flow::kNormal;
   }
@@ -588,99 +617,110 @@ class Evaluator {
     return static_cast<size_t>(i);
   }
 
+  // Binds `value` to an assignment target; each target kind has its own function below.
   void Assign(const Expr& target, ConfigValue value) {
     switch (target.kind) {
       case ExprKind::kName:
         Bind(target.text, std::move(value), target.line, target.col);
         return;
       case ExprKind::kTuple:
-      case ExprKind::kList: {
-        if (value.is_unknown()) {
-          std::vector<std::pair<std::string, const Stmt*>> names;
-          CollectTarget(target, nullptr, &names);
-          for (auto& [name, at] : names) Bind(name, value, target.line, target.col);
-          return;
-        }
-        std::vector<ConfigValue> items = Iterate(std::move(value), target);
-        size_t star = target.items.size();
-        for (size_t i = 0; i < target.items.size(); ++i) {
-          if (target.items[i]->kind == ExprKind::kStarred) star = i;
-        }
-        const size_t fixed = target.items.size() - (star < target.items.size() ? 1 : 0);
-        if (star == target.items.size() ? items.size() != fixed : items.size() < fixed) {
-          Fail(target, "cannot unpack " + std::to_string(items.size()) + " values into " + std::to_string(fixed) +
-                           " targets (Python raises ValueError)");
-        }
-        const size_t rest = items.size() - fixed;
-        size_t k = 0;
-        for (size_t i = 0; i < target.items.size(); ++i) {
-          if (i == star) {
-            ConfigList list;
-            for (size_t j = 0; j < rest; ++j) list.items.push_back(std::move(items[k++]));
-            Assign(*target.items[i]->items[0], Make(std::move(list), target));
-          } else {
-            Assign(*target.items[i], std::move(items[k++]));
-          }
-        }
-        return;
-      }
-      case ExprKind::kSubscript: {
-        ConfigValue* container = Resolve(*target.items[0]);
-        const std::string root = RootName(target);
-        if (container == nullptr || container->is_unknown()) {
-          if (container != nullptr) return;  // an unknown stays unknown
-          if (!root.empty() && Lookup(root) != nullptr) {
-            SetRoot(root, Unknown(target, "an assignment to a subscript of '" + root + "'"));
-            return;
-          }
-          Eval(*target.items[0]);  // a NameError, or an unknown
-          return;
-        }
-        if (target.items[1]->kind == ExprKind::kSlice) {
-          SetRoot(root, Unknown(target, "an assignment to a slice of '" + root + "'"));
-          return;
-        }
-        const ConfigValue key = Eval(*target.items[1]);
-        if (key.is_unknown()) {
-          SetRoot(root, Unknown(target, "an assignment to '" + root + "' under a key petrsim cannot evaluate"));
-          return;
-        }
-        if (auto* dict = std::get_if<ConfigDict>(&container->value)) {
-          dict->Set(DictKey(key, *target.items[1]), std::move(value));
-          return;
-        }
-        if (container->kind() == Kind::kList) {
-          auto& items = std::get<ConfigList>(container->value).items;
-          if (!IsIntLike(key))
-            Fail(*target.items[1], std::string("list indices must be integers, found ") + PyType(key));
-          items[Index(IntOf(key), items.size(), *target.items[1])] = std::move(value);
-          return;
-        }
-        Fail(target, std::string("'") + PyType(*container) +
-                         "' object does not support item assignment (Python raises TypeError)");
-      }
-      case ExprKind::kAttribute: {
-        const std::string root = RootName(target);
-        if (!root.empty() && Lookup(root) != nullptr) {
-          if (Lookup(root)->is_unknown()) return;
-          // Attributes of known values (str, list, dict...) cannot be set in Python; `_base_.x = v` is
-          // mmengine's syntax, not mmcv 1.x's.
-          if (root == "_base_") {
-            Fail(target, "an assignment to '" + Dotted(target) +
-                             "': mmcv 1.x has no attributes on _base_ (a list of paths; Python raises AttributeError); "
-                             "this is mmengine's config syntax (mmdet3d 1.x), not mmcv 1.x's");
-          }
-          SetRoot(root, Unknown(target, "an assignment to an attribute of '" + root + "'"));
-          return;
-        }
-        Eval(*target.items[0]);
-        return;
-      }
+      case ExprKind::kList:
+        return AssignUnpack(target, std::move(value));
+      case ExprKind::kSubscript:
+        return AssignSubscript(target, std::move(value));
+      case ExprKind::kAttribute:
+        return AssignAttribute(target);
       case ExprKind::kStarred:
         Fail(target, "starred assignment target must be in a list or tuple (a Python SyntaxError)");
       default:
         Fail(target, "cannot assign to an expression");
     }
+  }
+
+  // `a, *b = value`: an unknown value makes every name unknown.
+  void AssignUnpack(const Expr& target, ConfigValue value) {
+    if (value.is_unknown()) {
+      std::vector<std::pair<std::string, const Stmt*>> names;
+      CollectTarget(target, nullptr, &names);
+      for (auto& [name, at] : names) Bind(name, value, target.line, target.col);
+      return;
+    }
+    std::vector<ConfigValue> items = Iterate(std::move(value), target);
+    size_t star = target.items.size();
+    for (size_t i = 0; i < target.items.size(); ++i) {
+      if (target.items[i]->kind == ExprKind::kStarred) star = i;
+    }
+    const size_t fixed = target.items.size() - (star < target.items.size() ? 1 : 0);
+    if (star == target.items.size() ? items.size() != fixed : items.size() < fixed) {
+      Fail(target, "cannot unpack " + std::to_string(items.size()) + " values into " + std::to_string(fixed) +
+                       " targets (Python raises ValueError)");
+    }
+    const size_t rest = items.size() - fixed;
+    size_t k = 0;
+    for (size_t i = 0; i < target.items.size(); ++i) {
+      if (i == star) {
+        ConfigList list;
+        for (size_t j = 0; j < rest; ++j) list.items.push_back(std::move(items[k++]));
+        Assign(*target.items[i]->items[0], Make(std::move(list), target));
+      } else {
+        Assign(*target.items[i], std::move(items[k++]));
+      }
+    }
+    PETRSIM_ASSERT(k == items.size());
+  }
+
+  // `x[key] = value`: a known container's item, or the whole named value made unknown.
+  void AssignSubscript(const Expr& target, ConfigValue value) {
+    ConfigValue* container = Resolve(*target.items[0]);
+    const std::string root = RootName(target);
+    if (container == nullptr || container->is_unknown()) {
+      if (container != nullptr) return;  // an unknown stays unknown
+      if (!root.empty() && Lookup(root) != nullptr) {
+        SetRoot(root, Unknown(target, "an assignment to a subscript of '" + root + "'"));
+        return;
+      }
+      Eval(*target.items[0]);  // a NameError, or an unknown
+      return;
+    }
+    if (target.items[1]->kind == ExprKind::kSlice) {
+      SetRoot(root, Unknown(target, "an assignment to a slice of '" + root + "'"));
+      return;
+    }
+    const ConfigValue key = Eval(*target.items[1]);
+    if (key.is_unknown()) {
+      SetRoot(root, Unknown(target, "an assignment to '" + root + "' under a key petrsim cannot evaluate"));
+      return;
+    }
+    if (auto* dict = std::get_if<ConfigDict>(&container->value)) {
+      dict->Set(DictKey(key, *target.items[1]), std::move(value));
+      return;
+    }
+    if (container->kind() == Kind::kList) {
+      auto& items = std::get<ConfigList>(container->value).items;
+      if (!IsIntLike(key)) Fail(*target.items[1], std::string("list indices must be integers, found ") + PyType(key));
+      items[Index(IntOf(key), items.size(), *target.items[1])] = std::move(value);
+      return;
+    }
+    Fail(target,
+         std::string("'") + PyType(*container) + "' object does not support item assignment (Python raises TypeError)");
+  }
+
+  // `x.attr = value`: the named value becomes unknown (or the assignment is refused on _base_).
+  void AssignAttribute(const Expr& target) {
+    const std::string root = RootName(target);
+    if (!root.empty() && Lookup(root) != nullptr) {
+      if (Lookup(root)->is_unknown()) return;
+      // Attributes of known values (str, list, dict...) cannot be set in Python; `_base_.x = v` is
+      // mmengine's syntax, not mmcv 1.x's.
+      if (root == "_base_") {
+        Fail(target, "an assignment to '" + Dotted(target) +
+                         "': mmcv 1.x has no attributes on _base_ (a list of paths; Python raises AttributeError); "
+                         "this is mmengine's config syntax (mmdet3d 1.x), not mmcv 1.x's");
+      }
+      SetRoot(root, Unknown(target, "an assignment to an attribute of '" + root + "'"));
+      return;
+    }
+    Eval(*target.items[0]);
   }
 
   void Delete(const Expr& target) {
@@ -729,27 +769,11 @@ class Evaluator {
     return v;
   }
 
+  // One expression by its kind; the kinds with more than a line or two have their own functions.
   ConfigValue EvalExpression(const Expr& e) {
     switch (e.kind) {
       case ExprKind::kConstant:
-        switch (e.constant.kind) {
-          case Constant::Kind::kNone:
-            return Make(std::monostate{}, e);
-          case Constant::Kind::kBool:
-            return Make(e.constant.bool_value, e);
-          case Constant::Kind::kInt:
-            return Make(e.constant.int_value, e);
-          case Constant::Kind::kFloat:
-            return Make(e.constant.float_value, e);
-          case Constant::Kind::kString:
-            return Make(e.constant.text, e);
-          case Constant::Kind::kBytes:
-            return Unknown(e, "a bytes literal");
-          case Constant::Kind::kEllipsis:
-            return Unknown(e, "an Ellipsis ('...')");
-          case Constant::Kind::kImaginary:
-            return Unknown(e, "a complex number");
-        }
+        if (std::optional<ConfigValue> constant = EvalConstant(e)) return std::move(*constant);
         break;
       case ExprKind::kName:
         return EvalName(e);
@@ -766,17 +790,9 @@ class Evaluator {
       case ExprKind::kStarred:
         Fail(e, "can't use starred expression here (a Python SyntaxError)");
       case ExprKind::kList:
-      case ExprKind::kTuple: {
-        std::vector<ConfigValue> items;
-        if (auto unknown = Items(e.items, &items)) return std::move(*unknown);
-        if (e.kind == ExprKind::kList) return Make(ConfigList{std::move(items)}, e);
-        return Make(ConfigTuple{std::move(items)}, e);
-      }
-      case ExprKind::kSet: {
-        std::vector<ConfigValue> items;  // Python's errors inside come first
-        if (auto unknown = Items(e.items, &items)) return std::move(*unknown);
-        return Unknown(e, "a set literal ('{a, b}')");
-      }
+      case ExprKind::kTuple:
+      case ExprKind::kSet:
+        return Display(e);
       case ExprKind::kSetComp:
         return Unknown(e, "a set comprehension");
       case ExprKind::kDict:
@@ -788,16 +804,8 @@ class Evaluator {
       }
       case ExprKind::kUnaryOp:
         return Unary(e, Eval(*e.items[0]));
-      case ExprKind::kBoolOp: {
-        ConfigValue v = Eval(*e.items[0]);
-        for (size_t i = 1; i < e.items.size(); ++i) {
-          const std::optional<bool> truth = v.Truth();
-          if (!truth) return v;
-          if (e.text == "and" ? !*truth : *truth) return v;
-          v = Eval(*e.items[i]);
-        }
-        return v;
-      }
+      case ExprKind::kBoolOp:
+        return BoolOp(e);
       case ExprKind::kCompare:
         return CompareChain(e);
       case ExprKind::kIfExp: {
@@ -806,17 +814,9 @@ class Evaluator {
         if (!truth) return test;
         return Eval(*e.items[*truth ? 1 : 2]);
       }
-      case ExprKind::kListComp: {
-        std::vector<ConfigValue> items;
-        if (auto unknown = Comprehend(e, &items, nullptr)) return std::move(*unknown);
-        return Make(ConfigList{std::move(items)}, e);
-      }
-      case ExprKind::kDictComp: {
-        ConfigDictBuilder dict;
-        std::vector<ConfigValue> unused;
-        if (auto unknown = Comprehend(e, &unused, &dict)) return std::move(*unknown);
-        return Make(dict.Take(), e);
-      }
+      case ExprKind::kListComp:
+      case ExprKind::kDictComp:
+        return EvalComprehension(e);
       case ExprKind::kGeneratorExp:
         return Unknown(e, "a generator expression");
       case ExprKind::kLambda:
@@ -837,6 +837,63 @@ class Evaluator {
         Fail(e, std::string("an await expression") + kUnsupportedTail);
     }
     return Unknown(e, "an expression");
+  }
+
+  // A literal; nullopt for a constant kind the switch does not name (EvalExpression's fallback).
+  std::optional<ConfigValue> EvalConstant(const Expr& e) {
+    switch (e.constant.kind) {
+      case Constant::Kind::kNone:
+        return Make(std::monostate{}, e);
+      case Constant::Kind::kBool:
+        return Make(e.constant.bool_value, e);
+      case Constant::Kind::kInt:
+        return Make(e.constant.int_value, e);
+      case Constant::Kind::kFloat:
+        return Make(e.constant.float_value, e);
+      case Constant::Kind::kString:
+        return Make(e.constant.text, e);
+      case Constant::Kind::kBytes:
+        return Unknown(e, "a bytes literal");
+      case Constant::Kind::kEllipsis:
+        return Unknown(e, "an Ellipsis ('...')");
+      case Constant::Kind::kImaginary:
+        return Unknown(e, "a complex number");
+    }
+    return std::nullopt;
+  }
+
+  // A list, tuple or set display (a set is evaluated for Python's errors inside, then unknown).
+  ConfigValue Display(const Expr& e) {
+    std::vector<ConfigValue> items;
+    if (auto unknown = Items(e.items, &items)) return std::move(*unknown);
+    if (e.kind == ExprKind::kList) return Make(ConfigList{std::move(items)}, e);
+    if (e.kind == ExprKind::kTuple) return Make(ConfigTuple{std::move(items)}, e);
+    return Unknown(e, "a set literal ('{a, b}')");
+  }
+
+  // `a and b`, `a or b`: the first value that decides, or an unknown test.
+  ConfigValue BoolOp(const Expr& e) {
+    ConfigValue v = Eval(*e.items[0]);
+    for (size_t i = 1; i < e.items.size(); ++i) {
+      const std::optional<bool> truth = v.Truth();
+      if (!truth) return v;
+      if (e.text == "and" ? !*truth : *truth) return v;
+      v = Eval(*e.items[i]);
+    }
+    return v;
+  }
+
+  // A list or dict comprehension.
+  ConfigValue EvalComprehension(const Expr& e) {
+    if (e.kind == ExprKind::kListComp) {
+      std::vector<ConfigValue> items;
+      if (auto unknown = Comprehend(e, &items, nullptr)) return std::move(*unknown);
+      return Make(ConfigList{std::move(items)}, e);
+    }
+    ConfigDictBuilder dict;
+    std::vector<ConfigValue> unused;
+    if (auto unknown = Comprehend(e, &unused, &dict)) return std::move(*unknown);
+    return Make(dict.Take(), e);
   }
 
   // Items of a display, with *x spliced; an unknown item that is spliced makes the whole unknown.
@@ -932,8 +989,13 @@ class Evaluator {
   // A comprehension: its items (or, with `dict`, its entries); an unknown iterable or condition
   // makes the whole unknown.
   std::optional<ConfigValue> Comprehend(const Expr& e, std::vector<ConfigValue>* out, ConfigDictBuilder* dict) {
+    const size_t depth = frames_.size();
     frames_.emplace_back();
     std::optional<ConfigValue> unknown = Generate(e, 0, out, dict);
+    // Generate binds in the frame only while it assigns a target, and nested comprehensions pop
+    // their own frames.
+    PETRSIM_ASSERT(!frame_binds_);
+    PETRSIM_ASSERT(frames_.size() == depth + 1);
     frames_.pop_back();
     return unknown;
   }
@@ -1267,30 +1329,7 @@ class Evaluator {
     if (IsNumeric(a) && IsNumeric(b)) {
       static const std::unordered_set<std::string> kBitwise = {"<<", ">>", "&", "|", "^"};
       if (kBitwise.count(o) > 0) {
-        if (!IsIntLike(a) || !IsIntLike(b)) TypeError(e, o, a, b);
-        const int64_t x = IntOf(a);
-        const int64_t y = IntOf(b);
-        int64_t r = 0;
-        if (o == "&") r = x & y;
-        if (o == "|") r = x | y;
-        if (o == "^") r = x ^ y;
-        if (o == "<<" || o == ">>") {
-          if (y < 0) FailOp(e, "negative shift count (Python raises ValueError)");
-          if (o == ">>") {
-            r = y >= 63 ? (x < 0 ? -1 : 0) : x >> y;
-          } else {
-            if (x != 0 && (y >= 63 || (x > 0 ? x > (std::numeric_limits<int64_t>::max() >> y)
-                                             : x < (std::numeric_limits<int64_t>::min() >> y)))) {
-              Overflow(e, o);
-            }
-            r = static_cast<int64_t>(static_cast<uint64_t>(x) << y);
-          }
-        }
-        if (a.AsBool() && b.AsBool() && o != "<<" && o != ">>") {
-          out.value = r != 0;
-        } else {
-          out.value = r;
-        }
+        Bitwise(e, o, a, b, &out);
       } else if (o == "@") {
         TypeError(e, o, a, b);
       } else if (IsIntLike(a) && IsIntLike(b) && o == "**") {
@@ -1337,6 +1376,34 @@ class Evaluator {
       return out;
     }
     TypeError(e, o, a, b);
+  }
+
+  // <<, >>, &, |, ^ on ints and bools (two bools give a bool, as in Python, except for shifts).
+  void Bitwise(const Expr& e, const std::string& o, const ConfigValue& a, const ConfigValue& b, ConfigValue* out) {
+    if (!IsIntLike(a) || !IsIntLike(b)) TypeError(e, o, a, b);
+    const int64_t x = IntOf(a);
+    const int64_t y = IntOf(b);
+    int64_t r = 0;
+    if (o == "&") r = x & y;
+    if (o == "|") r = x | y;
+    if (o == "^") r = x ^ y;
+    if (o == "<<" || o == ">>") {
+      if (y < 0) FailOp(e, "negative shift count (Python raises ValueError)");
+      if (o == ">>") {
+        r = y >= 63 ? (x < 0 ? -1 : 0) : x >> y;
+      } else {
+        if (x != 0 && (y >= 63 || (x > 0 ? x > (std::numeric_limits<int64_t>::max() >> y)
+                                         : x < (std::numeric_limits<int64_t>::min() >> y)))) {
+          Overflow(e, o);
+        }
+        r = static_cast<int64_t>(static_cast<uint64_t>(x) << y);
+      }
+    }
+    if (a.AsBool() && b.AsBool() && o != "<<" && o != ">>") {
+      out->value = r != 0;
+    } else {
+      out->value = r;
+    }
   }
 
   ConfigValue Repeat(const Expr& e, ConfigValue seq, int64_t times, const std::string& where) {
@@ -1501,6 +1568,25 @@ class Evaluator {
     return Make(std::move(out), e);
   }
 
+  // A format spec, [[fill]align][sign][#][0][width][grouping][.precision][type], as read.
+  struct FormatSpec {
+    std::string fill_text = " ";
+    char align = 0;
+    char sign = 0;
+    bool alternate = false;
+    size_t width = 0;
+    char grouping = 0;
+    int precision = -1;
+    char type = 0;
+  };
+  // A value formatted before its padding: the sign and 0x-like prefix (before '=' padding), then
+  // the rest.
+  struct Formatted {
+    std::string prefix;
+    std::string body;
+    bool numeric = false;
+  };
+
   // Python's format(value, spec) for the common specs; nullopt for what is not read here.
   static std::optional<std::string> Format(const ConfigValue& v, const std::string& spec) {
     if (spec.empty()) {
@@ -1509,148 +1595,174 @@ class Evaluator {
       }
       return std::nullopt;
     }
-    // [[fill]align][sign][#][0][width][grouping][.precision][type]
+    std::optional<FormatSpec> parsed = ParseFormatSpec(spec);
+    if (!parsed) return std::nullopt;
+    FormatSpec& f = *parsed;
+    std::optional<Formatted> out;
+    if (v.AsString()) {
+      out = FormatString(*v.AsString(), f);
+    } else if (IsIntLike(v) && (f.type == 0 || std::strchr("dbox X", f.type) != nullptr) && f.type != ' ') {
+      out = FormatInt(v, f);
+    } else if (IsNumeric(v) && (f.type == 0 || std::strchr("eEfFgG%", f.type) != nullptr)) {
+      out = FormatFloat(v, f);
+    }
+    if (!out) return std::nullopt;
+    return Pad(*out, f);
+  }
+
+  // The spec's fields; nullopt for one Python refuses or petrsim does not read.
+  static std::optional<FormatSpec> ParseFormatSpec(const std::string& spec) {
+    FormatSpec f;
     size_t i = 0;
-    char fill = ' ';
-    char align = 0;
     auto is_align = [](char c) { return c == '<' || c == '>' || c == '^' || c == '='; };
     const std::vector<std::string> cps = CodePoints(spec);
-    std::string fill_text = " ";
     if (cps.size() >= 2 && cps[1].size() == 1 && is_align(cps[1][0])) {
-      fill_text = cps[0];
-      align = cps[1][0];
+      f.fill_text = cps[0];
+      f.align = cps[1][0];
       i = cps[0].size() + 1;
     } else if (is_align(spec[0])) {
-      align = spec[0];
+      f.align = spec[0];
       i = 1;
     }
-    (void)fill;
-    char sign = 0;
-    if (i < spec.size() && (spec[i] == '+' || spec[i] == '-' || spec[i] == ' ')) sign = spec[i++];
+    if (i < spec.size() && (spec[i] == '+' || spec[i] == '-' || spec[i] == ' ')) f.sign = spec[i++];
     if (i < spec.size() && spec[i] == 'z') return std::nullopt;
-    bool alternate = false;
     if (i < spec.size() && spec[i] == '#') {
-      alternate = true;
+      f.alternate = true;
       ++i;
     }
     if (i < spec.size() && spec[i] == '0') {
-      if (align == 0) {
-        fill_text = "0";
-        align = '=';
+      if (f.align == 0) {
+        f.fill_text = "0";
+        f.align = '=';
       }
       ++i;
     }
-    size_t width = 0;
     while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) {
-      width = width * 10 + static_cast<size_t>(spec[i++] - '0');
-      if (width > 10000) return std::nullopt;
+      f.width = f.width * 10 + static_cast<size_t>(spec[i++] - '0');
+      if (f.width > 10000) return std::nullopt;
     }
-    char grouping = 0;
-    if (i < spec.size() && (spec[i] == ',' || spec[i] == '_')) grouping = spec[i++];
-    int precision = -1;
+    if (i < spec.size() && (spec[i] == ',' || spec[i] == '_')) f.grouping = spec[i++];
     if (i < spec.size() && spec[i] == '.') {
       ++i;
       if (i >= spec.size() || !std::isdigit(static_cast<unsigned char>(spec[i]))) return std::nullopt;
-      precision = 0;
+      f.precision = 0;
       while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) {
-        precision = precision * 10 + (spec[i++] - '0');
-        if (precision > 1000) return std::nullopt;
+        f.precision = f.precision * 10 + (spec[i++] - '0');
+        if (f.precision > 1000) return std::nullopt;
       }
     }
-    char type = 0;
-    if (i < spec.size()) type = spec[i++];
+    if (i < spec.size()) f.type = spec[i++];
     if (i != spec.size()) return std::nullopt;
+    return f;
+  }
 
-    std::string body;
-    std::string prefix;  // sign and 0x-like prefix, before '=' padding
-    bool numeric = false;
-    if (const std::string* s = v.AsString()) {
-      if (sign || alternate || grouping || (type != 0 && type != 's') || align == '=') return std::nullopt;
-      body = *s;
-      if (precision >= 0) {
-        const std::vector<std::string> chars = CodePoints(body);
-        body.clear();
-        for (size_t k = 0; k < chars.size() && k < static_cast<size_t>(precision); ++k) body += chars[k];
-      }
-      if (align == 0) align = '<';
-    } else if (IsIntLike(v) && (type == 0 || std::strchr("dbox X", type) != nullptr) && type != ' ') {
-      if (v.AsBool() && type == 0) {
-        if (sign || alternate || grouping || precision >= 0) return std::nullopt;
-        body = *v.AsBool() ? "True" : "False";
-        if (align == 0) align = '<';
-      } else {
-        if (precision >= 0) return std::nullopt;
-        numeric = true;
-        const int64_t x = IntOf(v);
-        uint64_t magnitude = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
-        const int base = type == 'b' ? 2 : type == 'o' ? 8 : (type == 'x' || type == 'X') ? 16 : 10;
-        do {
-          const int d = static_cast<int>(magnitude % static_cast<uint64_t>(base));
-          body.insert(body.begin(), static_cast<char>(d < 10 ? '0' + d : (type == 'X' ? 'A' : 'a') + d - 10));
-          magnitude /= static_cast<uint64_t>(base);
-        } while (magnitude > 0);
-        if (grouping) {
-          if (grouping == ',' && base != 10) return std::nullopt;
-          body = Group(body, base == 10 ? 3 : 4, grouping);
-        }
-        prefix = x < 0 ? "-" : sign == '+' ? "+" : sign == ' ' ? " " : "";
-        if (alternate && base != 10) prefix += type == 'b' ? "0b" : type == 'o' ? "0o" : type == 'X' ? "0X" : "0x";
-      }
-    } else if (IsNumeric(v) && (type == 0 || std::strchr("eEfFgG%", type) != nullptr)) {
-      numeric = true;
-      double x = FloatOf(v);
-      if (type == 0 && precision < 0) {
-        if (v.AsFloat()) {
-          body = PythonFloatRepr(std::fabs(x));
-        } else {
-          body = std::to_string(IntOf(v) < 0 ? -IntOf(v) : IntOf(v));
-        }
-        if (grouping) return std::nullopt;
-      } else if (!std::isfinite(x)) {
-        body = std::isnan(x) ? "nan" : "inf";
-        if (type == 'E' || type == 'F' || type == 'G') {
-          for (char& c : body) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        }
-        if (type == '%') body += "%";
-      } else {
-        if (type == 0 && IsIntLike(v)) return std::nullopt;  // int with a precision: an error in Python
-        const int p = precision < 0 ? 6 : precision;
-        const double ax = std::fabs(x) * (type == '%' ? 100.0 : 1.0);
-        char conversion = type == '%' ? 'f' : type == 0 ? 'g' : type;
-        std::string format = std::string("%") + (alternate ? "#" : "") + "." + std::to_string(p) + conversion;
-        char buffer[1200];
-        std::snprintf(buffer, sizeof(buffer), format.c_str(), ax);
-        body = buffer;
-        if (type == 0 && body.find_first_of(".eE") == std::string::npos) body += ".0";
-        if (type == 0 && p == 0) return std::nullopt;
-        if (type == '%') body += "%";
-        if (grouping) {
-          const size_t end = body.find_first_of(".eE%");
-          const std::string int_part = body.substr(0, end);
-          body = Group(int_part, 3, grouping) + (end == std::string::npos ? "" : body.substr(end));
-        }
-      }
-      prefix = std::signbit(x) && !std::isnan(x) ? "-" : sign == '+' ? "+" : sign == ' ' ? " " : "";
-    } else {
-      return std::nullopt;
+  // A str under a spec (precision cuts it to that many code points); left-aligned by default.
+  static std::optional<Formatted> FormatString(const std::string& s, FormatSpec& f) {
+    if (f.sign || f.alternate || f.grouping || (f.type != 0 && f.type != 's') || f.align == '=') return std::nullopt;
+    Formatted out;
+    out.body = s;
+    if (f.precision >= 0) {
+      const std::vector<std::string> chars = CodePoints(out.body);
+      out.body.clear();
+      for (size_t k = 0; k < chars.size() && k < static_cast<size_t>(f.precision); ++k) out.body += chars[k];
     }
-    if (numeric && align == 0) align = '>';
+    if (f.align == 0) f.align = '<';
+    return out;
+  }
+
+  // An int (or a bool: True/False without a type) in base 2, 8, 10 or 16.
+  static std::optional<Formatted> FormatInt(const ConfigValue& v, FormatSpec& f) {
+    Formatted out;
+    if (v.AsBool() && f.type == 0) {
+      if (f.sign || f.alternate || f.grouping || f.precision >= 0) return std::nullopt;
+      out.body = *v.AsBool() ? "True" : "False";
+      if (f.align == 0) f.align = '<';
+      return out;
+    }
+    if (f.precision >= 0) return std::nullopt;
+    out.numeric = true;
+    const char type = f.type;
+    const int64_t x = IntOf(v);
+    uint64_t magnitude = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+    const int base = type == 'b' ? 2 : type == 'o' ? 8 : (type == 'x' || type == 'X') ? 16 : 10;
+    do {
+      const int d = static_cast<int>(magnitude % static_cast<uint64_t>(base));
+      out.body.insert(out.body.begin(), static_cast<char>(d < 10 ? '0' + d : (type == 'X' ? 'A' : 'a') + d - 10));
+      magnitude /= static_cast<uint64_t>(base);
+    } while (magnitude > 0);
+    if (f.grouping) {
+      if (f.grouping == ',' && base != 10) return std::nullopt;
+      out.body = Group(out.body, base == 10 ? 3 : 4, f.grouping);
+    }
+    out.prefix = x < 0 ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
+    if (f.alternate && base != 10) out.prefix += type == 'b' ? "0b" : type == 'o' ? "0o" : type == 'X' ? "0X" : "0x";
+    return out;
+  }
+
+  // A float (or an int under a float type) in the e, f, g or % notations, or as repr() without a
+  // type.
+  static std::optional<Formatted> FormatFloat(const ConfigValue& v, const FormatSpec& f) {
+    Formatted out;
+    out.numeric = true;
+    const char type = f.type;
+    double x = FloatOf(v);
+    std::string& body = out.body;
+    if (type == 0 && f.precision < 0) {
+      if (v.AsFloat()) {
+        body = PythonFloatRepr(std::fabs(x));
+      } else {
+        body = std::to_string(IntOf(v) < 0 ? -IntOf(v) : IntOf(v));
+      }
+      if (f.grouping) return std::nullopt;
+    } else if (!std::isfinite(x)) {
+      body = std::isnan(x) ? "nan" : "inf";
+      if (type == 'E' || type == 'F' || type == 'G') {
+        for (char& c : body) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      }
+      if (type == '%') body += "%";
+    } else {
+      if (type == 0 && IsIntLike(v)) return std::nullopt;  // int with a precision: an error in Python
+      const int p = f.precision < 0 ? 6 : f.precision;
+      const double ax = std::fabs(x) * (type == '%' ? 100.0 : 1.0);
+      char conversion = type == '%' ? 'f' : type == 0 ? 'g' : type;
+      std::string format = std::string("%") + (f.alternate ? "#" : "") + "." + std::to_string(p) + conversion;
+      char buffer[1200];
+      std::snprintf(buffer, sizeof(buffer), format.c_str(), ax);
+      body = buffer;
+      if (type == 0 && body.find_first_of(".eE") == std::string::npos) body += ".0";
+      if (type == 0 && p == 0) return std::nullopt;
+      if (type == '%') body += "%";
+      if (f.grouping) {
+        const size_t end = body.find_first_of(".eE%");
+        const std::string int_part = body.substr(0, end);
+        body = Group(int_part, 3, f.grouping) + (end == std::string::npos ? "" : body.substr(end));
+      }
+    }
+    out.prefix = std::signbit(x) && !std::isnan(x) ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
+    return out;
+  }
+
+  // The formatted value padded with the fill to the spec's width (numbers right-aligned by default).
+  static std::optional<std::string> Pad(const Formatted& formatted, FormatSpec& f) {
+    const std::string& prefix = formatted.prefix;
+    const std::string& body = formatted.body;
+    if (formatted.numeric && f.align == 0) f.align = '>';
     const size_t length = CodePointCount(prefix) + CodePointCount(body);
-    if (width <= length) return prefix + body;
-    const size_t pad = width - length;
+    if (f.width <= length) return prefix + body;
+    const size_t pad = f.width - length;
     auto repeat = [&](size_t n) {
       std::string out;
-      for (size_t k = 0; k < n; ++k) out += fill_text;
+      for (size_t k = 0; k < n; ++k) out += f.fill_text;
       return out;
     };
-    switch (align) {
+    switch (f.align) {
       case '<':
         return prefix + body + repeat(pad);
       case '^':
         return repeat(pad / 2) + prefix + body + repeat(pad - pad / 2);
       case '=':
-        if (!numeric) return std::nullopt;
-        if (grouping && fill_text == "0") return std::nullopt;  // Python groups the zero padding too
+        if (!formatted.numeric) return std::nullopt;
+        if (f.grouping && f.fill_text == "0") return std::nullopt;  // Python groups the zero padding too
         return prefix + repeat(pad) + body;
       default:
         return repeat(pad) + prefix + body;
@@ -2503,86 +2615,98 @@ class Evaluator {
       *target = std::move(*unknown);
       return;
     }
+    if (target->kind() == Kind::kList && args.keywords.empty() && MutateList(e, name, args, target)) return;
+    if (target->AsDict() && MutateDict(e, name, args, target)) return;
+    *target = Unknown(e, "a call of method '" + name + "'");
+  }
+
+  // list.append, extend, insert, pop, remove, clear, reverse; false for another call.
+  bool MutateList(const Expr& e, const std::string& name, Args& args, ConfigValue* target) {
     auto& pos = args.positional;
     const size_t n = pos.size();
-    if (target->kind() == Kind::kList && args.keywords.empty()) {
-      auto& items = std::get<ConfigList>(target->value).items;
-      if (name == "append" && n == 1) {
-        items.push_back(std::move(pos[0]));
-        return;
+    auto& items = std::get<ConfigList>(target->value).items;
+    if (name == "append" && n == 1) {
+      items.push_back(std::move(pos[0]));
+      return true;
+    }
+    if (name == "extend" && n == 1) {
+      if (pos[0].is_unknown()) {
+        *target = std::move(pos[0]);
+        return true;
       }
-      if (name == "extend" && n == 1) {
+      for (ConfigValue& item : Iterate(std::move(pos[0]), e)) items.push_back(std::move(item));
+      return true;
+    }
+    if (name == "insert" && n == 2 && IsIntLike(pos[0])) {
+      int64_t i = IntOf(pos[0]);
+      const auto size = static_cast<int64_t>(items.size());
+      if (i < 0) i = std::max<int64_t>(0, i + size);
+      i = std::min(i, size);
+      items.insert(items.begin() + i, std::move(pos[1]));
+      return true;
+    }
+    if (name == "pop" && n <= 1 && (n == 0 || IsIntLike(pos[0]))) {
+      if (items.empty()) Fail(e, "pop from empty list (Python raises IndexError)");
+      const size_t i = n == 0 ? items.size() - 1 : Index(IntOf(pos[0]), items.size(), e);
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
+    }
+    if (name == "remove" && n == 1) {
+      for (auto it = items.begin(); it != items.end(); ++it) {
+        if (Equal(*it, pos[0])) {
+          items.erase(it);
+          return true;
+        }
+      }
+      Fail(e, "list.remove(x): x not in list (Python raises ValueError)");
+    }
+    if (name == "clear" && n == 0) {
+      items.clear();
+      return true;
+    }
+    if (name == "reverse" && n == 0) {
+      std::reverse(items.begin(), items.end());
+      return true;
+    }
+    return false;
+  }
+
+  // dict.update, pop, setdefault, clear; false for another call.
+  bool MutateDict(const Expr& e, const std::string& name, Args& args, ConfigValue* target) {
+    auto& pos = args.positional;
+    const size_t n = pos.size();
+    auto* dict = std::get_if<ConfigDict>(&target->value);
+    PETRSIM_ASSERT(dict != nullptr);
+    if (name == "update" && n <= 1) {
+      if (n == 1) {
         if (pos[0].is_unknown()) {
           *target = std::move(pos[0]);
-          return;
+          return true;
         }
-        for (ConfigValue& item : Iterate(std::move(pos[0]), e)) items.push_back(std::move(item));
-        return;
-      }
-      if (name == "insert" && n == 2 && IsIntLike(pos[0])) {
-        int64_t i = IntOf(pos[0]);
-        const auto size = static_cast<int64_t>(items.size());
-        if (i < 0) i = std::max<int64_t>(0, i + size);
-        i = std::min(i, size);
-        items.insert(items.begin() + i, std::move(pos[1]));
-        return;
-      }
-      if (name == "pop" && n <= 1 && (n == 0 || IsIntLike(pos[0]))) {
-        if (items.empty()) Fail(e, "pop from empty list (Python raises IndexError)");
-        const size_t i = n == 0 ? items.size() - 1 : Index(IntOf(pos[0]), items.size(), e);
-        items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
-        return;
-      }
-      if (name == "remove" && n == 1) {
-        for (auto it = items.begin(); it != items.end(); ++it) {
-          if (Equal(*it, pos[0])) {
-            items.erase(it);
-            return;
-          }
+        if (!pos[0].AsDict()) {
+          *target = Unknown(e, "a call of method 'update' with pairs");
+          return true;
         }
-        Fail(e, "list.remove(x): x not in list (Python raises ValueError)");
+        for (auto& entry : std::get<ConfigDict>(pos[0].value).entries) dict->Set(entry.key, std::move(entry.value));
       }
-      if (name == "clear" && n == 0) {
-        items.clear();
-        return;
-      }
-      if (name == "reverse" && n == 0) {
-        std::reverse(items.begin(), items.end());
-        return;
-      }
+      for (auto& [key, value] : args.keywords) dict->Set(key, std::move(value));
+      return true;
     }
-    if (auto* dict = std::get_if<ConfigDict>(&target->value)) {
-      if (name == "update" && n <= 1) {
-        if (n == 1) {
-          if (pos[0].is_unknown()) {
-            *target = std::move(pos[0]);
-            return;
-          }
-          if (!pos[0].AsDict()) {
-            *target = Unknown(e, "a call of method 'update' with pairs");
-            return;
-          }
-          for (auto& entry : std::get<ConfigDict>(pos[0].value).entries) dict->Set(entry.key, std::move(entry.value));
-        }
-        for (auto& [key, value] : args.keywords) dict->Set(key, std::move(value));
-        return;
+    if ((name == "pop" || name == "setdefault") && (n == 1 || n == 2) && args.keywords.empty() &&
+        (pos[0].AsString() || IsIntLike(pos[0]))) {
+      const std::string key = DictKey(pos[0], e);
+      if (name == "pop") {
+        if (!dict->Erase(key) && n == 1) Fail(e, "KeyError: " + pos[0].Repr() + " (the dict has no such key)");
+      } else if (dict->Get(key) == nullptr) {
+        dict->Set(key, n == 2 ? std::move(pos[1]) : Make(std::monostate{}, e));
       }
-      if ((name == "pop" || name == "setdefault") && (n == 1 || n == 2) && args.keywords.empty() &&
-          (pos[0].AsString() || IsIntLike(pos[0]))) {
-        const std::string key = DictKey(pos[0], e);
-        if (name == "pop") {
-          if (!dict->Erase(key) && n == 1) Fail(e, "KeyError: " + pos[0].Repr() + " (the dict has no such key)");
-        } else if (dict->Get(key) == nullptr) {
-          dict->Set(key, n == 2 ? std::move(pos[1]) : Make(std::monostate{}, e));
-        }
-        return;
-      }
-      if (name == "clear" && n == 0) {
-        dict->entries.clear();
-        return;
-      }
+      return true;
     }
-    *target = Unknown(e, "a call of method '" + name + "'");
+    if (name == "clear" && n == 0) {
+      dict->entries.clear();
+      return true;
+    }
+    return false;
   }
 
   const Module& module_;

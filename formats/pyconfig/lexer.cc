@@ -10,6 +10,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "formats/pyconfig/limits.h"
 
@@ -148,30 +149,10 @@ class Lexer {
     bool logical_start = true;
     while (true) {
       if (logical_start && open_.empty()) {
-        size_t p = pos_;
-        int width = 0;
-        while (p < s_.size() && (s_[p] == ' ' || s_[p] == '\t' || s_[p] == '\f')) {
-          width = s_[p] == ' ' ? width + 1 : s_[p] == '\t' ? (width / 8 + 1) * 8 : 0;
-          ++p;
-        }
-        size_t newline = 0;
-        if (p >= s_.size()) {
-          pos_ = p;
-          break;
-        }
-        if (s_[p] == '#') {
-          pos_ = p;
-          SkipComment();
-          continue;
-        }
-        if (IsNewlineAt(s_, p, &newline)) {
-          pos_ = p + newline;
-          NewLine();
-          continue;
-        }
-        pos_ = p;
+        const LineStart start = StartLogicalLine();
+        if (start == LineStart::kEnd) break;
+        if (start == LineStart::kBlank) continue;
         logical_start = false;
-        if (indentation_) Indent(width);
       }
       if (pos_ >= s_.size()) break;
       const char c = s_[pos_];
@@ -216,6 +197,48 @@ class Lexer {
         LexOperator();
       }
     }
+    return Finish();
+  }
+
+ private:
+  struct Open {
+    char c;
+    int line;
+    int col;
+  };
+  enum class LineStart { kEnd, kBlank, kToken };
+
+  // At the start of a logical line outside brackets: reads its indentation (INDENT/DEDENT), or
+  // skips the line when it holds only a comment or nothing; kEnd at the end of the text.
+  LineStart StartLogicalLine() {
+    size_t p = pos_;
+    int width = 0;
+    while (p < s_.size() && (s_[p] == ' ' || s_[p] == '\t' || s_[p] == '\f')) {
+      width = s_[p] == ' ' ? width + 1 : s_[p] == '\t' ? (width / 8 + 1) * 8 : 0;
+      ++p;
+    }
+    size_t newline = 0;
+    if (p >= s_.size()) {
+      pos_ = p;
+      return LineStart::kEnd;
+    }
+    if (s_[p] == '#') {
+      pos_ = p;
+      SkipComment();
+      return LineStart::kBlank;
+    }
+    if (IsNewlineAt(s_, p, &newline)) {
+      pos_ = p + newline;
+      NewLine();
+      return LineStart::kBlank;
+    }
+    pos_ = p;
+    if (indentation_) Indent(width);
+    return LineStart::kToken;
+  }
+
+  // At the end of the text: no bracket left open, then the last NEWLINE, DEDENTs and END.
+  Lexed Finish() {
     if (!open_.empty()) {
       const Open& open = open_.back();
       Fail(open.line, open.col,
@@ -230,15 +253,11 @@ class Lexer {
       out_.push_back(Make(Token::Kind::kDedent, Col()));
     }
     out_.push_back(Make(Token::Kind::kEnd, Col()));
+    // Python's indentation stack keeps its bottom level 0 (every INDENT has had its DEDENT).
+    PETRSIM_ASSERT(indents_.size() == 1);
+    PETRSIM_ASSERT(indents_.front() == 0);
     return Lexed{std::move(out_), std::move(strings_)};
   }
-
- private:
-  struct Open {
-    char c;
-    int line;
-    int col;
-  };
 
   [[noreturn]] void Fail(int line, int col, const std::string& message) const {
     throw ScenarioError(Location(path_, line, col) + ": " + message);
@@ -428,106 +447,9 @@ class Lexer {
         ++pos_;
         continue;
       }
-      // A backslash.
-      if (pos_ + 1 >= s_.size()) {
-        ++pos_;
-        continue;  // the end of the file: unterminated, above
-      }
-      const char e = s_[pos_ + 1];
-      if (IsNewlineAt(s_, pos_ + 1, &newline)) {
-        if (raw) out += "\\\n";
-        pos_ += 1 + newline;
-        NewLine();
-        continue;
-      }
-      if (raw) {
-        out += '\\';
-        out += e;
-        pos_ += 2;
-        continue;
-      }
-      const int escape_col = Col();
-      pos_ += 2;
-      switch (e) {
-        case '\\':
-        case '\'':
-        case '"':
-          out += e;
-          break;
-        case 'a':
-          out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'v':
-          out += '\v';
-          break;
-        case 'x':
-        case 'u':
-        case 'U': {
-          const int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-          uint32_t cp = 0;
-          for (int k = 0; k < digits; ++k) {
-            const int h = pos_ < s_.size() ? HexValue(s_[pos_]) : -1;
-            if (h < 0) {
-              Fail(line_, escape_col,
-                   std::string("truncated \\") + e + " escape (expected " + std::to_string(digits) + " hex digits)");
-            }
-            cp = cp * 16 + static_cast<uint32_t>(h);
-            ++pos_;
-          }
-          if (cp > 0x10FFFF) Fail(line_, escape_col, "illegal Unicode character in a \\U escape");
-          if (cp >= 0xD800 && cp <= 0xDFFF) {
-            Fail(line_, escape_col, "a surrogate code point escape (petrsim reads strings as UTF-8)");
-          }
-          AppendUtf8(cp, &out);
-          break;
-        }
-        case 'N':
-          Unsupported(line_, escape_col, "a \\N{...} escape (a named Unicode character)");
-        default:
-          if (e >= '0' && e <= '7') {
-            uint32_t cp = static_cast<uint32_t>(e - '0');
-            for (int k = 0; k < 2 && pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '7'; ++k) {
-              cp = cp * 8 + static_cast<uint32_t>(s_[pos_] - '0');
-              ++pos_;
-            }
-            AppendUtf8(cp, &out);
-          } else {
-            out += '\\';  // Python keeps an unknown escape as it is
-            --pos_;       // the escaped character is read again as an ordinary one
-          }
-      }
+      Backslash(raw, &out);
     }
-    if (base_refs_) {
-      // mmcv replaces `{{_base_.x}}` by a quoted placeholder even inside a string, where it is
-      // never substituted again: refuse it.
-      const std::string_view source = s_.substr(body, pos_ - body);
-      for (size_t at = source.find("{{"); at != std::string_view::npos; at = source.find("{{", at + 1)) {
-        size_t end = 0;
-        std::string variable;
-        if (MatchBraces(source, at, true, &end, &variable)) {
-          Fail(line, col,
-               "{{_base_." + variable +
-                   "}} inside a string literal: mmcv substitutes a base's variable only as a whole value (write "
-                   "name = {{_base_." +
-                   variable + "}} without quotes)");
-        }
-      }
-    }
+    if (base_refs_) RefuseBaseRefs(s_.substr(body, pos_ - body), line, col);
     Token t;
     t.kind = Token::Kind::kString;
     t.line = line;
@@ -535,6 +457,115 @@ class Lexer {
     t.str = static_cast<uint32_t>(strings_.size());
     strings_.push_back(std::move(out));
     out_.push_back(std::move(t));
+  }
+
+  // At a backslash in a string: a line continuation, a raw string's backslash (kept) or an escape.
+  void Backslash(bool raw, std::string* out) {
+    size_t newline = 0;
+    if (pos_ + 1 >= s_.size()) {
+      ++pos_;
+      return;  // the end of the file: unterminated, in LexString
+    }
+    const char e = s_[pos_ + 1];
+    if (IsNewlineAt(s_, pos_ + 1, &newline)) {
+      if (raw) *out += "\\\n";
+      pos_ += 1 + newline;
+      NewLine();
+      return;
+    }
+    if (raw) {
+      *out += '\\';
+      *out += e;
+      pos_ += 2;
+      return;
+    }
+    const int escape_col = Col();
+    pos_ += 2;
+    Escape(e, escape_col, out);
+  }
+
+  // The escape `\e` of a string that is not raw (its backslash and `e` already read, at
+  // `escape_col`), appended to `out`.
+  void Escape(char e, int escape_col, std::string* out) {
+    switch (e) {
+      case '\\':
+      case '\'':
+      case '"':
+        *out += e;
+        break;
+      case 'a':
+        *out += '\a';
+        break;
+      case 'b':
+        *out += '\b';
+        break;
+      case 'f':
+        *out += '\f';
+        break;
+      case 'n':
+        *out += '\n';
+        break;
+      case 'r':
+        *out += '\r';
+        break;
+      case 't':
+        *out += '\t';
+        break;
+      case 'v':
+        *out += '\v';
+        break;
+      case 'x':
+      case 'u':
+      case 'U': {
+        const int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+        uint32_t cp = 0;
+        for (int k = 0; k < digits; ++k) {
+          const int h = pos_ < s_.size() ? HexValue(s_[pos_]) : -1;
+          if (h < 0) {
+            Fail(line_, escape_col,
+                 std::string("truncated \\") + e + " escape (expected " + std::to_string(digits) + " hex digits)");
+          }
+          cp = cp * 16 + static_cast<uint32_t>(h);
+          ++pos_;
+        }
+        if (cp > 0x10FFFF) Fail(line_, escape_col, "illegal Unicode character in a \\U escape");
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+          Fail(line_, escape_col, "a surrogate code point escape (petrsim reads strings as UTF-8)");
+        }
+        AppendUtf8(cp, out);
+        break;
+      }
+      case 'N':
+        Unsupported(line_, escape_col, "a \\N{...} escape (a named Unicode character)");
+      default:
+        if (e >= '0' && e <= '7') {
+          uint32_t cp = static_cast<uint32_t>(e - '0');
+          for (int k = 0; k < 2 && pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '7'; ++k) {
+            cp = cp * 8 + static_cast<uint32_t>(s_[pos_] - '0');
+            ++pos_;
+          }
+          AppendUtf8(cp, out);
+        } else {
+          *out += '\\';  // Python keeps an unknown escape as it is
+          --pos_;        // the escaped character is read again as an ordinary one
+        }
+    }
+  }
+
+  // mmcv replaces `{{_base_.x}}` by a quoted placeholder even inside a string, where it is never
+  // substituted again: refuse it in a string's `source`.
+  void RefuseBaseRefs(std::string_view source, int line, int col) const {
+    for (size_t at = source.find("{{"); at != std::string_view::npos; at = source.find("{{", at + 1)) {
+      size_t end = 0;
+      std::string variable;
+      if (MatchBraces(source, at, true, &end, &variable)) {
+        Fail(line, col,
+             "{{_base_." + variable +
+                 "}} inside a string literal: mmcv substitutes a base's variable only as a whole value (write "
+                 "name = {{_base_." +
+                 variable + "}} without quotes)");
+      }
+    }
   }
 
   // Digits of `base` with single underscores between them; appends them (without underscores).
@@ -557,93 +588,110 @@ class Lexer {
     const int col = Col();
     const size_t start = pos_;
     Token t = Make(Token::Kind::kInt, col);
-    auto invalid = [&]() {
-      Fail(line_, col, "invalid number literal '" + std::string(s_.substr(start, pos_ + 1 - start)) + "'");
-    };
     if (s_[pos_] == '0' && pos_ + 1 < s_.size() && s_[pos_ + 1] != '\0' &&
         std::strchr("xXoObB", s_[pos_ + 1]) != nullptr) {
-      const char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(s_[pos_ + 1])));
-      const int base = kind == 'x' ? 16 : kind == 'o' ? 8 : 2;
-      pos_ += 2;
-      if (pos_ < s_.size() && s_[pos_] == '_') ++pos_;  // 0x_ff is valid
-      std::string digits;
-      ReadDigits(base, &digits);
-      if (digits.empty()) invalid();
-      uint64_t value = 0;
-      for (const char d : digits) {
-        const auto v = static_cast<uint64_t>(HexValue(d));
-        if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - v) / static_cast<uint64_t>(base)) {
-          Fail(line_, col, "integer literal too large (petrsim reads 64-bit integers)");
-        }
-        value = value * static_cast<uint64_t>(base) + v;
-      }
-      t.int_value = static_cast<int64_t>(value);
-    } else {
-      std::string int_part;
-      ReadDigits(10, &int_part);
-      std::string text = int_part;
-      bool is_float = false;
-      if (pos_ < s_.size() && s_[pos_] == '.') {
-        is_float = true;
-        ++pos_;
-        text += '.';
-        std::string fraction;
-        ReadDigits(10, &fraction);
-        text += fraction;
-      }
-      if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-        size_t q = pos_ + 1;
-        if (q < s_.size() && (s_[q] == '+' || s_[q] == '-')) ++q;
-        if (q < s_.size() && std::isdigit(static_cast<unsigned char>(s_[q]))) {
-          is_float = true;
-          text += 'e';
-          if (s_[pos_ + 1] == '-') text += '-';
-          pos_ = q;
-          std::string exponent;
-          ReadDigits(10, &exponent);
-          text += exponent;
-        }
-      }
-      if (pos_ < s_.size() && (s_[pos_] == 'j' || s_[pos_] == 'J')) {
-        ++pos_;  // an imaginary literal: the parser reads it, the evaluator does not
-        t.kind = Token::Kind::kFloat;
-        t.float_value = 0;
-        t.text = std::string(s_.substr(start, pos_ - start));
-        if (pos_ < s_.size() && IsIdentChar(s_[pos_])) invalid();
-        out_.push_back(std::move(t));
-        return;
-      }
-      if (is_float) {
-        t.kind = Token::Kind::kFloat;
-        if (text[0] == '.') text.insert(text.begin(), '0');
-        double value = 0;
-        const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (result.ec == std::errc::result_out_of_range) {
-          value = std::strtod(text.c_str(), nullptr);  // Python: inf, or 0.0 for a tiny one
-        } else if (result.ec != std::errc() || result.ptr != text.data() + text.size()) {
-          invalid();
-        }
-        t.float_value = value;
-      } else {
-        if (int_part.size() > 1 && int_part[0] == '0' && int_part.find_first_not_of('0') != std::string::npos) {
-          Fail(line_, col,
-               "leading zeros in a decimal integer literal are not permitted (Python syntax; an octal number is "
-               "written 0o17)");
-        }
-        uint64_t value = 0;
-        for (const char d : int_part) {
-          const auto v = static_cast<uint64_t>(d - '0');
-          if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - v) / 10) {
-            Fail(line_, col, "integer literal too large (petrsim reads 64-bit integers)");
-          }
-          value = value * 10 + v;
-        }
-        t.int_value = static_cast<int64_t>(value);
-      }
+      t.int_value = PrefixedInt(start, col);
+    } else if (LexDecimal(start, col, &t)) {
+      return;  // an imaginary literal, already out
     }
-    if (pos_ < s_.size() && (IsIdentChar(s_[pos_]) || s_[pos_] == '_')) invalid();
+    if (pos_ < s_.size() && (IsIdentChar(s_[pos_]) || s_[pos_] == '_')) InvalidNumber(start, col);
     t.text = std::string(s_.substr(start, pos_ - start));
     out_.push_back(std::move(t));
+  }
+
+  [[noreturn]] void InvalidNumber(size_t start, int col) const {
+    Fail(line_, col, "invalid number literal '" + std::string(s_.substr(start, pos_ + 1 - start)) + "'");
+  }
+
+  // 0x.., 0o.., 0b..: at the 0 of its prefix.
+  int64_t PrefixedInt(size_t start, int col) {
+    const char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(s_[pos_ + 1])));
+    const int base = kind == 'x' ? 16 : kind == 'o' ? 8 : 2;
+    pos_ += 2;
+    if (pos_ < s_.size() && s_[pos_] == '_') ++pos_;  // 0x_ff is valid
+    std::string digits;
+    ReadDigits(base, &digits);
+    if (digits.empty()) InvalidNumber(start, col);
+    uint64_t value = 0;
+    for (const char d : digits) {
+      const auto v = static_cast<uint64_t>(HexValue(d));
+      if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - v) / static_cast<uint64_t>(base)) {
+        Fail(line_, col, "integer literal too large (petrsim reads 64-bit integers)");
+      }
+      value = value * static_cast<uint64_t>(base) + v;
+    }
+    return static_cast<int64_t>(value);
+  }
+
+  // A decimal int, a float or an imaginary literal into `t`; true when it was imaginary (then
+  // `t` is out, with its text).
+  bool LexDecimal(size_t start, int col, Token* t) {
+    std::string int_part;
+    ReadDigits(10, &int_part);
+    std::string text = int_part;
+    bool is_float = false;
+    if (pos_ < s_.size() && s_[pos_] == '.') {
+      is_float = true;
+      ++pos_;
+      text += '.';
+      std::string fraction;
+      ReadDigits(10, &fraction);
+      text += fraction;
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      size_t q = pos_ + 1;
+      if (q < s_.size() && (s_[q] == '+' || s_[q] == '-')) ++q;
+      if (q < s_.size() && std::isdigit(static_cast<unsigned char>(s_[q]))) {
+        is_float = true;
+        text += 'e';
+        if (s_[pos_ + 1] == '-') text += '-';
+        pos_ = q;
+        std::string exponent;
+        ReadDigits(10, &exponent);
+        text += exponent;
+      }
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'j' || s_[pos_] == 'J')) {
+      ++pos_;  // an imaginary literal: the parser reads it, the evaluator does not
+      t->kind = Token::Kind::kFloat;
+      t->float_value = 0;
+      t->text = std::string(s_.substr(start, pos_ - start));
+      if (pos_ < s_.size() && IsIdentChar(s_[pos_])) InvalidNumber(start, col);
+      out_.push_back(std::move(*t));
+      return true;
+    }
+    if (is_float) {
+      t->kind = Token::Kind::kFloat;
+      if (text[0] == '.') text.insert(text.begin(), '0');
+      double value = 0;
+      const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (result.ec == std::errc::result_out_of_range) {
+        value = std::strtod(text.c_str(), nullptr);  // Python: inf, or 0.0 for a tiny one
+      } else if (result.ec != std::errc() || result.ptr != text.data() + text.size()) {
+        InvalidNumber(start, col);
+      }
+      t->float_value = value;
+    } else {
+      t->int_value = DecimalInt(int_part, col);
+    }
+    return false;
+  }
+
+  int64_t DecimalInt(const std::string& int_part, int col) const {
+    if (int_part.size() > 1 && int_part[0] == '0' && int_part.find_first_not_of('0') != std::string::npos) {
+      Fail(line_, col,
+           "leading zeros in a decimal integer literal are not permitted (Python syntax; an octal number is "
+           "written 0o17)");
+    }
+    uint64_t value = 0;
+    for (const char d : int_part) {
+      const auto v = static_cast<uint64_t>(d - '0');
+      if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - v) / 10) {
+        Fail(line_, col, "integer literal too large (petrsim reads 64-bit integers)");
+      }
+      value = value * 10 + v;
+    }
+    return static_cast<int64_t>(value);
   }
 
   void LexOperator() {

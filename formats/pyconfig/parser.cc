@@ -472,68 +472,79 @@ class Parser {
   StmtPtr SimpleStatement() {
     const Token& t = Tok();
     if (t.kind == TK::kName) {
-      const std::string& w = t.text;
-      if (w == "pass" || w == "break" || w == "continue") {
-        Advance();
-        return SNode(w == "pass" ? StmtKind::kPass : w == "break" ? StmtKind::kBreak : StmtKind::kContinue, t);
-      }
-      if (w == "return") {
-        StmtPtr s = SNode(StmtKind::kReturn, t);
-        Advance();
-        if (!AtStatementEnd()) s->value = TestListStarExpr();
-        return s;
-      }
-      if (w == "import") return Import();
-      if (w == "from") return ImportFrom();
-      if (w == "raise") {
-        StmtPtr s = SNode(StmtKind::kRaise, t);
-        Advance();
-        if (!AtStatementEnd()) {
-          s->value = Test();
-          if (AtName("from")) {
-            Advance();
-            s->cause = Test();
-          }
-        }
-        return s;
-      }
-      if (w == "assert") {
-        StmtPtr s = SNode(StmtKind::kAssert, t);
-        Advance();
-        s->test = Test();
-        if (AtOp(",")) {
-          Advance();
-          s->value = Test();
-        }
-        return s;
-      }
-      if (w == "del") {
-        StmtPtr s = SNode(StmtKind::kDelete, t);
-        Advance();
-        while (true) {
-          s->targets.push_back(Target());
-          CheckTarget(*s->targets.back(), "a del statement's target");
-          if (!AtOp(",")) break;
-          Advance();
-          if (AtStatementEnd()) break;
-        }
-        return s;
-      }
-      if (w == "global" || w == "nonlocal") {
-        StmtPtr s = SNode(w == "global" ? StmtKind::kGlobal : StmtKind::kNonlocal, t);
-        Advance();
-        s->identifiers.push_back(ExpectName("a name after '" + w + "'"));
-        while (AtOp(",")) {
-          Advance();
-          s->identifiers.push_back(ExpectName("a name after ','"));
-        }
-        return s;
-      }
-      static const std::unordered_set<std::string> kCompound = {"if",     "elif",    "else", "while", "for",  "try",
-                                                                "except", "finally", "with", "def",   "class"};
-      if (kCompound.count(w) > 0) FailExpected(t, "a statement");
+      if (StmtPtr s = KeywordStatement(t)) return s;
     }
-    // An expression statement or an assignment.
+    return ExpressionStatement(t);
+  }
+
+  // A simple statement that starts with its keyword (at `t`, a name); nullptr when `t` is no such
+  // keyword.
+  StmtPtr KeywordStatement(const Token& t) {
+    const std::string& w = t.text;
+    if (w == "pass" || w == "break" || w == "continue") {
+      Advance();
+      return SNode(w == "pass" ? StmtKind::kPass : w == "break" ? StmtKind::kBreak : StmtKind::kContinue, t);
+    }
+    if (w == "return") {
+      StmtPtr s = SNode(StmtKind::kReturn, t);
+      Advance();
+      if (!AtStatementEnd()) s->value = TestListStarExpr();
+      return s;
+    }
+    if (w == "import") return Import();
+    if (w == "from") return ImportFrom();
+    if (w == "raise") {
+      StmtPtr s = SNode(StmtKind::kRaise, t);
+      Advance();
+      if (!AtStatementEnd()) {
+        s->value = Test();
+        if (AtName("from")) {
+          Advance();
+          s->cause = Test();
+        }
+      }
+      return s;
+    }
+    if (w == "assert") {
+      StmtPtr s = SNode(StmtKind::kAssert, t);
+      Advance();
+      s->test = Test();
+      if (AtOp(",")) {
+        Advance();
+        s->value = Test();
+      }
+      return s;
+    }
+    if (w == "del") {
+      StmtPtr s = SNode(StmtKind::kDelete, t);
+      Advance();
+      while (true) {
+        s->targets.push_back(Target());
+        CheckTarget(*s->targets.back(), "a del statement's target");
+        if (!AtOp(",")) break;
+        Advance();
+        if (AtStatementEnd()) break;
+      }
+      return s;
+    }
+    if (w == "global" || w == "nonlocal") {
+      StmtPtr s = SNode(w == "global" ? StmtKind::kGlobal : StmtKind::kNonlocal, t);
+      Advance();
+      s->identifiers.push_back(ExpectName("a name after '" + w + "'"));
+      while (AtOp(",")) {
+        Advance();
+        s->identifiers.push_back(ExpectName("a name after ','"));
+      }
+      return s;
+    }
+    static const std::unordered_set<std::string> kCompound = {"if",     "elif",    "else", "while", "for",  "try",
+                                                              "except", "finally", "with", "def",   "class"};
+    if (kCompound.count(w) > 0) FailExpected(t, "a statement");
+    return nullptr;
+  }
+
+  // An expression statement or an assignment (plain, annotated or augmented), starting at `t`.
+  StmtPtr ExpressionStatement(const Token& t) {
     ExprPtr first = AtName("yield") ? Yield() : TestListStarExpr();
     if (AtOp("=")) {
       StmtPtr s = SNode(StmtKind::kAssign, t);

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "formats/torch_logs/log_file.h"
 #include "scenario/torch_version.h"
@@ -317,23 +318,7 @@ class LogParser {
     if (rest.find("Epoch") != string_view::npos || rest.find("Iter") != string_view::npos) {
       if (Iteration(number, p)) return;
     }
-    if (const size_t at = rest.find("Set random seed to "); at != string_view::npos) {
-      size_t pos = at + 19;
-      bool negative = pos < rest.size() && rest[pos] == '-';
-      if (negative) ++pos;
-      uint64_t seed = 0;
-      if (!ConsumeUint(rest, pos, seed)) return;
-      const int64_t value = negative ? -static_cast<int64_t>(seed) : static_cast<int64_t>(seed);
-      if (log_.seed && *log_.seed != value) {
-        throw ScenarioError(fmt::format(
-            "{}: `Set random seed to {}`, but {} set the seed to {}: lines of two different jobs (or two runs) are "
-            "mixed in the log; give petrsim one run's log",
-            At(number), value, seed_at_, *log_.seed));
-      }
-      log_.seed = value;
-      seed_at_ = At(number);
-      return;
-    }
+    if (rest.find("Set random seed to ") != string_view::npos) return Seed(number, rest);
     if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) {
       if (const auto n = UintAfter(rest, "gpu_ids = range(0, ", at)) {
         SetWorldSize(*n, fmt::format("gpu_ids = range(0, {}) ({})", *n, At(number)));
@@ -364,19 +349,41 @@ class LogParser {
       return;
     }
     if (const size_t at = rest.find("exitcode"); at != string_view::npos && summary_rank_) {
-      const string_view t = Trim(rest.substr(at + 8));
-      size_t pos = t.find(':');
-      if (pos == string_view::npos) return;
-      ++pos;
-      while (pos < t.size() && t[pos] == ' ') ++pos;
-      const bool negative = pos < t.size() && t[pos] == '-';
-      if (negative) ++pos;
-      uint64_t code = 0;
-      if (ConsumeUint(t, pos, code)) {
-        Rank(*summary_rank_).exit_code = negative ? -static_cast<int64_t>(code) : static_cast<int64_t>(code);
-      }
-      summary_rank_.reset();
+      ExitCode(rest.substr(at + 8));
     }
+  }
+
+  // `Set random seed to S` (the line's first): one seed per job.
+  void Seed(uint64_t number, string_view rest) {
+    const std::optional<LoggedSeed> seed = FindLoggedSeed(rest);
+    if (!seed) return;
+    PETRSIM_ASSERT(seed->line == 1);  // `rest` is one line
+    const int64_t value = seed->seed;
+    if (log_.seed && *log_.seed != value) {
+      throw ScenarioError(fmt::format(
+          "{}: `Set random seed to {}`, but {} set the seed to {}: lines of two different jobs (or two runs) are "
+          "mixed in the log; give petrsim one run's log",
+          At(number), value, seed_at_, *log_.seed));
+    }
+    log_.seed = value;
+    seed_at_ = At(number);
+  }
+
+  // torchrun's summary `exitcode  : -6 (pid: ...)` (`after`: what follows "exitcode") of the rank the
+  // summary's line before named.
+  void ExitCode(string_view after) {
+    const string_view t = Trim(after);
+    size_t pos = t.find(':');
+    if (pos == string_view::npos) return;
+    ++pos;
+    while (pos < t.size() && t[pos] == ' ') ++pos;
+    const bool negative = pos < t.size() && t[pos] == '-';
+    if (negative) ++pos;
+    uint64_t code = 0;
+    if (ConsumeUint(t, pos, code)) {
+      Rank(*summary_rank_).exit_code = negative ? -static_cast<int64_t>(code) : static_cast<int64_t>(code);
+    }
+    summary_rank_.reset();
   }
 
   void SetWorldSize(uint64_t n, std::string from) {
@@ -542,11 +549,9 @@ class LogParser {
     rank.timeouts.push_back(std::move(t));
   }
 
-  // `Epoch [e][i/n]`, `Epoch(train) [e][i/n]`, `Iter [i/n]`, `Iter(train) [i/n]` (mmengine pads with spaces).
-  bool Iteration(uint64_t number, const Prefixed& p) {
-    const string_view rest = p.rest;
-    LogIteration it;
-    size_t pos = string_view::npos;
+  // `Epoch [e][i/n]`, `Epoch(train) [e][i/n]`, `Iter [i/n]`, `Iter(train) [i/n]` (mmengine pads with spaces): the
+  // first of them in `rest` into `it`, and where it ends (npos when there is none).
+  static size_t IterationMarker(string_view rest, LogIteration& it) {
     for (const bool by_epoch : {true, false}) {
       const string_view key = by_epoch ? "Epoch" : "Iter";
       for (size_t at = rest.find(key); at != string_view::npos; at = rest.find(key, at + 1)) {
@@ -575,12 +580,22 @@ class LogParser {
         it.inner = b;
         it.of = c;
         it.done = by_epoch ? (a - 1) * c + b : b;
-        pos = q;
-        break;
+        return q;
       }
-      if (pos != string_view::npos) break;
     }
+    return string_view::npos;
+  }
+
+  // An iteration line: the job's and its rank's last iteration, and the logging interval.
+  bool Iteration(uint64_t number, const Prefixed& p) {
+    const string_view rest = p.rest;
+    LogIteration it;
+    const size_t pos = IterationMarker(rest, it);
     if (pos == string_view::npos) return false;
+    // The grammar takes only [i/n] with 0 < n and i <= n, and epochs from 1.
+    PETRSIM_ASSERT(it.of > 0);
+    PETRSIM_ASSERT(it.inner <= it.of);
+    if (it.by_epoch) PETRSIM_ASSERT(it.epoch.value_or(0) >= 1);
     const string_view tail = rest.substr(pos);
     it.time_s = DoubleAfter(tail, " time: ");
     if (!it.time_s) it.time_s = DoubleAfter(tail, "\ttime: ");
@@ -606,6 +621,8 @@ class LogParser {
         if (!(it.by_epoch && prev.epoch && it.epoch && *it.epoch != *prev.epoch)) min_step_ = it.done - prev.done;
       }
     }
+    // A log never goes back (refused above): the job's last iteration is the furthest.
+    if (log_.last_iteration) PETRSIM_ASSERT(it.done >= log_.last_iteration->done);
     log_.last_iteration = it;
     // mmcv and mmengine log from rank 0 only: an iteration line of no other rank is rank 0's.
     Rank(RankOf(p, std::nullopt).value_or(0)).last_iteration = it;
@@ -769,7 +786,10 @@ bool IsTrainingLogPath(const std::string& path) {
   return false;
 }
 
-TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
+namespace {
+
+// The files PATHS name: files as they are, directories searched for log names (sorted).
+std::vector<FileContext> ListLogFiles(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   std::vector<FileContext> files;
   for (const std::string& path : paths) {
@@ -793,6 +813,41 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
       files.push_back(FileContext{path, std::nullopt, false});
     }
   }
+  return files;
+}
+
+// The environment block's `PyTorch: X` of one file: the first file's is used, another noted.
+void ReadTorchVersion(TrainingLog& log, string_view text, const std::string& path) {
+  if (const auto logged = FindLoggedTorchVersion(text)) {
+    const std::string from = fmt::format("{}:{}", path, logged->line);
+    if (log.torch_version.empty()) {
+      log.torch_version = logged->text;
+      log.torch_version_from = from;
+    } else if (logged->text != log.torch_version) {
+      log.notes.push_back(fmt::format("{} says PyTorch {}, {} PyTorch {}: the first is used", from, logged->text,
+                                      log.torch_version_from, log.torch_version));
+    }
+  }
+}
+
+// What was read, checked against how it was read: no rank counted more lines than the log has,
+// none logged an iteration past the job's last one, and a world size is never 0.
+void CheckReadLog(const TrainingLog& log) {
+  uint64_t rank_lines = 0;
+  for (const auto& [r, rank] : log.ranks) {
+    rank_lines += rank.lines;
+    if (rank.last_iteration) PETRSIM_ASSERT(log.last_iteration.has_value());
+    if (rank.last_iteration && log.last_iteration)
+      PETRSIM_ASSERT(rank.last_iteration->done <= log.last_iteration->done);
+  }
+  PETRSIM_ASSERT(rank_lines <= log.lines);
+  if (log.world_size) PETRSIM_ASSERT(*log.world_size >= 1);
+}
+
+}  // namespace
+
+TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
+  std::vector<FileContext> files = ListLogFiles(paths);
   // A file's own rank counts only when every file has one (one file a rank, or stdout and stderr a rank).
   bool all_ranked = files.size() > 1;
   for (FileContext& f : files) {
@@ -823,16 +878,7 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
     log.files.push_back(f.path);
     log.bytes += text.size();
     parser.ParseFile(f, text);
-    if (const auto logged = FindLoggedTorchVersion(text)) {
-      const std::string from = fmt::format("{}:{}", f.path, logged->line);
-      if (log.torch_version.empty()) {
-        log.torch_version = logged->text;
-        log.torch_version_from = from;
-      } else if (logged->text != log.torch_version) {
-        log.notes.push_back(fmt::format("{} says PyTorch {}, {} PyTorch {}: the first is used", from, logged->text,
-                                        log.torch_version_from, log.torch_version));
-      }
-    }
+    ReadTorchVersion(log, text, f.path);
     if (f.rank) log.ranks[*f.rank].rank = *f.rank;
     if (f.rank && log.ranks[*f.rank].source.empty()) log.ranks[*f.rank].source = f.path;
   }
@@ -861,7 +907,22 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
         first_line.empty() ? std::string("it holds only whitespace")
                            : fmt::format("it starts with \"{}\"", first_line)));
   }
+  CheckReadLog(log);
   return log;
+}
+
+std::optional<LoggedSeed> FindLoggedSeed(std::string_view text) {
+  const size_t at = text.find("Set random seed to ");
+  if (at == string_view::npos) return std::nullopt;
+  size_t pos = at + 19;
+  LoggedSeed out;
+  out.negative = pos < text.size() && text[pos] == '-';
+  if (out.negative) ++pos;
+  uint64_t seed = 0;
+  if (!ConsumeUint(text, pos, seed)) return std::nullopt;
+  out.seed = out.negative ? -static_cast<int64_t>(seed) : static_cast<int64_t>(seed);
+  out.line = 1 + static_cast<uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  return out;
 }
 
 IterationBound HangIterationBound(const LogIteration& last, uint64_t interval) {

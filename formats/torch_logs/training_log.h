@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +120,17 @@ bool IsTrainingLogPath(const std::string& path);
 // ScenarioError naming the file (and line) for: a binary file, a file that cannot be read, lines of two different
 // jobs mixed (two seeds, two iteration totals, one rank timing out in two collectives of one group).
 TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths);
+
+// `Set random seed to S`, as mmcv's and mmdet3d's train scripts print the seed they drew.
+struct LoggedSeed {
+  int64_t seed = 0;
+  bool negative = false;  // S was printed with a minus sign
+  uint64_t line = 0;      // the line of the text it is on, from 1
+};
+// The first `Set random seed to S` of `text` (a log, or one line of it); nullopt when there is none or no number
+// follows it. One reader for `petrsim diagnose` (ReadTrainingLogs, which refuses two different seeds in one log)
+// and `petrsim import` (the seed the job ran with).
+std::optional<LoggedSeed> FindLoggedSeed(std::string_view text);
 
 // The inclusive range of the iteration a job that logged `last` every `interval` iterations hung in.
 struct IterationBound {
