@@ -176,15 +176,8 @@ PolicyStatistics ComputeStatistics(const Scenario& scenario, const Dataset& data
   return stats;
 }
 
-}  // namespace
-
-CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
-  CheckReport report;
-  const auto& job = scenario.job();
-  report.groups_num = dataset.groups_num();
-  report.global_batch = uint64_t{job.world_size()} * job.samples_per_gpu();
-  report.iterations_per_epoch = IterationsPerEpoch(scenario, dataset);
-  report.job_iterations = JobIterations(scenario, dataset);
+// Whether the sampler can be built, and the batches per epoch of each rank when it can.
+void CheckSampler(const Scenario& scenario, const Dataset& dataset, CheckReport& report) {
   const bool infinite = scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch;
   report.sampler_assertion_fails = infinite && !InfiniteSamplerAssertionHolds(scenario, dataset);
   try {
@@ -198,52 +191,70 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
         std::minmax_element(report.batches_per_epoch_by_rank.begin(), report.batches_per_epoch_by_rank.end());
     report.batches_equal = *low == *high;
   }
+}
 
-  // Closed classes of the resample graph without an accepted frame.
-  const auto policy = MakeResamplePolicy(scenario, dataset);
-  ResampleGraph resample = BuildResampleGraph(dataset, *policy);
+// The strong components of the resample graph, and per component whether an edge leaves it and
+// whether it holds an accepted frame (closed classes without one are the trap pools).
+struct Components {
+  std::vector<int> of_vertex;
+  std::vector<bool> has_exit;
+  std::vector<bool> has_accepted;
+};
+
+Components FindComponents(const Dataset& dataset, const ResamplePolicy& policy, CheckReport& report) {
+  ResampleGraph resample = BuildResampleGraph(dataset, policy);
   const auto vertices = boost::num_vertices(resample.graph);
-  std::vector<int> component(vertices);
+  Components out;
+  out.of_vertex.resize(vertices);
   const int components = boost::strong_components(
       resample.graph,
-      boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, resample.graph)));
-  std::vector<bool> has_exit(components, false);
-  std::vector<bool> has_accepted(components, false);
+      boost::make_iterator_property_map(out.of_vertex.begin(), boost::get(boost::vertex_index, resample.graph)));
+  out.has_exit.assign(components, false);
+  out.has_accepted.assign(components, false);
   for (const auto& [from, to] : resample.edges) {
-    if (component[from] != component[to]) has_exit[component[from]] = true;
+    if (out.of_vertex[from] != out.of_vertex[to]) out.has_exit[out.of_vertex[from]] = true;
   }
   for (int64_t i = 0; i < dataset.size(); ++i) {
-    if (dataset.frame(i).accepted) has_accepted[component[i]] = true;
+    if (dataset.frame(i).accepted) out.has_accepted[out.of_vertex[i]] = true;
   }
   report.graph_vertices = vertices;
   report.graph_edges = resample.edges.size();
-  report.closed_classes = static_cast<uint64_t>(std::count(has_exit.begin(), has_exit.end(), false));
+  report.closed_classes = static_cast<uint64_t>(std::count(out.has_exit.begin(), out.has_exit.end(), false));
+  return out;
+}
 
-  // Gather each trapping component's frames (ascending, so pools come out in dataset order).
-  std::vector<int32_t> pool_of_component(components, -1);
+// A pool that starts at frame i: where it is (sub-dataset, group, scene).
+TrapPool StartPool(const Dataset& dataset, int64_t i, bool bounded) {
+  TrapPool pool;
+  pool.kind = bounded ? PoolKind::kError : PoolKind::kLivelock;
+  const FrameInfo& frame = dataset.frame(i);
+  const SceneInfo& scene = dataset.scenes()[frame.scene];
+  pool.subdataset = frame.subdataset;
+  pool.subdataset_name = dataset.subdatasets()[frame.subdataset].name;
+  pool.group = dataset.group_of(i);
+  pool.scene = frame.scene;
+  pool.scene_name = scene.name;
+  pool.scene_index_in_subdataset = scene.index_in_subdataset;
+  pool.first_frame_in_scene = frame.frame_in_scene;
+  pool.first_frame = i;
+  pool.scenes_spanned = 1;
+  return pool;
+}
+
+// Gathers each trapping component's frames into report.pools (ascending, so pools come out in
+// dataset order); returns the pool of each frame (-1: none).
+std::vector<int32_t> GatherPools(const Dataset& dataset, const Components& components, bool bounded,
+                                 CheckReport& report) {
+  std::vector<int32_t> pool_of_component(components.has_exit.size(), -1);
   std::vector<int32_t> pool_of_frame(dataset.size(), -1);
-  const bool bounded = scenario.resample().policy() == Resample::bounded;
   std::vector<uint32_t> last_scene_of_pool;
   for (int64_t i = 0; i < dataset.size(); ++i) {
-    const int c = component[i];
-    if (has_exit[c] || has_accepted[c]) continue;
+    const int c = components.of_vertex[i];
+    if (components.has_exit[c] || components.has_accepted[c]) continue;
     if (pool_of_component[c] < 0) {
       pool_of_component[c] = static_cast<int32_t>(report.pools.size());
-      TrapPool pool;
-      pool.kind = bounded ? PoolKind::kError : PoolKind::kLivelock;
-      const FrameInfo& frame = dataset.frame(i);
-      const SceneInfo& scene = dataset.scenes()[frame.scene];
-      pool.subdataset = frame.subdataset;
-      pool.subdataset_name = dataset.subdatasets()[frame.subdataset].name;
-      pool.group = dataset.group_of(i);
-      pool.scene = frame.scene;
-      pool.scene_name = scene.name;
-      pool.scene_index_in_subdataset = scene.index_in_subdataset;
-      pool.first_frame_in_scene = frame.frame_in_scene;
-      pool.first_frame = i;
-      pool.scenes_spanned = 1;
-      report.pools.push_back(pool);
-      last_scene_of_pool.push_back(frame.scene);
+      report.pools.push_back(StartPool(dataset, i, bounded));
+      last_scene_of_pool.push_back(dataset.frame(i).scene);
     }
     TrapPool& pool = report.pools[pool_of_component[c]];
     pool.last_frame = i;
@@ -256,20 +267,42 @@ CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
     if (frame.scene == pool.scene) pool.last_frame_in_scene = frame.frame_in_scene;
     pool_of_frame[i] = pool_of_component[c];
   }
-  // bounded always ends: with a sample, or with its error.
-  report.terminates = bounded || report.pools.empty();
+  return pool_of_frame;
+}
 
-  if (!report.pools.empty() && report.sampler_failure.empty()) {
-    FindFirstHits(scenario, dataset, pool_of_frame, report.pools, report.job_iterations);
-    for (const TrapPool& pool : report.pools) {
-      const auto& hit = pool.first_hit;
-      if (!hit) continue;
-      const auto& best = report.first_hit;
-      if (!best || std::tie(hit->iteration, hit->rank, hit->slot) < std::tie(best->iteration, best->rank, best->slot)) {
-        report.first_hit = hit;
-      }
+// The earliest first hit over all pools (by iteration, rank, slot).
+void FindEarliestHit(const Scenario& scenario, const Dataset& dataset, const std::vector<int32_t>& pool_of_frame,
+                     CheckReport& report) {
+  FindFirstHits(scenario, dataset, pool_of_frame, report.pools, report.job_iterations);
+  for (const TrapPool& pool : report.pools) {
+    const auto& hit = pool.first_hit;
+    if (!hit) continue;
+    const auto& best = report.first_hit;
+    if (!best || std::tie(hit->iteration, hit->rank, hit->slot) < std::tie(best->iteration, best->rank, best->slot)) {
+      report.first_hit = hit;
     }
   }
+}
+
+}  // namespace
+
+CheckReport RunPreflight(const Scenario& scenario, const Dataset& dataset) {
+  CheckReport report;
+  const auto& job = scenario.job();
+  report.groups_num = dataset.groups_num();
+  report.global_batch = uint64_t{job.world_size()} * job.samples_per_gpu();
+  report.iterations_per_epoch = IterationsPerEpoch(scenario, dataset);
+  report.job_iterations = JobIterations(scenario, dataset);
+  CheckSampler(scenario, dataset, report);
+  // Closed classes of the resample graph without an accepted frame.
+  const auto policy = MakeResamplePolicy(scenario, dataset);
+  const Components components = FindComponents(dataset, *policy, report);
+  const bool bounded = scenario.resample().policy() == Resample::bounded;
+  const std::vector<int32_t> pool_of_frame = GatherPools(dataset, components, bounded, report);
+  // bounded always ends: with a sample, or with its error.
+  report.terminates = bounded || report.pools.empty();
+  if (!report.pools.empty() && report.sampler_failure.empty())
+    FindEarliestHit(scenario, dataset, pool_of_frame, report);
   if (bounded && report.sampler_failure.empty() && dataset.accepted_frames() < dataset.size()) {
     report.first_bounded_error = FindFirstBoundedError(scenario, dataset, report.job_iterations);
   }

@@ -24,6 +24,28 @@ int RunExport(const std::string& trace_dir, const std::string& perfetto) {
   return RunExport(flags);
 }
 
+namespace {
+
+// Where the recording ends, for --perfetto-last: the latest end of any event. The timeline's
+// writer takes a slice that ends before it starts for its own error (an assertion): from a file,
+// it is corrupt input, said here, before anything is written.
+int64_t RecordingEnd(const std::string& trace_dir, const std::vector<RankTrace>& traces) {
+  int64_t end_ns = 0;
+  for (const RankTrace& trace : traces) {
+    for (const TraceEvent& event : trace.events) {
+      if (HasTraceKind(event.kind()) && event.end_ns() < event.start_ns()) {
+        throw ScenarioError(fmt::format("{}: rank {}: a {} event ends (end_ns {}) before it starts (start_ns {})",
+                                        trace_dir, trace.header.rank(), TraceEventKind_Name(event.kind()),
+                                        event.end_ns(), event.start_ns()));
+      }
+      end_ns = std::max<int64_t>(end_ns, event.end_ns());
+    }
+  }
+  return end_ns;
+}
+
+}  // namespace
+
 int RunExport(const ExportFlags& flags) {
   const std::string& trace_dir = flags.trace_dir;
   const std::string& perfetto = flags.perfetto;
@@ -60,11 +82,7 @@ int RunExport(const ExportFlags& flags) {
       throw ScenarioError(fmt::format("{}: the header says rank {}", path, traces.back().header.rank()));
     }
   }
-  // Where the recording ends, for --perfetto-last: the latest end of any event.
-  int64_t end_ns = 0;
-  for (const RankTrace& trace : traces) {
-    for (const TraceEvent& event : trace.events) end_ns = std::max<int64_t>(end_ns, event.end_ns());
-  }
+  const int64_t end_ns = RecordingEnd(trace_dir, traces);
   PerfettoWriter writer(perfetto, flags.perfetto_flags.records_max, MakePerfettoWindow(flags.perfetto_flags, end_ns));
   for (const RankTrace& trace : traces) {
     for (const TraceEvent& event : trace.events) {

@@ -24,6 +24,102 @@
 
 namespace {
 constexpr int kExitBadInput = 2;
+
+// Every subcommand with its flags (CLI11 writes into the flags, so they live as long as the app).
+struct Commands {
+  std::vector<std::string> help_topic;
+  CLI::App* help = nullptr;
+  petrsim::CheckFlags check_flags;
+  CLI::App* check = nullptr;
+  petrsim::SampleFlags sample_flags;
+  CLI::App* sample = nullptr;
+  petrsim::PlanFlags plan_flags;
+  CLI::App* plan = nullptr;
+  petrsim::SweepFlags sweep_flags;
+  CLI::App* sweep = nullptr;
+  petrsim::MergeFlags merge_flags;
+  CLI::App* merge = nullptr;
+  petrsim::DiagnoseFlags diagnose_flags;
+  CLI::App* diagnose = nullptr;
+  petrsim::ExportFlags export_flags;
+  CLI::App* export_command = nullptr;
+  petrsim::ReplayFlags replay_flags;
+  CLI::App* replay = nullptr;
+  petrsim::ImportFlags import_flags;
+  CLI::App* import = nullptr;
+  CLI::App* train = nullptr;
+  petrsim::RunFlags run_flags;
+};
+
+void AddCommands(CLI::App& app, Commands& c) {
+  c.help = app.add_subcommand("help", "The help of petrsim, or of one command: petrsim help COMMAND [SUBCOMMAND]");
+  c.help->add_option("command", c.help_topic, "a command, e.g. plan, or import mmdet3d-config");
+  c.check = petrsim::AddCheckCommand(app, c.check_flags);
+  c.sample = petrsim::AddSampleCommand(app, c.sample_flags);
+  c.plan = petrsim::AddPlanCommand(app, c.plan_flags);
+  c.sweep = petrsim::AddSweepCommand(app, c.sweep_flags);
+  c.merge = petrsim::AddMergeCommand(app, c.merge_flags);
+  c.diagnose = petrsim::AddDiagnoseCommand(app, c.diagnose_flags);
+  c.export_command = petrsim::AddExportCommand(app, c.export_flags);
+  c.replay = petrsim::AddReplayCommand(app, c.replay_flags);
+  c.import = petrsim::AddImportCommand(app, c.import_flags);
+  c.train = petrsim::AddTrainCommand(app);
+  petrsim::AddRunOptions(app, c.run_flags);
+}
+
+// A first word that is neither a command nor a file, but close to a command's name: a typo
+// (`petrsim chek S`), said as such rather than as the scenario `chek` with an unexpected argument.
+// True when it was said.
+bool SaidTypo(const CLI::App& app, int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return false;
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+  std::error_code error;
+  const std::string word = argv[1];
+  const auto nearest = petrsim::NearestCommand(word, names);
+  if (!nearest || std::filesystem::exists(word, error)) return false;
+  std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): did you mean '" << *nearest
+            << "'? (petrsim help lists the commands)\n";
+  return true;
+}
+
+// `petrsim help [COMMAND]`.
+int RunHelp(const CLI::App& app, const std::vector<std::string>& help_topic) {
+  if (help_topic.empty()) {
+    // Not app.help(): it delegates to the parsed subcommand, this one.
+    std::cout << app.get_formatter()->make_help(&app, "petrsim", CLI::AppFormatMode::Normal);
+    return 0;
+  }
+  if (const CLI::App* command = petrsim::FindCommand(app, help_topic)) {
+    std::cout << command->help();
+    return 0;
+  }
+  std::string topic;
+  for (const std::string& word : help_topic) topic += (topic.empty() ? "" : " ") + word;
+  throw petrsim::ScenarioError("help: no command named '" + topic +
+                               "' (petrsim help lists them: check, sample, plan, sweep, merge, diagnose, export, "
+                               "replay, import, train)");
+}
+
+// The parsed command run; throws ScenarioError on bad input.
+int Dispatch(const CLI::App& app, Commands& c) {
+  if (c.help->parsed()) return RunHelp(app, c.help_topic);
+  if (c.check->parsed()) return petrsim::RunCheckCommand(c.check_flags);
+  if (c.sample->parsed()) return petrsim::RunSampleCommand(c.sample_flags);
+  if (c.plan->parsed()) return petrsim::RunPlanCommand(c.plan_flags);
+  if (c.sweep->parsed()) return petrsim::RunSweepCommand(c.sweep_flags, stdout);
+  if (c.merge->parsed()) return petrsim::RunMergeCommand(c.merge_flags, stdout);
+  if (c.diagnose->parsed()) return petrsim::RunDiagnose(c.diagnose_flags);
+  if (c.export_command->parsed()) return petrsim::RunExport(c.export_flags);
+  if (c.import->parsed()) return petrsim::RunImport(*c.import, c.import_flags, stdout);
+  if (c.train->parsed()) return petrsim::RunTrainCommand(*c.train);
+  if (c.replay->parsed()) return petrsim::RunReplayCommand(c.replay_flags);
+  petrsim::CheckRunFlags(c.run_flags);
+  if (!c.run_flags.scenario_path.empty()) return petrsim::RunSimulation(c.run_flags);
+  std::cout << app.help();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,83 +130,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", std::string("petrsim ") + PETRSIM_VERSION + " (models PyTorch " +
                                         petrsim::SupportedTorchVersions() + "; comm.torch_version picks one)");
-  std::vector<std::string> help_topic;
-  auto* help = app.add_subcommand("help", "The help of petrsim, or of one command: petrsim help COMMAND [SUBCOMMAND]");
-  help->add_option("command", help_topic, "a command, e.g. plan, or import mmdet3d-config");
-
-  petrsim::CheckFlags check_flags;
-  auto* check = petrsim::AddCheckCommand(app, check_flags);
-  petrsim::SampleFlags sample_flags;
-  auto* sample = petrsim::AddSampleCommand(app, sample_flags);
-  petrsim::PlanFlags plan_flags;
-  auto* plan = petrsim::AddPlanCommand(app, plan_flags);
-  petrsim::SweepFlags sweep_flags;
-  auto* sweep = petrsim::AddSweepCommand(app, sweep_flags);
-  petrsim::MergeFlags merge_flags;
-  auto* merge = petrsim::AddMergeCommand(app, merge_flags);
-  petrsim::DiagnoseFlags diagnose_flags;
-  auto* diagnose = petrsim::AddDiagnoseCommand(app, diagnose_flags);
-  petrsim::ExportFlags export_flags;
-  auto* export_command = petrsim::AddExportCommand(app, export_flags);
-  petrsim::ReplayFlags replay_flags;
-  auto* replay = petrsim::AddReplayCommand(app, replay_flags);
-  petrsim::ImportFlags import_flags;
-  CLI::App* import = petrsim::AddImportCommand(app, import_flags);
-  auto* train = petrsim::AddTrainCommand(app);
-  petrsim::RunFlags run_flags;
-  petrsim::AddRunOptions(app, run_flags);
-
-  // A first word that is neither a command nor a file, but close to a command's name: a typo
-  // (`petrsim chek S`), said as such rather than as the scenario `chek` with an unexpected argument.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
-    std::error_code error;
-    const std::string word = argv[1];
-    if (const auto nearest = petrsim::NearestCommand(word, names); nearest && !std::filesystem::exists(word, error)) {
-      std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): did you mean '" << *nearest
-                << "'? (petrsim help lists the commands)\n";
-      return kExitBadInput;
-    }
-  }
+  Commands commands;
+  AddCommands(app, commands);
+  if (SaidTypo(app, argc, argv)) return kExitBadInput;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
     return code == 0 ? 0 : kExitBadInput;
   }
-
   try {
-    if (help->parsed()) {
-      if (help_topic.empty()) {
-        // Not app.help(): it delegates to the parsed subcommand, this one.
-        std::cout << app.get_formatter()->make_help(&app, "petrsim", CLI::AppFormatMode::Normal);
-        return 0;
-      }
-      if (const CLI::App* command = petrsim::FindCommand(app, help_topic)) {
-        std::cout << command->help();
-        return 0;
-      }
-      std::string topic;
-      for (const std::string& word : help_topic) topic += (topic.empty() ? "" : " ") + word;
-      throw petrsim::ScenarioError("help: no command named '" + topic +
-                                   "' (petrsim help lists them: check, sample, plan, sweep, merge, diagnose, export, "
-                                   "replay, import, train)");
-    }
-    if (check->parsed()) return petrsim::RunCheckCommand(check_flags);
-    if (sample->parsed()) return petrsim::RunSampleCommand(sample_flags);
-    if (plan->parsed()) return petrsim::RunPlanCommand(plan_flags);
-    if (sweep->parsed()) return petrsim::RunSweepCommand(sweep_flags, stdout);
-    if (merge->parsed()) return petrsim::RunMergeCommand(merge_flags, stdout);
-    if (diagnose->parsed()) return petrsim::RunDiagnose(diagnose_flags);
-    if (export_command->parsed()) return petrsim::RunExport(export_flags);
-    if (import->parsed()) return petrsim::RunImport(*import, import_flags, stdout);
-    if (train->parsed()) return petrsim::RunTrainCommand(*train);
-    if (replay->parsed()) return petrsim::RunReplayCommand(replay_flags);
-    petrsim::CheckRunFlags(run_flags);
-    if (!run_flags.scenario_path.empty()) return petrsim::RunSimulation(run_flags);
-    std::cout << app.help();
-    return 0;
+    return Dispatch(app, commands);
   } catch (const petrsim::ScenarioError& error) {
     std::cerr << "petrsim: error: " << error.what() << "\n";
     return kExitBadInput;

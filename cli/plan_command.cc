@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "cli/scenario_args.h"
-#include "plan/comm.h"
+#include "plan/backend.h"
 #include "scenario/outcome.h"
 #include "scenario/scenario_override.h"
 #include "scenario/scenario_validation.h"

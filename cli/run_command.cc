@@ -408,6 +408,71 @@ void CheckRunFlags(const RunFlags& flags) {
   }
 }
 
+namespace {
+
+// The output files a run streams into temporary files and renames only after it, so a failed (or
+// interrupted: base/temp_files.h) run leaves nothing half-written.
+struct RunWriters {
+  std::unique_ptr<PerfettoWriter> perfetto;
+  std::unique_ptr<TraceDirectoryWriter> trace;
+  FanOutSink sinks;
+};
+
+// Opens the writers the flags ask for; `end_ns` places a --perfetto-last window.
+void OpenWriters(const RunFlags& flags, const Scenario& scenario, int64_t end_ns, RunWriters& writers) {
+  if (!flags.perfetto.empty()) {
+    writers.perfetto = std::make_unique<PerfettoWriter>(flags.perfetto, flags.perfetto_flags.records_max,
+                                                        MakePerfettoWindow(flags.perfetto_flags, end_ns));
+    writers.sinks.Add(writers.perfetto.get());
+  }
+  if (!flags.trace_dir.empty()) {
+    writers.trace = std::make_unique<TraceDirectoryWriter>(flags.trace_dir, scenario, flags.scenario_path,
+                                                           scenario.job().world_size(), "sim", kBuildId,
+                                                           flags.trace_records_max, flags.trace_ring);
+    writers.sinks.Add(writers.trace.get());
+  }
+}
+
+// Finishes the writers (the timeline's otherData: the outcome and the seeds), saying on stderr
+// where the timeline was cut.
+void FinishWriters(const std::string& path, const Scenario& scenario, const sim::SimResult& result,
+                   const RunFlags& flags, RunWriters& writers) {
+  if (writers.perfetto) {
+    writers.perfetto->Finish({{"scenario", path},
+                              {"outcome", OutcomeName(result.outcome)},
+                              {"cause", CauseName(result.cause)},
+                              {"seed", scenario.seed()},
+                              {"job_seed", scenario.job().seed()}});
+    if (const auto& cut = writers.perfetto->truncated_at()) {
+      const auto notice =
+          PerfettoTruncationNotice(flags.perfetto, *writers.perfetto, "virtual time " + FormatVirtualTime(cut->at_ns));
+      std::fprintf(stderr, "%s\n", notice->c_str());
+    }
+  }
+  if (writers.trace) writers.trace->Finish();
+}
+
+// The report (text or JSON). A job that hangs (or fails) in its data: what the user changes, each
+// fix proven by `check` (check/fixes.h).
+std::string RunReport(const RunFlags& flags, const Scenario& scenario, const Dataset& dataset,
+                      const sim::SimResult& result, std::optional<double> wall) {
+  const std::string& path = flags.scenario_path;
+  std::vector<Fix> fixes;
+  if (result.outcome != Outcome::kCompleted && result.outcome != Outcome::kLimitReached) {
+    const CheckReport check = RunPreflight(scenario, dataset);
+    if (NeedsFixes(check)) fixes = ProveFixes(scenario, dataset, path, check);
+  }
+  std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall, fixes)
+                                : FormatRunReport(scenario, path, dataset, result, wall, flags.sets);
+  if (!flags.json && !fixes.empty()) {
+    text += "\n";
+    for (const std::string& fix_line : FixLines(fixes)) text += fix_line + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
 int RunSimulation(const RunFlags& flags) {
   const std::string& path = flags.scenario_path;
   const Scenario scenario = LoadWithOverrides(path, flags.sets);
@@ -435,22 +500,9 @@ int RunSimulation(const RunFlags& flags) {
     first_hash = first.trace_hash;
     bar.Restart();
   }
-  // The writers stream into temporary files and rename them only after the run, so a failed
-  // (or interrupted: base/temp_files.h) run leaves nothing half-written.
-  std::unique_ptr<PerfettoWriter> perfetto;
-  std::unique_ptr<TraceDirectoryWriter> trace;
-  FanOutSink sinks;
-  if (!flags.perfetto.empty()) {
-    perfetto = std::make_unique<PerfettoWriter>(flags.perfetto, flags.perfetto_flags.records_max,
-                                                MakePerfettoWindow(flags.perfetto_flags, end_ns));
-    sinks.Add(perfetto.get());
-  }
-  if (!flags.trace_dir.empty()) {
-    trace = std::make_unique<TraceDirectoryWriter>(flags.trace_dir, scenario, path, scenario.job().world_size(), "sim",
-                                                   kBuildId, flags.trace_records_max, flags.trace_ring);
-    sinks.Add(trace.get());
-  }
-  if (!sinks.empty()) options.trace = &sinks;
+  RunWriters writers;
+  OpenWriters(flags, scenario, end_ns, writers);
+  if (!writers.sinks.empty()) options.trace = &writers.sinks;
   options.progress = progress("");
   const auto start = std::chrono::steady_clock::now();
   const sim::SimResult result = sim::Simulate(scenario, dataset, options);
@@ -458,31 +510,8 @@ int RunSimulation(const RunFlags& flags) {
   bar.Clear();  // the report follows, maybe on the same terminal
   PETRSIM_ASSERT(!first_hash || *first_hash == result.trace_hash);
   const std::optional<double> wall = flags.no_wall_time ? std::nullopt : std::optional<double>(wall_ms);
-  // A job that hangs (or fails) in its data: what the user changes, each fix proven by `check` (check/fixes.h).
-  std::vector<Fix> fixes;
-  if (result.outcome != Outcome::kCompleted && result.outcome != Outcome::kLimitReached) {
-    const CheckReport check = RunPreflight(scenario, dataset);
-    if (NeedsFixes(check)) fixes = ProveFixes(scenario, dataset, path, check);
-  }
-  std::string text = flags.json ? FormatRunJson(scenario, path, dataset, result, wall, fixes)
-                                : FormatRunReport(scenario, path, dataset, result, wall, flags.sets);
-  if (!flags.json && !fixes.empty()) {
-    text += "\n";
-    for (const std::string& fix_line : FixLines(fixes)) text += fix_line + "\n";
-  }
-  if (perfetto) {
-    perfetto->Finish({{"scenario", path},
-                      {"outcome", OutcomeName(result.outcome)},
-                      {"cause", CauseName(result.cause)},
-                      {"seed", scenario.seed()},
-                      {"job_seed", scenario.job().seed()}});
-    if (const auto& cut = perfetto->truncated_at()) {
-      const auto notice =
-          PerfettoTruncationNotice(flags.perfetto, *perfetto, "virtual time " + FormatVirtualTime(cut->at_ns));
-      std::fprintf(stderr, "%s\n", notice->c_str());
-    }
-  }
-  if (trace) trace->Finish();
+  const std::string text = RunReport(flags, scenario, dataset, result, wall);
+  FinishWriters(path, scenario, result, flags, writers);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return RunExitCode(result);
 }

@@ -181,116 +181,131 @@ class DatasetBuilder {
     return lengths;
   }
 
+  // The state of one sub-dataset while its frames are added: its info (ranges, drops), its
+  // settings, and the running values the frames share.
+  struct SubDatasetBuild {
+    int s = 0;
+    SubDatasetInfo info;
+    bool seq_mode = false;
+    bool drop_empty = false;
+    // gt_required_frames: the sub-dataset index of the last frame without GT, to accept a frame
+    // only when none of the frames its queue checks lacks GT.
+    int64_t required = 1;
+    int64_t last_empty = -1;
+    int64_t next_flag = 0;
+  };
+
   void BuildSubDataset(int s) {
     const SubDataset& source = scenario_.dataset().subdatasets(s);
     std::vector<PendingScene> scenes = source.has_explicit_() ? ReadExplicit(s, source.explicit_()) : ReadSynthetic(s);
-    SubDatasetInfo info;
-    info.name = SubDatasetName(scenario_, s);
-    info.begin = dataset_.size();
-    info.scene_begin = static_cast<uint32_t>(dataset_.scenes_.size());
-    info.chunk_begin = static_cast<uint32_t>(dataset_.chunks_.size());
-    const bool seq_mode = scenario_.grouping().seq_mode();
-    const bool drop_empty =
-        scenario_.resample().policy() == Resample::drop_empty_groups && dataset_.rejects_empty_frames_;
-    int64_t next_flag = 0;
-    // gt_required_frames: the sub-dataset index of the last frame without GT, to accept a frame only
-    // when none of the frames its queue checks lacks GT.
-    const int64_t required = scenario_.filters().gt_required_frames();
-    int64_t last_empty = -1;
-
-    // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros), so
-    // drop_empty_groups drops it whole when none of its frames has GT.
-    if (!seq_mode && drop_empty) {
-      const bool any_gt = std::any_of(scenes.begin(), scenes.end(), [](const PendingScene& scene) {
-        return std::any_of(scene.gt_counts.begin(), scene.gt_counts.end(), [](uint32_t gt) { return gt > 0; });
-      });
-      if (!any_gt) {
-        info.chunks_dropped = 1;
-        for (const auto& scene : scenes) info.frames_dropped += scene.gt_counts.size();
-        info.end = info.begin;
-        info.scene_end = info.scene_begin;
-        info.chunk_end = info.chunk_begin;
-        dataset_.subdatasets_.push_back(info);
-        return;
-      }
-    }
+    SubDatasetBuild b;
+    b.s = s;
+    b.info.name = SubDatasetName(scenario_, s);
+    b.info.begin = dataset_.size();
+    b.info.scene_begin = static_cast<uint32_t>(dataset_.scenes_.size());
+    b.info.chunk_begin = static_cast<uint32_t>(dataset_.chunks_.size());
+    b.seq_mode = scenario_.grouping().seq_mode();
+    b.drop_empty = scenario_.resample().policy() == Resample::drop_empty_groups && dataset_.rejects_empty_frames_;
+    b.required = scenario_.filters().gt_required_frames();
+    if (DropsWhole(scenes, b)) return;
     std::vector<std::vector<uint32_t>> lengths(scenes.size());
-    if (seq_mode) {
+    if (b.seq_mode) {
       for (size_t i = 0; i < scenes.size(); ++i) lengths[i] = ChunkLengths(s, scenes[i]);
     }
-    if (!seq_mode) {
+    if (!b.seq_mode) {
       ChunkInfo chunk;
       chunk.subdataset = static_cast<uint32_t>(s);
-      chunk.scene = info.scene_begin;
-      chunk.begin = info.begin;
+      chunk.scene = b.info.scene_begin;
+      chunk.begin = b.info.begin;
       chunk.group = 0;
       dataset_.chunks_.push_back(chunk);
     }
+    for (size_t i = 0; i < scenes.size(); ++i) AddScene(scenes[i], lengths[i], b);
+    if (!b.seq_mode) dataset_.chunks_[b.info.chunk_begin].end = dataset_.size();
+    b.info.end = dataset_.size();
+    b.info.scene_end = static_cast<uint32_t>(dataset_.scenes_.size());
+    b.info.chunk_end = static_cast<uint32_t>(dataset_.chunks_.size());
+    dataset_.subdatasets_.push_back(b.info);
+  }
 
-    for (size_t i = 0; i < scenes.size(); ++i) {
-      const PendingScene& scene = scenes[i];
-      SceneInfo scene_info;
-      scene_info.name = scene.name;
-      scene_info.subdataset = static_cast<uint32_t>(s);
-      scene_info.index_in_subdataset = scene.index_in_subdataset;
-      scene_info.frames_given = static_cast<uint32_t>(scene.gt_counts.size());
-      scene_info.begin = dataset_.size();
-      const uint32_t scene_index = static_cast<uint32_t>(dataset_.scenes_.size());
+  // Without seq_mode the whole sub-dataset is one group (mmdet3d's flag of zeros), so
+  // drop_empty_groups drops it whole when none of its frames has GT: then it is recorded empty.
+  bool DropsWhole(const std::vector<PendingScene>& scenes, SubDatasetBuild& b) {
+    if (b.seq_mode || !b.drop_empty) return false;
+    const bool any_gt = std::any_of(scenes.begin(), scenes.end(), [](const PendingScene& scene) {
+      return std::any_of(scene.gt_counts.begin(), scene.gt_counts.end(), [](uint32_t gt) { return gt > 0; });
+    });
+    if (any_gt) return false;
+    b.info.chunks_dropped = 1;
+    for (const auto& scene : scenes) b.info.frames_dropped += scene.gt_counts.size();
+    b.info.end = b.info.begin;
+    b.info.scene_end = b.info.scene_begin;
+    b.info.chunk_end = b.info.chunk_begin;
+    dataset_.subdatasets_.push_back(b.info);
+    return true;
+  }
 
-      auto add_frame = [&](uint32_t f, uint32_t chunk_index, bool prev_exists) {
-        FrameInfo frame;
-        frame.subdataset = static_cast<uint32_t>(s);
-        frame.scene = scene_index;
-        frame.frame_in_scene = f;
-        frame.chunk = chunk_index;
-        frame.boxes = scene.box_counts[f];
-        frame.gt_count = scene.gt_counts[f];
-        const int64_t local = static_cast<int64_t>(dataset_.size() - info.begin);
-        if (frame.gt_count == 0) last_empty = local;
-        frame.accepted = !dataset_.rejects_empty_frames_ ||
-                         (frame.gt_count > 0 && last_empty < std::max<int64_t>(0, local - required + 1));
-        frame.prev_exists = prev_exists;
-        dataset_.accepted_frames_ += frame.accepted;
-        dataset_.chunks_[chunk_index].accepted_frames += frame.accepted;
-        dataset_.frames_.push_back(frame);
-      };
-
-      if (!seq_mode) {
-        const uint32_t chunk_index = info.chunk_begin;
-        for (uint32_t f = 0; f < scene.gt_counts.size(); ++f) {
-          add_frame(f, chunk_index, dataset_.size() != info.begin);
-        }
-      } else {
-        uint32_t f = 0;
-        for (const uint32_t length : lengths[i]) {
-          const bool has_gt = std::any_of(scene.gt_counts.begin() + f, scene.gt_counts.begin() + f + length,
-                                          [](uint32_t gt) { return gt > 0; });
-          if (drop_empty && !has_gt) {
-            ++info.chunks_dropped;
-            info.frames_dropped += length;
-            f += length;
-            continue;
-          }
-          ChunkInfo chunk;
-          chunk.subdataset = static_cast<uint32_t>(s);
-          chunk.scene = scene_index;
-          chunk.group = next_flag++;
-          chunk.begin = dataset_.size();
-          chunk.end = chunk.begin + length;
-          const auto chunk_index = static_cast<uint32_t>(dataset_.chunks_.size());
-          dataset_.chunks_.push_back(chunk);
-          for (uint32_t k = 0; k < length; ++k, ++f) add_frame(f, chunk_index, k != 0);
-        }
+  // One scene's frames: in the sub-dataset's one chunk, or (seq_mode) in chunks of `lengths`,
+  // each dropped when drop_empty_groups finds no GT in it.
+  void AddScene(const PendingScene& scene, const std::vector<uint32_t>& lengths, SubDatasetBuild& b) {
+    SceneInfo scene_info;
+    scene_info.name = scene.name;
+    scene_info.subdataset = static_cast<uint32_t>(b.s);
+    scene_info.index_in_subdataset = scene.index_in_subdataset;
+    scene_info.frames_given = static_cast<uint32_t>(scene.gt_counts.size());
+    scene_info.begin = dataset_.size();
+    const uint32_t scene_index = static_cast<uint32_t>(dataset_.scenes_.size());
+    if (!b.seq_mode) {
+      const uint32_t chunk_index = b.info.chunk_begin;
+      for (uint32_t f = 0; f < scene.gt_counts.size(); ++f) {
+        AddFrame(scene, scene_index, f, chunk_index, dataset_.size() != b.info.begin, b);
       }
-      scene_info.end = dataset_.size();
-      // A scene all of whose chunks were dropped leaves no trace in the dataset.
-      if (scene_info.end > scene_info.begin) dataset_.scenes_.push_back(scene_info);
+    } else {
+      uint32_t f = 0;
+      for (const uint32_t length : lengths) {
+        const bool has_gt = std::any_of(scene.gt_counts.begin() + f, scene.gt_counts.begin() + f + length,
+                                        [](uint32_t gt) { return gt > 0; });
+        if (b.drop_empty && !has_gt) {
+          ++b.info.chunks_dropped;
+          b.info.frames_dropped += length;
+          f += length;
+          continue;
+        }
+        ChunkInfo chunk;
+        chunk.subdataset = static_cast<uint32_t>(b.s);
+        chunk.scene = scene_index;
+        chunk.group = b.next_flag++;
+        chunk.begin = dataset_.size();
+        chunk.end = chunk.begin + length;
+        const auto chunk_index = static_cast<uint32_t>(dataset_.chunks_.size());
+        dataset_.chunks_.push_back(chunk);
+        for (uint32_t k = 0; k < length; ++k, ++f) AddFrame(scene, scene_index, f, chunk_index, k != 0, b);
+      }
     }
-    if (!seq_mode) dataset_.chunks_[info.chunk_begin].end = dataset_.size();
-    info.end = dataset_.size();
-    info.scene_end = static_cast<uint32_t>(dataset_.scenes_.size());
-    info.chunk_end = static_cast<uint32_t>(dataset_.chunks_.size());
-    dataset_.subdatasets_.push_back(info);
+    scene_info.end = dataset_.size();
+    // A scene all of whose chunks were dropped leaves no trace in the dataset.
+    if (scene_info.end > scene_info.begin) dataset_.scenes_.push_back(scene_info);
+  }
+
+  // Frame `f` of a scene, in chunk `chunk_index`; accepted when it has GT and (gt_required_frames)
+  // so do the frames its queue checks.
+  void AddFrame(const PendingScene& scene, uint32_t scene_index, uint32_t f, uint32_t chunk_index, bool prev_exists,
+                SubDatasetBuild& b) {
+    FrameInfo frame;
+    frame.subdataset = static_cast<uint32_t>(b.s);
+    frame.scene = scene_index;
+    frame.frame_in_scene = f;
+    frame.chunk = chunk_index;
+    frame.boxes = scene.box_counts[f];
+    frame.gt_count = scene.gt_counts[f];
+    const int64_t local = static_cast<int64_t>(dataset_.size() - b.info.begin);
+    if (frame.gt_count == 0) b.last_empty = local;
+    frame.accepted = !dataset_.rejects_empty_frames_ ||
+                     (frame.gt_count > 0 && b.last_empty < std::max<int64_t>(0, local - b.required + 1));
+    frame.prev_exists = prev_exists;
+    dataset_.accepted_frames_ += frame.accepted;
+    dataset_.chunks_[chunk_index].accepted_frames += frame.accepted;
+    dataset_.frames_.push_back(frame);
   }
 
   // The sampler's groups: flags concatenated without offset, so group g gathers chunk g of

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "check/preflight.h"
 #include "data/dataset.h"
@@ -74,123 +75,132 @@ std::string OpKey(std::string_view op) {
   return key;
 }
 
-// The items of the prediction against the recordings, and the verdict (see ScenarioCrossCheck::comparisons).
-void Compare(const Diagnosis& diagnosis, const Scenario& scenario, ScenarioCrossCheck& cross) {
+// The items of the prediction against the recordings (see ScenarioCrossCheck::comparisons).
+void AddItem(ScenarioCrossCheck& cross, std::string what, std::string predicted, std::string recorded,
+             std::string result) {
+  cross.comparisons.push_back(
+      Comparison{std::move(what), std::move(predicted), std::move(recorded), std::move(result)});
+}
+
+// The root stuck collective compared with the prediction (the world group's, else the first
+// root), where the cross-check placed it in the plan, and the missing ranks of every root.
+struct RecordedHang {
   std::set<uint32_t> missing;
   const StuckCollective* first = nullptr;
   const ScenarioCrossCheck::Placed* placed = nullptr;
+};
+
+RecordedHang FindRecordedHang(const Diagnosis& diagnosis, const ScenarioCrossCheck& cross) {
+  RecordedHang hang;
   for (size_t i = 0, p = 0; i < diagnosis.stuck.size(); ++i) {
     const StuckCollective& stuck = diagnosis.stuck[i];
     if (!stuck.root) continue;
-    missing.insert(stuck.missing_ranks.begin(), stuck.missing_ranks.end());
-    if (first == nullptr || stuck.group == "0" || stuck.desc == "default_pg") {
-      first = &stuck;
-      placed = &cross.placed[p];
+    // CrossCheck placed each root stuck collective, in order: the p-th root is placed[p].
+    PETRSIM_ASSERT(p < cross.placed.size());
+    PETRSIM_ASSERT(cross.placed[p].group == stuck.group);
+    hang.missing.insert(stuck.missing_ranks.begin(), stuck.missing_ranks.end());
+    if (hang.first == nullptr || stuck.group == "0" || stuck.desc == "default_pg") {
+      hang.first = &stuck;
+      hang.placed = &cross.placed[p];
     }
     ++p;
   }
-  if (!cross.check_hit) {
-    cross.verdict =
-        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
-        "never drawn within the job), so the missing ranks stopped for another reason";
-    return;
-  }
-  if (missing.empty()) {
-    cross.verdict = fmt::format(
-        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
-        "at iteration {}: the recordings end earlier, or come from another job",
-        cross.hit_rank, cross.hit_iteration);
-    return;
-  }
-  auto& items = cross.comparisons;
-  const auto add = [&](std::string what, std::string predicted, std::string recorded, std::string result) {
-    items.push_back(Comparison{std::move(what), std::move(predicted), std::move(recorded), std::move(result)});
-  };
-  const std::vector<uint32_t> predicted_missing =
-      cross.sim_stuck_ranks.empty() ? std::vector<uint32_t>{cross.hit_rank} : cross.sim_stuck_ranks;
-  const std::vector<uint32_t> recorded_missing = Sorted(missing);
-  add("missing ranks", RankList(predicted_missing), RankList(recorded_missing),
-      predicted_missing == recorded_missing ? "match" : "differs");
-  const TrainingLog* log = diagnosis.log ? &*diagnosis.log : nullptr;
-  const uint32_t world = scenario.job().world_size();
+  return hang;
+}
+
+void CompareWorldSize(const Diagnosis& diagnosis, const TrainingLog* log, uint32_t world, ScenarioCrossCheck& cross) {
   if (log != nullptr) {
     if (log->world_size) {
-      add("world size", std::to_string(world), fmt::format("{} ({})", *log->world_size, log->world_size_from),
-          *log->world_size == world ? "match" : "differs");
+      AddItem(cross, "world size", std::to_string(world),
+              fmt::format("{} ({})", *log->world_size, log->world_size_from),
+              *log->world_size == world ? "match" : "differs");
     } else {
       uint32_t seen = 0;
       for (const auto& [r, rank] : log->ranks) seen = std::max(seen, r + 1);
-      add("world size", std::to_string(world),
-          fmt::format("not in the log (ranks 0-{} seen; no gpu_ids, torchrun world size or file per rank)",
-                      seen == 0 ? 0 : seen - 1),
-          seen <= world ? "open" : "differs");
+      AddItem(cross, "world size", std::to_string(world),
+              fmt::format("not in the log (ranks 0-{} seen; no gpu_ids, torchrun world size or file per rank)",
+                          seen == 0 ? 0 : seen - 1),
+              seen <= world ? "open" : "differs");
     }
   } else if (diagnosis.world_size != 0) {
-    add("world size", std::to_string(world), std::to_string(diagnosis.world_size),
-        diagnosis.world_size == world ? "match" : "differs");
+    AddItem(cross, "world size", std::to_string(world), std::to_string(diagnosis.world_size),
+            diagnosis.world_size == world ? "match" : "differs");
   }
+}
+
+// The iteration and the plan step: from the placed sequence number, else from what a log bounds.
+void CompareIterationAndStep(const RecordedHang& hang, const TrainingLog* log, ScenarioCrossCheck& cross) {
+  const StuckCollective& first = *hang.first;
+  const ScenarioCrossCheck::Placed& placed = *hang.placed;
   const std::string predicted_iteration = std::to_string(cross.hit_iteration);
   const std::string predicted_step =
       fmt::format("default_pg seq {}, \"{}\"", cross.predicted_seq, cross.predicted_step);
-  if (first->seq > 0) {
-    if (!placed->found || placed->startup) {
-      add("iteration", predicted_iteration,
-          placed->startup ? fmt::format("startup (seq {})", first->seq)
-                          : fmt::format("{} seq {} is not in the plan within the job", first->group, first->seq),
-          "differs");
+  if (first.seq > 0) {
+    if (!placed.found || placed.startup) {
+      AddItem(cross, "iteration", predicted_iteration,
+              placed.startup ? fmt::format("startup (seq {})", first.seq)
+                             : fmt::format("{} seq {} is not in the plan within the job", first.group, first.seq),
+              "differs");
     } else {
-      add("iteration", predicted_iteration, std::to_string(placed->iteration),
-          placed->iteration == cross.hit_iteration ? "match" : "differs");
+      AddItem(cross, "iteration", predicted_iteration, std::to_string(placed.iteration),
+              placed.iteration == cross.hit_iteration ? "match" : "differs");
     }
     const bool same_step =
-        (placed->plan_group == "default_pg" && static_cast<uint64_t>(first->seq) == cross.predicted_seq) ||
-        (!placed->plan_group.empty() && placed->plan_group == cross.sim_group &&
-         static_cast<uint64_t>(first->seq) == cross.sim_seq);
-    add("step", predicted_step,
-        placed->found ? fmt::format("{} seq {}, \"{}\"", placed->plan_group, first->seq, placed->step)
-                      : fmt::format("{} seq {}", first->group, first->seq),
-        same_step ? "match" : "differs");
+        (placed.plan_group == "default_pg" && static_cast<uint64_t>(first.seq) == cross.predicted_seq) ||
+        (!placed.plan_group.empty() && placed.plan_group == cross.sim_group &&
+         static_cast<uint64_t>(first.seq) == cross.sim_seq);
+    AddItem(cross, "step", predicted_step,
+            placed.found ? fmt::format("{} seq {}, \"{}\"", placed.plan_group, first.seq, placed.step)
+                         : fmt::format("{} seq {}", first.group, first.seq),
+            same_step ? "match" : "differs");
   } else if (log != nullptr) {
     if (cross.log_bound) {
       const bool in_bound =
           cross.log_bound->first <= cross.hit_iteration && cross.hit_iteration <= cross.log_bound->last;
-      add("iteration", predicted_iteration,
-          fmt::format("{}..{} (from the last iteration line and the log interval)", cross.log_bound->first,
-                      cross.log_bound->last),
-          in_bound ? "match" : "differs");
+      AddItem(cross, "iteration", predicted_iteration,
+              fmt::format("{}..{} (from the last iteration line and the log interval)", cross.log_bound->first,
+                          cross.log_bound->last),
+              in_bound ? "match" : "differs");
     } else {
-      add("iteration", predicted_iteration, "the log prints no iteration line", "open");
+      AddItem(cross, "iteration", predicted_iteration, "the log prints no iteration line", "open");
     }
-    add("step", predicted_step,
-        fmt::format("the watchdog lines print no SeqNum (PyTorch {})",
-                    log->torch_release.empty() ? std::string("1.8 to 1.10") : log->torch_release),
-        "open");
+    AddItem(cross, "step", predicted_step,
+            fmt::format("the watchdog lines print no SeqNum (PyTorch {})",
+                        log->torch_release.empty() ? std::string("1.8 to 1.10") : log->torch_release),
+            "open");
   } else {
-    add("step", predicted_step, "the recordings give no sequence number", "open");
+    AddItem(cross, "step", predicted_step, "the recordings give no sequence number", "open");
   }
-  // The op: NCCL's watchdog lines and traces name it; Gloo's lines name the transport wait that timed out.
+}
+
+// The op: NCCL's watchdog lines and traces name it; Gloo's lines name the transport wait that
+// timed out. Then the frame the waiting ranks' tracebacks show.
+void CompareOpAndFrame(const StuckCollective& first, const TrainingLog* log, ScenarioCrossCheck& cross) {
   bool gloo = false;
   if (log != nullptr) {
     for (const auto& [r, rank] : log->ranks) {
       for (const LogTimeout& timeout : rank.timeouts) gloo = gloo || timeout.backend == "gloo";
     }
   }
-  if (!first->op.empty() && first->op != "?") {
-    const bool op_matches = OpKey(first->op) == OpKey(cross.predicted_op);
+  if (!first.op.empty() && first.op != "?") {
+    const bool op_matches = OpKey(first.op) == OpKey(cross.predicted_op);
     if (log != nullptr) cross.log_op_matches = op_matches;  // the JSON's "log" object is a log's alone
-    add("op", cross.predicted_op, first->op, op_matches ? "match" : "differs");
+    AddItem(cross, "op", cross.predicted_op, first.op, op_matches ? "match" : "differs");
   } else {
-    add("op", cross.predicted_op,
-        gloo ? "not printed (Gloo prints the transport wait that timed out, not the op)" : "not recorded", "open");
+    AddItem(cross, "op", cross.predicted_op,
+            gloo ? "not printed (Gloo prints the transport wait that timed out, not the op)" : "not recorded", "open");
   }
   if (cross.log_frame_matches) {
-    add("frame", cross.predicted_frame, cross.log_frame, *cross.log_frame_matches ? "match" : "differs");
+    AddItem(cross, "frame", cross.predicted_frame, cross.log_frame, *cross.log_frame_matches ? "match" : "differs");
   } else if (log != nullptr) {
-    add("frame", cross.predicted_frame, "no traceback of a waiting rank in the log", "open");
+    AddItem(cross, "frame", cross.predicted_frame, "no traceback of a waiting rank in the log", "open");
   }
+}
 
+// The verdict from the items: consistent when none differs, naming the open ones.
+void Verdict(ScenarioCrossCheck& cross) {
   std::vector<std::string> differs, open;
-  for (const Comparison& c : items) {
+  for (const Comparison& c : cross.comparisons) {
     if (c.result == "differs")
       differs.push_back(fmt::format("{}: predicted {}, recorded {}", c.what, c.predicted, c.recorded));
     if (c.result == "open") open.push_back(c.what);
@@ -207,21 +217,52 @@ void Compare(const Diagnosis& diagnosis, const Scenario& scenario, ScenarioCross
       cross.hit_rank, cross.hit_worker, cross.hit_iteration, cross.hit_slot, cross.pool);
 }
 
-}  // namespace
-
-ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name) {
-  ScenarioCrossCheck cross;
-  cross.scenario_name = scenario_name;
-  const Dataset dataset = BuildDataset(scenario, scenario_name);
-  CheckSamplerConstructible(scenario, dataset, scenario_name);
-  ExpandedPlan plan = ExpandPlan(scenario);
-  const uint64_t job_iterations = JobIterations(scenario, dataset);
-  if (diagnosis.recorded_scenario) {
-    // Place the recorded sequence numbers in the plan that ran, and say when the given scenario's differs.
-    ExpandedPlan ran = ExpandPlan(*diagnosis.recorded_scenario);
-    cross.plan_difference = FirstPlanDifference(plan, ran);
-    if (!cross.plan_difference.empty()) plan = std::move(ran);
+// The items of the prediction against the recordings, and the verdict (see ScenarioCrossCheck::comparisons).
+void Compare(const Diagnosis& diagnosis, const Scenario& scenario, ScenarioCrossCheck& cross) {
+  const RecordedHang hang = FindRecordedHang(diagnosis, cross);
+  if (!cross.check_hit) {
+    cross.verdict =
+        "not a sampler livelock: the scenario's resample loop terminates (or its livelock pools are "
+        "never drawn within the job), so the missing ranks stopped for another reason";
+    return;
   }
+  if (hang.missing.empty()) {
+    cross.verdict = fmt::format(
+        "nothing is stuck in the recordings, but the scenario predicts a livelock of rank {} "
+        "at iteration {}: the recordings end earlier, or come from another job",
+        cross.hit_rank, cross.hit_iteration);
+    return;
+  }
+  // Missing ranks come from root stuck collectives, so there is one to compare.
+  PETRSIM_ASSERT(hang.first != nullptr);
+  PETRSIM_ASSERT(hang.placed != nullptr);
+  const std::vector<uint32_t> predicted_missing =
+      cross.sim_stuck_ranks.empty() ? std::vector<uint32_t>{cross.hit_rank} : cross.sim_stuck_ranks;
+  const std::vector<uint32_t> recorded_missing = Sorted(hang.missing);
+  AddItem(cross, "missing ranks", RankList(predicted_missing), RankList(recorded_missing),
+          predicted_missing == recorded_missing ? "match" : "differs");
+  const TrainingLog* log = diagnosis.log ? &*diagnosis.log : nullptr;
+  CompareWorldSize(diagnosis, log, scenario.job().world_size(), cross);
+  CompareIterationAndStep(hang, log, cross);
+  CompareOpAndFrame(*hang.first, log, cross);
+  Verdict(cross);
+}
+
+// The frame the plan names ("path/file.py, in function: code") against a traceback's frame (an
+// absolute path): the same file (by its end) and function.
+bool FrameMatches(const std::string& predicted_frame, const LogFrame& f) {
+  const std::string plan_file = predicted_frame.substr(0, predicted_frame.find(", in "));
+  const size_t in = predicted_frame.find(", in ");
+  const std::string plan_function =
+      in == std::string::npos ? "" : predicted_frame.substr(in + 5, predicted_frame.find(':', in + 5) - (in + 5));
+  const bool file_matches = f.file.size() >= plan_file.size() &&
+                            f.file.compare(f.file.size() - plan_file.size(), plan_file.size(), plan_file) == 0;
+  return file_matches && f.function == plan_function;
+}
+
+// Each root stuck collective placed in the plan (iteration and step), in order.
+void PlaceStuck(const Diagnosis& diagnosis, const ExpandedPlan& plan, uint64_t job_iterations,
+                ScenarioCrossCheck& cross) {
   std::set<std::string> plan_groups;
   for (const auto& c : plan.startup) plan_groups.insert(c.process_group());
   for (const auto& c : plan.per_iteration) plan_groups.insert(c.process_group());
@@ -250,67 +291,81 @@ ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenar
     }
     cross.placed.push_back(placed);
   }
+}
+
+// `check`'s first livelock hit and its pool, and the collective the other ranks then wait in:
+// the first of the hit iteration on the world group.
+void PredictHit(const CheckReport& check, const ExpandedPlan& plan, uint64_t job_iterations,
+                ScenarioCrossCheck& cross) {
+  if (!check.first_hit) return;
+  cross.check_hit = true;
+  cross.hit_rank = check.first_hit->rank;
+  cross.hit_worker = check.first_hit->worker;
+  cross.hit_slot = check.first_hit->slot;
+  cross.hit_iteration = check.first_hit->iteration;
+  cross.hit_index = check.first_hit->index;
+  for (const TrapPool& pool : check.pools) {
+    if (check.first_hit->index < pool.first_frame || check.first_hit->index > pool.last_frame) continue;
+    cross.hit_pool = pool;
+    cross.pool = fmt::format(
+        "sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
+        "none with GT after the filters",
+        pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
+        pool.last_frame, pool.frames);
+  }
+  cross.predicted_seq = CollectivesBefore(plan, "default_pg", cross.hit_iteration) + 1;
+  if (const auto at = LocateCollective(plan, "default_pg", cross.predicted_seq, job_iterations)) {
+    cross.predicted_step = at->step;
+    if (at->collective != nullptr) {
+      cross.predicted_op = OpTypeName(at->collective->op());
+      cross.predicted_frame = at->collective->python_frame();
+    }
+  }
+}
+
+// A training log: its seed against the scenario's, the hang's iteration bound, and the frame the
+// waiting ranks show against the plan's.
+void ReadLog(const Diagnosis& diagnosis, const Scenario& scenario, uint64_t job_iterations, ScenarioCrossCheck& cross) {
+  if (!diagnosis.log) return;
+  cross.from_log = true;
+  const TrainingLog& log = *diagnosis.log;
+  if (log.seed && *log.seed != static_cast<int64_t>(scenario.job().seed())) {
+    cross.notes.push_back(fmt::format("the log's seed is {} (`Set random seed to`), the scenario's job.seed {}",
+                                      *log.seed, scenario.job().seed()));
+  }
+  cross.log_bound = diagnosis.hang_iterations;
+  if (!diagnosis.hang_iterations && log.last_iteration) {
+    cross.log_bound = IterationBound{log.last_iteration->done, job_iterations == 0 ? 0 : job_iterations - 1};
+  }
+  for (const auto& [r, rank] : log.ranks) {
+    if (const LogFrame* f = diagnose_internal::WaitingFrame(rank)) {
+      cross.log_frame = diagnose_internal::FrameText(*f);
+      if (!cross.predicted_frame.empty()) cross.log_frame_matches = FrameMatches(cross.predicted_frame, *f);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+ScenarioCrossCheck CrossCheck(const Diagnosis& diagnosis, const Scenario& scenario, const std::string& scenario_name) {
+  ScenarioCrossCheck cross;
+  cross.scenario_name = scenario_name;
+  const Dataset dataset = BuildDataset(scenario, scenario_name);
+  CheckSamplerConstructible(scenario, dataset, scenario_name);
+  ExpandedPlan plan = ExpandPlan(scenario);
+  const uint64_t job_iterations = JobIterations(scenario, dataset);
+  if (diagnosis.recorded_scenario) {
+    // Place the recorded sequence numbers in the plan that ran, and say when the given scenario's differs.
+    ExpandedPlan ran = ExpandPlan(*diagnosis.recorded_scenario);
+    cross.plan_difference = FirstPlanDifference(plan, ran);
+    if (!cross.plan_difference.empty()) plan = std::move(ran);
+  }
+  PlaceStuck(diagnosis, plan, job_iterations, cross);
   const CheckReport check = RunPreflight(scenario, dataset);
   if (NeedsFixes(check)) cross.fixes = ProveFixes(scenario, dataset, scenario_name, check);
-  if (check.first_hit) {
-    cross.check_hit = true;
-    cross.hit_rank = check.first_hit->rank;
-    cross.hit_worker = check.first_hit->worker;
-    cross.hit_slot = check.first_hit->slot;
-    cross.hit_iteration = check.first_hit->iteration;
-    cross.hit_index = check.first_hit->index;
-    for (const TrapPool& pool : check.pools) {
-      if (check.first_hit->index < pool.first_frame || check.first_hit->index > pool.last_frame) continue;
-      cross.hit_pool = pool;
-      cross.pool = fmt::format(
-          "sub-dataset '{}', scene '{}', frames {}..{} (dataset indices {}..{}, {} frames), "
-          "none with GT after the filters",
-          pool.subdataset_name, pool.scene_name, pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame,
-          pool.last_frame, pool.frames);
-    }
-  }
-  if (cross.check_hit) {
-    // The ranks that do start the hit iteration block in its first collective on the world group.
-    cross.predicted_seq = CollectivesBefore(plan, "default_pg", cross.hit_iteration) + 1;
-    if (const auto at = LocateCollective(plan, "default_pg", cross.predicted_seq, job_iterations)) {
-      cross.predicted_step = at->step;
-      if (at->collective != nullptr) {
-        cross.predicted_op = OpTypeName(at->collective->op());
-        cross.predicted_frame = at->collective->python_frame();
-      }
-    }
-  }
-  if (diagnosis.log) {
-    cross.from_log = true;
-    const TrainingLog& log = *diagnosis.log;
-    if (log.seed && *log.seed != static_cast<int64_t>(scenario.job().seed())) {
-      cross.notes.push_back(fmt::format("the log's seed is {} (`Set random seed to`), the scenario's job.seed {}",
-                                        *log.seed, scenario.job().seed()));
-    }
-    cross.log_bound = diagnosis.hang_iterations;
-    if (!diagnosis.hang_iterations && log.last_iteration) {
-      cross.log_bound = IterationBound{log.last_iteration->done, job_iterations == 0 ? 0 : job_iterations - 1};
-    }
-    for (const auto& [r, rank] : log.ranks) {
-      if (const LogFrame* f = diagnose_internal::WaitingFrame(rank)) {
-        cross.log_frame = diagnose_internal::FrameText(*f);
-        if (!cross.predicted_frame.empty()) {
-          // The plan names "path/file.py, in function: code"; the traceback an absolute path.
-          const std::string plan_file = cross.predicted_frame.substr(0, cross.predicted_frame.find(", in "));
-          const size_t in = cross.predicted_frame.find(", in ");
-          const std::string plan_function =
-              in == std::string::npos
-                  ? ""
-                  : cross.predicted_frame.substr(in + 5, cross.predicted_frame.find(':', in + 5) - (in + 5));
-          const bool file_matches =
-              f->file.size() >= plan_file.size() &&
-              f->file.compare(f->file.size() - plan_file.size(), plan_file.size(), plan_file) == 0;
-          cross.log_frame_matches = file_matches && f->function == plan_function;
-        }
-        break;
-      }
-    }
-  }
+  PredictHit(check, plan, job_iterations, cross);
+  ReadLog(diagnosis, scenario, job_iterations, cross);
   const sim::SimResult result = sim::Simulate(scenario, dataset, sim::SimOptions{});
   cross.sim_outcome = OutcomeName(result.outcome);
   cross.sim_cause = CauseName(result.cause);
@@ -404,7 +459,9 @@ std::vector<Fix> RecordedScenarioFixes(const Diagnosis& diagnosis) {
   }
 }
 
-nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
+namespace {
+
+nlohmann::json PlacedJson(const ScenarioCrossCheck& cross) {
   nlohmann::json placed = nlohmann::json::array();
   for (const auto& p : cross.placed) {
     nlohmann::json j = {{"pg_id", p.group}, {"plan_group", p.plan_group}, {"seq", p.seq}, {"found", p.found}};
@@ -415,6 +472,13 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
     }
     placed.push_back(j);
   }
+  return placed;
+}
+
+// `check`'s first hit, null when none. Its pool is the same object, under the same key, as
+// the "pool" of a livelock's cause_detail (diagnose_internal::PoolJson); "pool_description"
+// says it in words.
+nlohmann::json CheckFirstHitJson(const ScenarioCrossCheck& cross) {
   nlohmann::json check = nullptr;
   if (cross.check_hit) {
     check = {{"rank", cross.hit_rank},
@@ -422,42 +486,49 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
              {"slot", cross.hit_slot},
              {"iteration", cross.hit_iteration},
              {"index", cross.hit_index},
-             {"pool", cross.pool},
+             {"pool_description", cross.pool},
              {"waiting_seq", cross.predicted_seq},
              {"waiting_op", cross.predicted_op},
              {"waiting_frame", cross.predicted_frame}};
   }
   if (cross.hit_pool) {
+    PETRSIM_ASSERT(cross.check_hit);  // the pool is the one of the hit's index
     const TrapPool& pool = *cross.hit_pool;
     check["group"] = pool.group;
     check["subdataset"] = pool.subdataset;
     check["subdataset_name"] = pool.subdataset_name;
     check["scene"] = pool.scene;
     check["scene_name"] = pool.scene_name;
-    check["pool_frames"] = {{"first", pool.first_frame},
-                            {"last", pool.last_frame},
-                            {"first_in_scene", pool.first_frame_in_scene},
-                            {"last_in_scene", pool.last_frame_in_scene},
-                            {"frames", pool.frames}};
+    check["pool"] = diagnose_internal::PoolJson(pool.first_frame, pool.last_frame, pool.first_frame_in_scene,
+                                                pool.last_frame_in_scene, static_cast<int64_t>(pool.frames));
   }
+  return check;
+}
+
+// What a training log adds (the hang's iteration bound, whether op and frame match), null for
+// other recordings.
+nlohmann::json LogMatchJson(const ScenarioCrossCheck& cross) {
+  if (!cross.log_bound && !cross.log_op_matches && !cross.log_frame_matches) return nullptr;
+  const auto opt = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"hang_iterations", cross.log_bound
+                                  ? nlohmann::json({{"first", cross.log_bound->first}, {"last", cross.log_bound->last}})
+                                  : nullptr},
+          {"op_matches", opt(cross.log_op_matches)},
+          {"frame", cross.log_frame},
+          {"frame_matches", opt(cross.log_frame_matches)}};
+}
+
+}  // namespace
+
+nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
   nlohmann::json comparisons = nlohmann::json::array();
   for (const auto& c : cross.comparisons) {
     comparisons.push_back(
         {{"what", c.what}, {"predicted", c.predicted}, {"recorded", c.recorded}, {"result", c.result}});
   }
-  nlohmann::json log = nullptr;
-  if (cross.log_bound || cross.log_op_matches || cross.log_frame_matches) {
-    const auto opt = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-    log = {{"hang_iterations",
-            cross.log_bound ? nlohmann::json({{"first", cross.log_bound->first}, {"last", cross.log_bound->last}})
-                            : nullptr},
-           {"op_matches", opt(cross.log_op_matches)},
-           {"frame", cross.log_frame},
-           {"frame_matches", opt(cross.log_frame_matches)}};
-  }
   return {{"scenario", cross.scenario_name},
-          {"placed", placed},
-          {"check_first_hit", check},
+          {"placed", PlacedJson(cross)},
+          {"check_first_hit", CheckFirstHitJson(cross)},
           {"sim",
            {{"outcome", cross.sim_outcome},
             {"cause", cross.sim_cause},
@@ -465,7 +536,7 @@ nlohmann::json CrossCheckJson(const ScenarioCrossCheck& cross) {
             {"pg", cross.sim_group},
             {"seq", cross.sim_seq},
             {"iteration", cross.sim_iteration}}},
-          {"log", log},
+          {"log", LogMatchJson(cross)},
           {"plan_difference",
            cross.plan_difference.empty() ? nlohmann::json(nullptr) : nlohmann::json(cross.plan_difference)},
           {"notes", cross.notes},

@@ -17,8 +17,12 @@ std::string Shape(const std::vector<std::vector<int64_t>>& sizes);
 // "9, 14" or "0-3, 7".
 std::string RankList(const std::vector<uint32_t>& ranks);
 
+// A trap pool as JSON: {first, last, first_in_scene, last_in_scene, frames}. The one shape of "pool" wherever the
+// diagnosis names one (a livelock's cause_detail, the cross-check's check_first_hit).
+nlohmann::json PoolJson(int64_t first, int64_t last, uint32_t first_in_scene, uint32_t last_in_scene, int64_t frames);
+
 // A stuck getitem's fields as JSON ("worker", "batch", "slot", "index", and with `pool_known` "group", "subdataset",
-// "subdataset_name", "scene", "scene_name", "pool": {first, last, first_in_scene, last_in_scene, frames}).
+// "subdataset_name", "scene", "scene_name", "pool": PoolJson).
 nlohmann::json GetitemJson(const StuckGetitem& getitem, bool pool_known);
 
 // Training logs (diagnose_log.cc): the frame a rank waits in (its traceback's innermost frame outside torch), or

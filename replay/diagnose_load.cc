@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "formats/flight_recorder/flight_recorder.h"
@@ -122,97 +123,119 @@ StuckGetitem SpinFromEvent(uint32_t rank, const TraceEventView& event) {
   return spin;
 }
 
+// What one petrsim trace's events say of its rank, gathered event by event while the file is
+// scanned (ReadPetrsimRank).
+class RankScan {
+ public:
+  explicit RankScan(LoadedTrace& out) : out_(out), rank_(out.rank) {}
+
+  void Event(const TraceEventView& event) {
+    out_.end_ns = std::max(out_.end_ns, event.end_ns);
+    out_.start_ns = std::min(out_.start_ns, event.start_ns);
+    ++rank_.events_read;
+    switch (event.kind) {
+      case TraceEventKind::collective:
+        OnCollective(event);
+        break;
+      case TraceEventKind::livelock: {
+        StuckGetitem& spin = rank_.spins.emplace_back(SpinFromEvent(rank_.rank, event));
+        spin.attempts = event.attempts;
+        spin.report = std::string(event.text);
+        break;
+      }
+      case TraceEventKind::load:
+        OnLoad(event);
+        break;
+      case TraceEventKind::rank_died:
+        if (!rank_.died) {
+          rank_.died = std::string(event.text);
+          rank_.died_ns = event.start_ns;
+        }
+        break;
+      case TraceEventKind::process_exit:
+        // The probe's last event: "killed by SIGTERM", "the process ends with an uncaught exception: ...", or a
+        // clean "the process exits". Killed or failed, the rank died there.
+        if (!rank_.died && event.text != "the process exits") {
+          rank_.died = std::string(event.text);
+          rank_.died_ns = event.start_ns;
+        }
+        break;
+      case TraceEventKind::stall:
+        diagnose_internal::NoteStall(rank_, event);
+        break;
+      case TraceEventKind::truncated:
+        rank_.records_dropped += event.records_dropped;
+        break;
+      default:
+        break;
+    }
+  }
+
+ private:
+  void OnCollective(const TraceEventView& event) {
+    ++rank_.calls_read;
+    // The group of the previous collective, usually the same: no map lookup then.
+    const std::string_view group_name =
+        event.process_group.empty() ? std::string_view("default_pg") : event.process_group;
+    if (last_progress_ == nullptr || group_name != last_group_) {
+      last_group_.assign(group_name);
+      last_progress_ = &rank_.progress[last_group_];
+    }
+    GroupProgress& progress = *last_progress_;
+    const auto seq = static_cast<int64_t>(event.seq);
+    progress.last_enqueued = std::max(progress.last_enqueued, seq);
+    if (event.completed) {
+      progress.last_completed = std::max(progress.last_completed, seq);
+      return;
+    }
+    CallRecord call;
+    call.group = last_group_;
+    call.seq = seq;
+    // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
+    call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
+    call.input_sizes = {{static_cast<int64_t>(event.numel)}};
+    call.dtype = Collective::Dtype_Name(event.dtype);
+    call.time_ns = event.start_ns;
+    call.completed = false;
+    call.iteration = event.iteration;
+    call.step = std::string(event.text);
+    // Diagnose counts a pending call as joined by its rank through this progress as well.
+    PETRSIM_ASSERT(progress.last_enqueued >= call.seq);
+    rank_.calls.push_back(std::move(call));
+  }
+
+  void OnLoad(const TraceEventView& event) {
+    diagnose_internal::NoteLoadAfterStall(rank_, event);
+    if (event.completed) return;
+    // A getitem the worker was still in at the end: its attempts so far.
+    StuckGetitem* found = nullptr;
+    for (StuckGetitem& spin : rank_.spins) {
+      if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
+    }
+    if (found == nullptr) {  // its livelock instant was not kept (a ring)
+      rank_.spins.push_back(SpinFromEvent(rank_.rank, event));
+      rank_.spins.back().report = "the resample loop never ends";
+      found = &rank_.spins.back();
+    }
+    found->attempts = std::max(found->attempts, event.attempts);
+  }
+
+  LoadedTrace& out_;
+  RankRecording& rank_;
+  std::string last_group_;
+  GroupProgress* last_progress_ = nullptr;  // std::map nodes stay put
+};
+
 LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
   LoadedTrace out;
   RankRecording& rank = out.rank;
   std::string partial;
-  std::string last_group;
-  GroupProgress* last_progress = nullptr;  // std::map nodes stay put
+  RankScan scan(out);
   out.header = ScanTraceEvents(
-      path,
-      [&](const TraceEventView& event) {
-        out.end_ns = std::max(out.end_ns, event.end_ns);
-        out.start_ns = std::min(out.start_ns, event.start_ns);
-        ++rank.events_read;
-        switch (event.kind) {
-          case TraceEventKind::collective: {
-            ++rank.calls_read;
-            // The group of the previous collective, usually the same: no map lookup then.
-            const std::string_view group_name =
-                event.process_group.empty() ? std::string_view("default_pg") : event.process_group;
-            if (last_progress == nullptr || group_name != last_group) {
-              last_group.assign(group_name);
-              last_progress = &rank.progress[last_group];
-            }
-            const std::string& group = last_group;
-            GroupProgress& progress = *last_progress;
-            const auto seq = static_cast<int64_t>(event.seq);
-            progress.last_enqueued = std::max(progress.last_enqueued, seq);
-            if (event.completed) {
-              progress.last_completed = std::max(progress.last_completed, seq);
-              break;
-            }
-            CallRecord call;
-            call.group = group;
-            call.seq = seq;
-            // c10d runs a barrier as an all_reduce; the plan's op tells them apart for desyncs.
-            call.op = event.op == Collective::barrier ? std::string("BARRIER") : OpTypeName(event.op);
-            call.input_sizes = {{static_cast<int64_t>(event.numel)}};
-            call.dtype = Collective::Dtype_Name(event.dtype);
-            call.time_ns = event.start_ns;
-            call.completed = false;
-            call.iteration = event.iteration;
-            call.step = std::string(event.text);
-            rank.calls.push_back(std::move(call));
-            break;
-          }
-          case TraceEventKind::livelock: {
-            StuckGetitem& spin = rank.spins.emplace_back(SpinFromEvent(rank.rank, event));
-            spin.attempts = event.attempts;
-            spin.report = std::string(event.text);
-            break;
-          }
-          case TraceEventKind::load:
-            diagnose_internal::NoteLoadAfterStall(rank, event);
-            if (!event.completed) {
-              // A getitem the worker was still in at the end: its attempts so far.
-              StuckGetitem* found = nullptr;
-              for (StuckGetitem& spin : rank.spins) {
-                if (spin.batch == event.iteration && spin.slot == event.slot) found = &spin;
-              }
-              if (found == nullptr) {  // its livelock instant was not kept (a ring)
-                rank.spins.push_back(SpinFromEvent(rank.rank, event));
-                rank.spins.back().report = "the resample loop never ends";
-                found = &rank.spins.back();
-              }
-              found->attempts = std::max(found->attempts, event.attempts);
-            }
-            break;
-          case TraceEventKind::rank_died:
-            if (!rank.died) {
-              rank.died = std::string(event.text);
-              rank.died_ns = event.start_ns;
-            }
-            break;
-          case TraceEventKind::process_exit:
-            // The probe's last event: "killed by SIGTERM", "the process ends with an uncaught exception: ...", or a
-            // clean "the process exits". Killed or failed, the rank died there.
-            if (!rank.died && event.text != "the process exits") {
-              rank.died = std::string(event.text);
-              rank.died_ns = event.start_ns;
-            }
-            break;
-          case TraceEventKind::stall:
-            diagnose_internal::NoteStall(rank, event);
-            break;
-          case TraceEventKind::truncated:
-            rank.records_dropped += event.records_dropped;
-            break;
-          default:
-            break;
-        }
-      },
-      &partial);
+      path, [&](const TraceEventView& event) { scan.Event(event); }, &partial);
+  // Only the calls still pending are kept, of the collectives among the events read.
+  PETRSIM_ASSERT(rank.calls.size() <= rank.calls_read);
+  PETRSIM_ASSERT(rank.calls_read <= rank.events_read);
   if (!partial.empty()) rank.partial = partial;
   if (out.header.world_size() == 0 || out.header.world_size() > kRanksMax) {
     throw ScenarioError(fmt::format("{}: world_size {} is not in [1, {}]", path, out.header.world_size(), kRanksMax));
@@ -292,37 +315,43 @@ void AddPetrsimTrace(Recordings& rec, LoadedTrace&& trace) {
   rank = std::move(trace.rank);
 }
 
-}  // namespace
+// The files of directory `path` that may be a rank's (every regular file but notes, logs and
+// temporaries), sorted. A FIFO, a device, a dangling link or a link loop where a rank's file
+// should be is said, never skipped (the job would then look healthy) nor waited on.
+std::vector<std::string> DirectoryFiles(const std::string& path) {
+  std::error_code error;
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || name.ends_with(".tmp") || name.ends_with(".log") || name.ends_with(".txt") ||
+        name.ends_with(".md")) {
+      continue;
+    }
+    std::error_code kind_error;
+    if (entry.is_directory(kind_error)) continue;  // a folder beside the files: not a rank's
+    if (!entry.is_regular_file(kind_error)) {
+      struct stat info {};
+      if (::stat(entry.path().c_str(), &info) != 0) {
+        throw ScenarioError(fmt::format("{}: cannot read it: {}", entry.path().string(), std::strerror(errno)));
+      }
+      throw ScenarioError(fmt::format("{}: expected a trace or dump file (a regular file), found {}",
+                                      entry.path().string(), FileKindName(info.st_mode)));
+    }
+    found.push_back(entry.path().string());
+  }
+  if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", path, error.message()));
+  if (found.empty()) throw ScenarioError(fmt::format("{}: the directory holds no trace or dump files", path));
+  std::sort(found.begin(), found.end());
+  return found;
+}
 
-Recordings LoadRecordings(const std::vector<std::string>& paths) {
+// The files PATHS name: each a directory (its files) or a file.
+std::vector<std::string> ListFiles(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
   for (const std::string& path : paths) {
     std::error_code error;
     if (std::filesystem::is_directory(path, error)) {
-      std::vector<std::string> found;
-      for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
-        const std::string name = entry.path().filename().string();
-        if (name.empty() || name[0] == '.' || name.ends_with(".tmp") || name.ends_with(".log") ||
-            name.ends_with(".txt") || name.ends_with(".md")) {
-          continue;
-        }
-        std::error_code kind_error;
-        if (entry.is_directory(kind_error)) continue;  // a folder beside the files: not a rank's
-        if (!entry.is_regular_file(kind_error)) {
-          // A FIFO, a device, a dangling link or a link loop where a rank's file should be: said,
-          // never skipped (the job would then look healthy) nor waited on.
-          struct stat info {};
-          if (::stat(entry.path().c_str(), &info) != 0) {
-            throw ScenarioError(fmt::format("{}: cannot read it: {}", entry.path().string(), std::strerror(errno)));
-          }
-          throw ScenarioError(fmt::format("{}: expected a trace or dump file (a regular file), found {}",
-                                          entry.path().string(), FileKindName(info.st_mode)));
-        }
-        found.push_back(entry.path().string());
-      }
-      if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", path, error.message()));
-      if (found.empty()) throw ScenarioError(fmt::format("{}: the directory holds no trace or dump files", path));
-      std::sort(found.begin(), found.end());
+      const std::vector<std::string> found = DirectoryFiles(path);
       files.insert(files.end(), found.begin(), found.end());
     } else if (std::filesystem::is_regular_file(path, error)) {
       files.push_back(path);
@@ -336,6 +365,126 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
                                       path, FileKindName(info.st_mode)));
     }
   }
+  return files;
+}
+
+void LoadPetrsimTraces(Recordings& rec, const std::vector<std::string>& files) {
+  rec.format = "petrsim";
+  std::vector<std::exception_ptr> errors;
+  std::vector<LoadedTrace> loaded = ReadPetrsimRanks(files, errors);
+  size_t read = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (errors[i]) continue;
+    AddPetrsimTrace(rec, std::move(loaded[i]));
+    ++read;
+  }
+  // A file that cannot be read at all: its rank is without a file; nothing read: the error.
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!errors[i]) continue;
+    if (read == 0) std::rethrow_exception(errors[i]);
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const ScenarioError& error) {
+      rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error.what()));
+    }
+  }
+  for (const auto& rank : rec.ranks) {
+    for (const auto& [group, progress] : rank.progress) rec.groups[group].desc = group;
+  }
+  for (auto& [name, group] : rec.groups) {
+    group.members.clear();
+    for (uint32_t r = 0; r < rec.world_size; ++r) group.members.push_back(r);
+  }
+}
+
+// Groups no dump described (no pg_config): their members are the ranks that recorded them.
+void InferUndescribedMembers(Recordings& rec) {
+  for (auto& [name, group] : rec.groups) {
+    if (!group.members.empty()) continue;
+    std::set<uint32_t> members;
+    for (const auto& rank : rec.ranks) {
+      for (const CallRecord& call : rank.calls) {
+        if (call.group == name) members.insert(rank.rank);
+      }
+    }
+    group.members.assign(members.begin(), members.end());
+    rec.notes.push_back(
+        fmt::format("process group {}: no pg_config describes it; its members are taken to be "
+                    "the ranks that recorded it ({} ranks)",
+                    name, members.size()));
+  }
+}
+
+// Groups a rank recorded nothing on: its progress through the group's local id, when every rank
+// that recorded the group agrees on that id (ranks create groups in the same order). The status
+// kept by local id is dropped then.
+void ResolveProgressByLocalId(Recordings& rec, const std::map<std::string, std::map<uint32_t, int64_t>>& pg_ids) {
+  for (auto& rank : rec.ranks) {
+    rank.rank = static_cast<uint32_t>(&rank - rec.ranks.data());
+    if (!rank.present) continue;
+    for (const auto& [name, ids] : pg_ids) {
+      if (rank.progress.count(name) > 0) continue;
+      std::set<int64_t> distinct;
+      for (const auto& [r, id] : ids) distinct.insert(id);
+      if (distinct.size() != 1) continue;
+      const auto it = rank.progress.find("\x01" + std::to_string(*distinct.begin()));
+      if (it != rank.progress.end()) rank.progress[name] = it->second;
+    }
+    for (auto it = rank.progress.begin(); it != rank.progress.end();) {
+      it = it->first.starts_with("\x01") ? rank.progress.erase(it) : std::next(it);
+    }
+  }
+}
+
+void LoadFlightRecorderDumps(Recordings& rec, const std::vector<std::string>& files) {
+  rec.format = "flight_recorder";
+  std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
+  std::vector<std::string> unreadable;
+  std::vector<FrDump> dumps;
+  size_t read = 0;
+  for (const std::string& file : files) {
+    try {
+      if (!LooksLikeFlightRecorderDump(file)) {
+        throw ScenarioError(
+            fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
+                        "Recorder dump (a pickle or JSON)",
+                        file));
+      }
+      dumps.push_back(ReadFlightRecorderDump(file));
+    } catch (const ScenarioError& error) {
+      if (files.size() == 1) throw;
+      unreadable.push_back(error.what());
+    }
+  }
+  // Bare lists name groups by each process's own index: matched across the dumps first.
+  for (std::string& note : MatchBareListGroups(dumps)) rec.notes.push_back(std::move(note));
+  for (FrDump& dump : dumps) {
+    try {
+      AddFlightRecorderDump(rec, std::move(dump), pg_ids);
+      ++read;
+    } catch (const ScenarioError& error) {
+      if (files.size() == 1) throw;
+      unreadable.push_back(error.what());
+    }
+  }
+  if (read == 0) throw ScenarioError(unreadable.front());
+  for (const std::string& error : unreadable) {
+    rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error));
+  }
+  InferUndescribedMembers(rec);
+  uint32_t world = static_cast<uint32_t>(rec.ranks.size());
+  for (const auto& [name, group] : rec.groups) {
+    for (const uint32_t r : group.members) world = std::max(world, r + 1);
+  }
+  rec.world_size = world;
+  rec.ranks.resize(world);
+  ResolveProgressByLocalId(rec, pg_ids);
+}
+
+}  // namespace
+
+Recordings LoadRecordings(const std::vector<std::string>& paths) {
+  const std::vector<std::string> files = ListFiles(paths);
   Recordings rec;
   size_t petrsim = 0;
   for (const std::string& file : files) petrsim += IsPetrsimTrace(file);
@@ -346,107 +495,16 @@ Recordings LoadRecordings(const std::vector<std::string>& paths) {
                     paths.front()));
   }
   if (petrsim > 0) {
-    rec.format = "petrsim";
-    std::vector<std::exception_ptr> errors;
-    std::vector<LoadedTrace> loaded = ReadPetrsimRanks(files, errors);
-    size_t read = 0;
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (errors[i]) continue;
-      AddPetrsimTrace(rec, std::move(loaded[i]));
-      ++read;
-    }
-    // A file that cannot be read at all: its rank is without a file; nothing read: the error.
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (!errors[i]) continue;
-      if (read == 0) std::rethrow_exception(errors[i]);
-      try {
-        std::rethrow_exception(errors[i]);
-      } catch (const ScenarioError& error) {
-        rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error.what()));
-      }
-    }
-    for (const auto& rank : rec.ranks) {
-      for (const auto& [group, progress] : rank.progress) rec.groups[group].desc = group;
-    }
-    for (auto& [name, group] : rec.groups) {
-      group.members.clear();
-      for (uint32_t r = 0; r < rec.world_size; ++r) group.members.push_back(r);
-    }
+    LoadPetrsimTraces(rec, files);
   } else {
-    rec.format = "flight_recorder";
-    std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
-    std::vector<std::string> unreadable;
-    std::vector<FrDump> dumps;
-    size_t read = 0;
-    for (const std::string& file : files) {
-      try {
-        if (!LooksLikeFlightRecorderDump(file)) {
-          throw ScenarioError(
-              fmt::format("{}: byte 0: neither a petrsim trace (*.pbtrace) nor a Flight "
-                          "Recorder dump (a pickle or JSON)",
-                          file));
-        }
-        dumps.push_back(ReadFlightRecorderDump(file));
-      } catch (const ScenarioError& error) {
-        if (files.size() == 1) throw;
-        unreadable.push_back(error.what());
-      }
-    }
-    // Bare lists name groups by each process's own index: matched across the dumps first.
-    for (std::string& note : MatchBareListGroups(dumps)) rec.notes.push_back(std::move(note));
-    for (FrDump& dump : dumps) {
-      try {
-        AddFlightRecorderDump(rec, std::move(dump), pg_ids);
-        ++read;
-      } catch (const ScenarioError& error) {
-        if (files.size() == 1) throw;
-        unreadable.push_back(error.what());
-      }
-    }
-    if (read == 0) throw ScenarioError(unreadable.front());
-    for (const std::string& error : unreadable) {
-      rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error));
-    }
-    // Groups no dump described (no pg_config): their members are the ranks that recorded them.
-    for (auto& [name, group] : rec.groups) {
-      if (!group.members.empty()) continue;
-      std::set<uint32_t> members;
-      for (const auto& rank : rec.ranks) {
-        for (const CallRecord& call : rank.calls) {
-          if (call.group == name) members.insert(rank.rank);
-        }
-      }
-      group.members.assign(members.begin(), members.end());
-      rec.notes.push_back(
-          fmt::format("process group {}: no pg_config describes it; its members are taken to be "
-                      "the ranks that recorded it ({} ranks)",
-                      name, members.size()));
-    }
-    uint32_t world = static_cast<uint32_t>(rec.ranks.size());
-    for (const auto& [name, group] : rec.groups) {
-      for (const uint32_t r : group.members) world = std::max(world, r + 1);
-    }
-    rec.world_size = world;
-    rec.ranks.resize(world);
-    // Groups a rank recorded nothing on: its progress through the group's local id, when every
-    // rank that recorded the group agrees on that id (ranks create groups in the same order).
-    for (auto& rank : rec.ranks) {
-      rank.rank = static_cast<uint32_t>(&rank - rec.ranks.data());
-      if (!rank.present) continue;
-      for (const auto& [name, ids] : pg_ids) {
-        if (rank.progress.count(name) > 0) continue;
-        std::set<int64_t> distinct;
-        for (const auto& [r, id] : ids) distinct.insert(id);
-        if (distinct.size() != 1) continue;
-        const auto it = rank.progress.find("\x01" + std::to_string(*distinct.begin()));
-        if (it != rank.progress.end()) rank.progress[name] = it->second;
-      }
-      for (auto it = rank.progress.begin(); it != rank.progress.end();) {
-        it = it->first.starts_with("\x01") ? rank.progress.erase(it) : std::next(it);
-      }
-    }
+    LoadFlightRecorderDumps(rec, files);
   }
   for (uint32_t r = 0; r < rec.ranks.size(); ++r) rec.ranks[r].rank = r;
+  // What Diagnose indexes by: one recording per rank of the world, and every group's members in it.
+  PETRSIM_ASSERT(rec.ranks.size() == rec.world_size);
+  for (const auto& [name, group] : rec.groups) {
+    for (const uint32_t r : group.members) PETRSIM_ASSERT(r < rec.world_size);
+  }
   return rec;
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/assert.h"
 #include "replay/diagnose.h"
 #include "replay/diagnose_internal.h"
 
@@ -42,9 +43,11 @@ std::string FrameText(const LogFrame& f) {
 using diagnose_internal::FrameText;
 using diagnose_internal::WaitingFrame;
 
-Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size) {
-  Diagnosis d;
-  d.format = "training_log";
+namespace {
+
+// The world size of a log's diagnosis: the log's when it says one (a different `given_world_size` is noted), else
+// `given_world_size` when set; when neither, the ranks seen (world_size_known false).
+void SettleWorldSize(TrainingLog& log, std::optional<uint32_t> given_world_size, Diagnosis& d) {
   uint32_t seen = 0;
   for (const auto& [r, rank] : log.ranks) seen = std::max(seen, r + 1);
   if (given_world_size && log.world_size && *log.world_size != *given_world_size) {
@@ -66,13 +69,22 @@ Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_wor
     d.world_size = seen;
     d.world_size_known = false;
   }
+}
+
+// The collectives the ranks time out in, by (group, sequence number), with the ranks that wait in each; and per group
+// the ranks that timed out in any of its collectives.
+struct LogTimeouts {
   std::map<std::pair<std::string, int64_t>, StuckCollective> by_work;
   std::map<std::string, std::set<uint32_t>> timed_out;  // by group
+};
+
+LogTimeouts CollectTimeouts(const TrainingLog& log, Diagnosis& d) {
+  LogTimeouts out;
   for (const auto& [r, rank] : log.ranks) {
     for (const LogTimeout& t : rank.timeouts) {
       if (!IsTimeout(t)) continue;
       ++d.calls;
-      StuckCollective& s = by_work[{t.pg, t.seq ? static_cast<int64_t>(*t.seq) : 0}];
+      StuckCollective& s = out.by_work[{t.pg, t.seq ? static_cast<int64_t>(*t.seq) : 0}];
       if (s.waiting_ranks.empty()) {
         s.group = t.pg;
         s.desc = !t.pg_desc.empty() ? t.pg_desc : t.pg == "0" ? "default_pg" : "";
@@ -82,59 +94,81 @@ Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_wor
       }
       if (s.op == "?" && !t.op.empty()) s.op = t.op;
       s.waiting_ranks.push_back(r);
-      timed_out[t.pg].insert(r);
+      out.timed_out[t.pg].insert(r);
     }
   }
+  return out;
+}
+
+// The stuck collectives, root ones (the lowest sequence number of each group) first: each missing the ranks of the
+// world that did not time out in its group.
+void AddStuck(const TrainingLog& log, LogTimeouts& timeouts, const std::set<uint32_t>& with_file, Diagnosis& d) {
+  std::map<std::string, int64_t> lowest_seq;
+  for (const auto& [key, s] : timeouts.by_work) {
+    auto [it, fresh] = lowest_seq.emplace(key.first, key.second);
+    if (!fresh) it->second = std::min(it->second, key.second);
+  }
+  for (auto& [key, s] : timeouts.by_work) {
+    std::sort(s.waiting_ranks.begin(), s.waiting_ranks.end());
+    const std::set<uint32_t>& waiting = timeouts.timed_out[key.first];
+    for (uint32_t r = 0; r < d.world_size; ++r) {
+      if (waiting.count(r) > 0) continue;
+      s.missing_ranks.push_back(r);
+      if (log.per_rank_files > 0 && with_file.count(r) == 0) s.without_file.push_back(r);
+    }
+    // The ranks that printed a timeout in the group are never among its missing ones.
+    for (const uint32_t r : s.waiting_ranks) PETRSIM_ASSERT(waiting.count(r) > 0);
+    s.root = key.second == lowest_seq[key.first];
+    d.stuck.push_back(std::move(s));
+  }
+  std::stable_sort(d.stuck.begin(), d.stuck.end(),
+                   [](const StuckCollective& a, const StuckCollective& b) { return a.root && !b.root; });
+}
+
+// The ranks that never printed a timeout (suspects), and the cause they point at.
+void NeverReachedCause(const TrainingLog& log, const LogTimeouts& timeouts, Diagnosis& d) {
+  std::set<uint32_t> any_timeout;
+  for (const auto& [pg, ranks] : timeouts.timed_out) any_timeout.insert(ranks.begin(), ranks.end());
+  for (uint32_t r = 0; r < d.world_size; ++r) {
+    if (any_timeout.count(r) == 0) d.suspects.push_back(r);
+  }
+  if (d.stuck.empty() || d.suspects.empty()) return;
+  std::string when;
+  if (d.hang_iterations) {
+    when = fmt::format(", in iteration {}..{} (the last iteration logged was {}, every {})", d.hang_iterations->first,
+                       d.hang_iterations->last, log.last_iteration->done, *log.log_interval);
+  }
+  d.cause = fmt::format(
+      "rank(s) {} never printed a timeout: they never reached the collective the others wait in{}; a log holds no "
+      "sampler or worker events: run with --scenario to check the data",
+      RankList(d.suspects), when);
+  d.cause_detail = CauseDetail{"never_reached", d.suspects.front(), std::nullopt, std::nullopt};
+}
+
+}  // namespace
+
+Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_world_size) {
+  Diagnosis d;
+  d.format = "training_log";
+  SettleWorldSize(log, given_world_size, d);
+  LogTimeouts timeouts = CollectTimeouts(log, d);
   std::set<uint32_t> with_file;
   if (log.per_rank_files > 0) {
     for (const auto& [r, rank] : log.ranks) {
       if (!rank.source.empty()) with_file.insert(r);
     }
   }
-  std::map<std::string, int64_t> lowest_seq;
-  for (const auto& [key, s] : by_work) {
-    auto [it, fresh] = lowest_seq.emplace(key.first, key.second);
-    if (!fresh) it->second = std::min(it->second, key.second);
-  }
-  for (auto& [key, s] : by_work) {
-    std::sort(s.waiting_ranks.begin(), s.waiting_ranks.end());
-    for (uint32_t r = 0; r < d.world_size; ++r) {
-      if (timed_out[key.first].count(r) > 0) continue;
-      s.missing_ranks.push_back(r);
-      if (log.per_rank_files > 0 && with_file.count(r) == 0) s.without_file.push_back(r);
-    }
-    s.root = key.second == lowest_seq[key.first];
-    d.stuck.push_back(std::move(s));
-  }
-  std::stable_sort(d.stuck.begin(), d.stuck.end(),
-                   [](const StuckCollective& a, const StuckCollective& b) { return a.root && !b.root; });
+  AddStuck(log, timeouts, with_file, d);
+  PETRSIM_ASSERT(std::is_partitioned(d.stuck.begin(), d.stuck.end(), [](const StuckCollective& s) { return s.root; }));
   if (log.per_rank_files > 0) {
     for (uint32_t r = 0; r < d.world_size; ++r) {
       if (with_file.count(r) == 0) d.ranks_without_file.push_back(r);
     }
   }
-  std::set<uint32_t> any_timeout;
-  for (const auto& [pg, ranks] : timed_out) any_timeout.insert(ranks.begin(), ranks.end());
-  for (uint32_t r = 0; r < d.world_size; ++r) {
-    if (any_timeout.count(r) == 0) d.suspects.push_back(r);
-  }
   d.events = log.lines;
   if (log.last_iteration && log.log_interval)
     d.hang_iterations = HangIterationBound(*log.last_iteration, *log.log_interval);
-  if (!d.stuck.empty() && !d.suspects.empty()) {
-    std::string when;
-    if (d.hang_iterations) {
-      when = fmt::format(", in iteration {}..{} (the last iteration logged was {}, every {})", d.hang_iterations->first,
-                         d.hang_iterations->last, log.last_iteration->done, *log.log_interval);
-    }
-    d.cause = fmt::format(
-        "rank(s) {} never printed a timeout: they never reached the collective the others wait in{}; a log holds no "
-        "sampler or worker events: run with --scenario to check the data",
-        RankList(d.suspects), when);
-  }
-  if (!d.stuck.empty() && !d.suspects.empty()) {
-    d.cause_detail = CauseDetail{"never_reached", d.suspects.front(), std::nullopt, std::nullopt};
-  }
+  NeverReachedCause(log, timeouts, d);
   d.log = std::move(log);
   return d;
 }

@@ -38,6 +38,14 @@ std::string RankList(const std::vector<uint32_t>& ranks) {
   return out.empty() ? "-" : out;
 }
 
+nlohmann::json PoolJson(int64_t first, int64_t last, uint32_t first_in_scene, uint32_t last_in_scene, int64_t frames) {
+  return {{"first", first},
+          {"last", last},
+          {"first_in_scene", first_in_scene},
+          {"last_in_scene", last_in_scene},
+          {"frames", frames}};
+}
+
 nlohmann::json GetitemJson(const StuckGetitem& g, bool pool_known) {
   nlohmann::json j = {{"worker", g.worker}, {"batch", g.batch}, {"slot", g.slot}, {"index", g.index}};
   if (pool_known) {
@@ -46,11 +54,8 @@ nlohmann::json GetitemJson(const StuckGetitem& g, bool pool_known) {
     j["subdataset_name"] = g.subdataset_name;
     j["scene"] = g.scene;
     j["scene_name"] = g.scene_name;
-    j["pool"] = {{"first", g.pool_first},
-                 {"last", g.pool_last},
-                 {"first_in_scene", g.pool_first_in_scene},
-                 {"last_in_scene", g.pool_last_in_scene},
-                 {"frames", g.pool_last - g.pool_first + 1}};
+    j["pool"] = PoolJson(g.pool_first, g.pool_last, g.pool_first_in_scene, g.pool_last_in_scene,
+                         g.pool_last - g.pool_first + 1);
   }
   return j;
 }
@@ -69,49 +74,49 @@ using diagnose_internal::LogJson;
 using diagnose_internal::RankList;
 using diagnose_internal::Shape;
 
-std::string FormatDiagnosis(const Diagnosis& d) {
-  std::string out = fmt::format(
-      "petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
-      "graph of {} pending collectives, {} edges)\n",
-      d.world_size,
-      d.format == "petrsim"        ? "petrsim traces"
-      : d.format == "training_log" ? "training logs"
-                                   : "Flight Recorder dumps",
-      d.events, d.calls, d.graph_vertices, d.graph_edges);
+namespace {
+
+// The report's first line: what was read.
+std::string Headline(const Diagnosis& d) {
   if (d.format == "training_log") {
     const std::string world =
         d.world_size_known ? fmt::format("{} ranks", d.world_size)
                            : fmt::format("world size unknown (not in the log; ranks 0-{} seen; give --world-size N)",
                                          d.world_size == 0 ? 0 : d.world_size - 1);
-    out =
-        fmt::format("petrsim diagnose: {}, training logs ({} lines, {} watchdog timeouts)\n", world, d.events, d.calls);
+    return fmt::format("petrsim diagnose: {}, training logs ({} lines, {} watchdog timeouts)\n", world, d.events,
+                       d.calls);
   }
-  if (!d.ranks_without_file.empty()) {
-    out += fmt::format(
-        "  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
-        "collective their groups' other members all reached\n",
-        RankList(d.ranks_without_file));
+  return fmt::format(
+      "petrsim diagnose: {} ranks, {} ({} events, {} collective calls; happens-before "
+      "graph of {} pending collectives, {} edges)\n",
+      d.world_size, d.format == "petrsim" ? "petrsim traces" : "Flight Recorder dumps", d.events, d.calls,
+      d.graph_vertices, d.graph_edges);
+}
+
+// The rows of the root stuck collectives (`root`) or of the consequences.
+std::string StuckRows(const Diagnosis& d, bool root) {
+  std::string rows;
+  for (const StuckCollective& s : d.stuck) {
+    if (s.root != root) continue;
+    std::string where;
+    if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
+    std::string missing = RankList(s.missing_ranks);
+    if (!s.without_file.empty()) missing += "*";
+    // A training log of 1.8-1.10 prints no SeqNum.
+    const std::string seq = s.seq == 0 && d.format == "training_log" ? "-" : std::to_string(s.seq);
+    rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, seq, s.op,
+                        Shape(s.sizes), DtypeName(s.dtype), missing, RankList(s.waiting_ranks), where);
   }
-  for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
-  const auto table = [&](bool root) {
-    std::string rows;
-    for (const StuckCollective& s : d.stuck) {
-      if (s.root != root) continue;
-      std::string where;
-      if (s.iteration) where = fmt::format("  (iteration {}, {})", *s.iteration, s.step);
-      std::string missing = RankList(s.missing_ranks);
-      if (!s.without_file.empty()) missing += "*";
-      // A training log of 1.8-1.10 prints no SeqNum.
-      const std::string seq = s.seq == 0 && d.format == "training_log" ? "-" : std::to_string(s.seq);
-      rows += fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}{}\n", s.group, s.desc, seq, s.op,
-                          Shape(s.sizes), DtypeName(s.dtype), missing, RankList(s.waiting_ranks), where);
-    }
-    return rows;
-  };
+  return rows;
+}
+
+// The stuck collectives (roots, the probe's stalls, then the consequences), desyncs and wait-for cycles.
+std::string FindingsSection(const Diagnosis& d) {
+  std::string out;
   const std::string header =
       fmt::format("  {:<10} {:<40} {:<7} {:<26} {:<14} {:<9} {:<14} {}\n", "PGID", "Process Group Desc", "Seq",
                   "Op Type", "Size", "Dtype", "Missing Ranks", "Waiting Ranks");
-  const std::string roots = table(true);
+  const std::string roots = StuckRows(d, true);
   if (roots.empty()) {
     out += d.format == "training_log"
                ? "\nno timeout found: the log holds no watchdog or collective timeout line\n"
@@ -120,7 +125,7 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     out += "\nstuck: the first collective of each process group that not every member joined\n" + header + roots;
   }
   out += diagnose_internal::FormatStalls(d);
-  const std::string consequences = table(false);
+  const std::string consequences = StuckRows(d, false);
   if (!consequences.empty()) {
     out += "\nconsequences: stuck because their missing ranks are missing from a collective above first\n" + header +
            consequences;
@@ -136,24 +141,41 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     out += "\nwait-for cycles (each rank waits in a collective the next never joined):\n";
     for (const auto& cycle : d.cycles) out += fmt::format("  ranks {}\n", RankList(cycle));
   }
-  if (d.log) out += FormatLogSection(d);
-  std::string unknown = "none found";
-  if (!d.stuck.empty() && d.format == "training_log" && !d.world_size_known) {
-    unknown = fmt::format(
+  return out;
+}
+
+// The cause line when the diagnosis names none: why the recordings cannot say.
+std::string UnknownCause(const Diagnosis& d) {
+  if (d.stuck.empty()) return "none found";
+  if (d.format == "training_log" && !d.world_size_known) {
+    return fmt::format(
         "every rank seen (0-{}) printed a timeout, and the log does not say how many ranks the job has: the ranks "
         "that never reached the collective are above {}, unnamed; give --world-size N (or --scenario)",
         d.world_size == 0 ? 0 : d.world_size - 1, d.world_size == 0 ? 0 : d.world_size - 1);
-  } else if (!d.stuck.empty() && d.format == "training_log") {
-    unknown =
-        "every rank of the world printed a timeout: none is missing; the collective never completed for "
-        "another reason (a network or NCCL fault), or the log lacks ranks";
-  } else if (!d.stuck.empty()) {
-    unknown = d.format == "petrsim"
-                  ? "the missing ranks recorded neither a spinning worker nor a death"
-                  : "not in the recordings (Flight Recorder dumps hold no sampler or worker events); run with "
-                    "--scenario to check the data";
   }
-  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause : unknown);
+  if (d.format == "training_log") {
+    return "every rank of the world printed a timeout: none is missing; the collective never completed for "
+           "another reason (a network or NCCL fault), or the log lacks ranks";
+  }
+  return d.format == "petrsim" ? "the missing ranks recorded neither a spinning worker nor a death"
+                               : "not in the recordings (Flight Recorder dumps hold no sampler or worker events); run "
+                                 "with --scenario to check the data";
+}
+
+}  // namespace
+
+std::string FormatDiagnosis(const Diagnosis& d) {
+  std::string out = Headline(d);
+  if (!d.ranks_without_file.empty()) {
+    out += fmt::format(
+        "  no file for rank(s) {}: unknown what they joined; named (marked *) beside the first "
+        "collective their groups' other members all reached\n",
+        RankList(d.ranks_without_file));
+  }
+  for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
+  out += FindingsSection(d);
+  if (d.log) out += FormatLogSection(d);
+  out += fmt::format("\ncause: {}\n", d.cause ? *d.cause : UnknownCause(d));
   return out;
 }
 

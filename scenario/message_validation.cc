@@ -7,6 +7,36 @@
 
 namespace petrsim {
 
+namespace {
+
+// grad_ready_order: a permutation of [0, trainable), the positions of the parameters that require
+// grad. `add` reports a problem (field, rule, what was found).
+template <class Add>
+void CheckGradReadyOrder(const DdpModel& model, uint64_t trainable, const Add& add) {
+  const std::string rule = "must list each position of the " + std::to_string(trainable) +
+                           " parameters that require grad (0 to " + std::to_string(trainable - 1) + ") once";
+  if (static_cast<uint64_t>(model.grad_ready_order_size()) != trainable) {
+    add("grad_ready_order", rule, std::to_string(model.grad_ready_order_size()) + " positions");
+  } else {
+    std::vector<int> first_at(trainable, -1);
+    for (int i = 0; i < model.grad_ready_order_size(); ++i) {
+      const uint32_t position = model.grad_ready_order(i);
+      const std::string field = "grad_ready_order[" + std::to_string(i) + "]";
+      if (position >= trainable) {
+        add(field, "must be < " + std::to_string(trainable) + " (the parameters that require grad)", position);
+      } else if (first_at[position] >= 0) {
+        add(field, rule,
+            std::to_string(position) + " again (first at grad_ready_order[" + std::to_string(first_at[position]) +
+                "])");
+      } else {
+        first_at[position] = i;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::string& prefix) {
   std::vector<std::string> problems;
   const auto add = [&](const std::string& field, const std::string& rule, const auto& found) {
@@ -57,28 +87,8 @@ std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::stri
   if (model.tensors_size() > 0 && trainable == 0) {
     add("tensors", "must list at least one parameter that requires grad", "none");
   }
-  // grad_ready_order: a permutation of [0, trainable).
   if (model.grad_ready_order_size() > 0 && trainable > 0 && total <= (uint64_t{1} << 40)) {
-    const std::string rule = "must list each position of the " + std::to_string(trainable) +
-                             " parameters that require grad (0 to " + std::to_string(trainable - 1) + ") once";
-    if (static_cast<uint64_t>(model.grad_ready_order_size()) != trainable) {
-      add("grad_ready_order", rule, std::to_string(model.grad_ready_order_size()) + " positions");
-    } else {
-      std::vector<int> first_at(trainable, -1);
-      for (int i = 0; i < model.grad_ready_order_size(); ++i) {
-        const uint32_t position = model.grad_ready_order(i);
-        const std::string field = "grad_ready_order[" + std::to_string(i) + "]";
-        if (position >= trainable) {
-          add(field, "must be < " + std::to_string(trainable) + " (the parameters that require grad)", position);
-        } else if (first_at[position] >= 0) {
-          add(field, rule,
-              std::to_string(position) + " again (first at grad_ready_order[" + std::to_string(first_at[position]) +
-                  "])");
-        } else {
-          first_at[position] = i;
-        }
-      }
-    }
+    CheckGradReadyOrder(model, trainable, add);
   }
   return problems;
 }

@@ -269,6 +269,52 @@ Slot ElementSlot(std::string_view override_text, const std::string& list_path, i
                           std::to_string(index) + " is out of range (index " + std::to_string(size) + " appends one)");
 }
 
+// The leaf of an override's path: a scalar field, one element of a list (index given), or the
+// whole list (comma separated; an empty value leaves it empty).
+void SetLeaf(std::string_view override_text, Message* message, const FieldDescriptor* field, const Segment& segment,
+             const std::string& field_path, const std::string& element_path, std::string_view value) {
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    Fail(override_text, element_path + " is a message (" + field->message_type()->full_name() +
+                            "); set one of its fields: " + FieldNames(*field->message_type()));
+  }
+  const Reflection& reflection = *message->GetReflection();
+  Target target{override_text, element_path, message, field};
+  if (!field->is_repeated()) {
+    SetScalar(target, Slot{}, value);
+  } else if (segment.index) {
+    SetScalar(target, ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field)),
+              value);
+  } else {
+    reflection.ClearField(message, field);
+    size_t item_start = 0;
+    for (int i = 0; !value.empty() && item_start <= value.size(); ++i) {
+      const size_t comma = value.find(',', item_start);
+      const size_t item_end = comma == std::string_view::npos ? value.size() : comma;
+      target.path = field_path + "[" + std::to_string(i) + "]";
+      SetScalar(target, Slot{Slot::kAppend, i}, value.substr(item_start, item_end - item_start));
+      item_start = item_end + 1;
+    }
+  }
+}
+
+// The message a path goes on into through `field` (an element of a list, created when the index
+// appends one); `rest` is the path after it, for the error when `field` is no message.
+Message* Descend(std::string_view override_text, Message* message, const FieldDescriptor* field, const Segment& segment,
+                 const std::string& field_path, std::string_view rest) {
+  if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+    Fail(override_text, field_path + " is " + KindName(*field) + ", not a message, so it has no field '" +
+                            std::string(rest.substr(0, rest.find('.'))) + "'");
+  }
+  const Reflection& reflection = *message->GetReflection();
+  if (field->is_repeated()) {
+    const Slot slot = ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field));
+    return slot.kind == Slot::kAppend ? reflection.AddMessage(message, field)
+                                      : reflection.MutableRepeatedMessage(message, field, slot.index);
+  }
+  // For a oneof member this selects the case and clears the other member.
+  return reflection.MutableMessage(message, field);
+}
+
 void ApplyInPlace(Message& root, std::string_view override_text) {
   const size_t equals = override_text.find('=');
   if (equals == std::string_view::npos) {
@@ -306,47 +352,11 @@ void ApplyInPlace(Message& root, std::string_view override_text) {
                               "; set a field of one element, " + field_path +
                               "[i].<field>, with <field> one of: " + FieldNames(*field->message_type()));
     }
-    const Reflection& reflection = *message->GetReflection();
-
     if (leaf) {
-      if (is_message) {
-        Fail(override_text, element_path + " is a message (" + field->message_type()->full_name() +
-                                "); set one of its fields: " + FieldNames(*field->message_type()));
-      }
-      Target target{override_text, element_path, message, field};
-      if (!field->is_repeated()) {
-        SetScalar(target, Slot{}, value);
-      } else if (segment.index) {
-        SetScalar(target, ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field)),
-                  value);
-      } else {
-        // The whole list, comma separated; an empty value leaves it empty.
-        reflection.ClearField(message, field);
-        size_t item_start = 0;
-        for (int i = 0; !value.empty() && item_start <= value.size(); ++i) {
-          const size_t comma = value.find(',', item_start);
-          const size_t item_end = comma == std::string_view::npos ? value.size() : comma;
-          target.path = field_path + "[" + std::to_string(i) + "]";
-          SetScalar(target, Slot{Slot::kAppend, i}, value.substr(item_start, item_end - item_start));
-          item_start = item_end + 1;
-        }
-      }
+      SetLeaf(override_text, message, field, segment, field_path, element_path, value);
       return;
     }
-
-    if (!is_message) {
-      const std::string_view rest = path.substr(dot + 1);
-      Fail(override_text, field_path + " is " + KindName(*field) + ", not a message, so it has no field '" +
-                              std::string(rest.substr(0, rest.find('.'))) + "'");
-    }
-    if (field->is_repeated()) {
-      const Slot slot = ElementSlot(override_text, field_path, *segment.index, reflection.FieldSize(*message, field));
-      message = slot.kind == Slot::kAppend ? reflection.AddMessage(message, field)
-                                           : reflection.MutableRepeatedMessage(message, field, slot.index);
-    } else {
-      // For a oneof member this selects the case and clears the other member.
-      message = reflection.MutableMessage(message, field);
-    }
+    message = Descend(override_text, message, field, segment, field_path, path.substr(dot + 1));
     walked = element_path;
     start = dot + 1;
   }

@@ -328,12 +328,8 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
   }
 }
 
-}  // namespace
-
-std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
-  Violations v;
-
-  // Dataset.
+// The dataset: a source per sub-dataset, and at most kFramesMax frames in all.
+void CheckDataset(Violations& v, const Scenario& scenario) {
   const auto& dataset = scenario.dataset();
   if (dataset.subdatasets_size() == 0) {
     v.AddPlain("dataset.subdatasets", "must list at least one sub-dataset");
@@ -361,8 +357,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (frames_known > kFramesMax) {
     v.Add("dataset", "may hold at most " + std::to_string(kFramesMax) + " frames", frames_known);
   }
+}
 
-  // Filters.
+// The filters: classes, ranges and gt_required_frames.
+void CheckFilters(Violations& v, const Scenario& scenario) {
   const auto& filters = scenario.filters();
   std::set<std::string> seen_classes;
   for (int i = 0; i < filters.classes_size(); ++i) {
@@ -395,8 +393,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
       v.Add(path + ".name", "must not repeat a class", "\"" + c.name() + "\"");
     if (!std::isfinite(c.max_m()) || c.max_m() < 0) v.Add(path + ".max_m", "must be finite and >= 0", c.max_m());
   }
+}
 
-  // Grouping.
+// The grouping: seq_split_num and seq_split_all, which apply with seq_mode only.
+void CheckGrouping(Violations& v, const Scenario& scenario) {
   const auto& grouping = scenario.grouping();
   if (grouping.has_seq_split_num() && (grouping.seq_split_num() < 1 || grouping.seq_split_num() > 100000)) {
     v.Add("grouping.seq_split_num", "must be in [1, 100000] (or use seq_split_all: true for 'all')",
@@ -409,8 +409,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (!grouping.seq_mode() && (grouping.has_seq_split_num() || grouping.seq_split_all())) {
     v.AddPlain("grouping.seq_mode", "is false, so seq_split_num / seq_split_all have no effect; remove them");
   }
+}
 
-  // Sampler.
+// The sampler: shuffle and drop_last apply to kind distributed only.
+void CheckSampler(Violations& v, const Scenario& scenario) {
   const auto& sampler = scenario.sampler();
   if (sampler.kind() != Sampler::distributed) {
     if (sampler.has_shuffle()) {
@@ -420,8 +422,11 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
       v.AddPlain("sampler.drop_last", "applies to kind: distributed only, kind is " + SamplerKindName(sampler.kind()));
     }
   }
+}
 
-  // Resample.
+// The resample policy: attempts_max for bounded only; keep_empty against filter_empty_gt.
+void CheckResample(Violations& v, const Scenario& scenario) {
+  const auto& filters = scenario.filters();
   const auto& resample = scenario.resample();
   if (resample.policy() == Resample::bounded &&
       (resample.attempts_max() < 1 || resample.attempts_max() > kGetItemAttemptsLimit)) {
@@ -439,8 +444,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (resample.pipeline_draws_per_attempt() > 1000) {
     v.Add("resample.pipeline_draws_per_attempt", "must be <= 1000", resample.pipeline_draws_per_attempt());
   }
+}
 
-  // Job.
+// The job: world size, batch, workers, length and seed.
+void CheckJob(Violations& v, const Scenario& scenario) {
   const auto& job = scenario.job();
   if (job.world_size() < 1 || job.world_size() > kWorldSizeMax) {
     v.Add("job.world_size", "must be in [1, " + std::to_string(kWorldSizeMax) + "]", job.world_size());
@@ -474,13 +481,10 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (job.seed() > 0x7FFFFFFFu) {
     v.Add("job.seed", "must be < 2^31 (the sampler seed is broadcast as an int32 tensor)", job.seed());
   }
+}
 
-  CheckPlan(v, scenario.plan());
-  if (scenario.has_pipeline()) {
-    for (std::string& line : ValidatePipeline(scenario.pipeline())) v.AddLine(std::move(line));
-  }
-
-  // Cost and comm.
+// The cost model and comm: durations far from int64 overflow, a supported PyTorch release.
+void CheckCostAndComm(Violations& v, const Scenario& scenario) {
   const auto& cost = scenario.cost();
   if (!std::isfinite(cost.jitter_fraction()) || cost.jitter_fraction() < 0.0 || cost.jitter_fraction() >= 1.0) {
     v.Add("cost.jitter_fraction", "must be in [0, 1)", cost.jitter_fraction());
@@ -514,7 +518,23 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   if (scenario.comm().watchdog_poll_ms() > 3'600'000ULL) {
     v.Add("comm.watchdog_poll_ms", "must be <= 3600000", scenario.comm().watchdog_poll_ms());
   }
+}
 
+}  // namespace
+
+std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
+  Violations v;
+  CheckDataset(v, scenario);
+  CheckFilters(v, scenario);
+  CheckGrouping(v, scenario);
+  CheckSampler(v, scenario);
+  CheckResample(v, scenario);
+  CheckJob(v, scenario);
+  CheckPlan(v, scenario.plan());
+  if (scenario.has_pipeline()) {
+    for (std::string& line : ValidatePipeline(scenario.pipeline())) v.AddLine(std::move(line));
+  }
+  CheckCostAndComm(v, scenario);
   CheckFaults(v, scenario);
   return v.Take();
 }

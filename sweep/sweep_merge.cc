@@ -178,8 +178,11 @@ std::vector<uint64_t> ShardRuns(uint64_t total, const SweepShard& shard) {
 
 }  // namespace sweep_internal
 
-int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out) {
-  if (paths.empty()) throw ScenarioError("merge: no shard files given");
+namespace {
+
+// What the shard files read so far make up: the sweep (from the first file), its shard count,
+// the file of each shard given, and the records of the runs.
+struct Merge {
   std::optional<SweepIdentity> identity;
   Json reference_identity;
   std::string reference_path;
@@ -187,81 +190,108 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
   std::vector<std::string> shard_paths;  // by index - 1; empty: not given
   std::vector<RunRecord> records;
   std::vector<bool> seen;
-  for (const std::string& path : paths) {
-    const std::string bytes = ReadFileBytes(path, "shard file");
-    Json document;
-    try {
-      document = Json::parse(bytes);
-    } catch (const Json::parse_error& error) {
-      throw ScenarioError(path + ": not a JSON shard file: " + error.what());
-    }
-    const ShardReader reader(path);
-    if (!document.is_object() || !document.contains("format") || document.at("format") != std::string(kShardFormat)) {
-      throw ScenarioError(path + ": not a shard file of `petrsim sweep --shard K/N`");
-    }
-    if (reader.Unsigned(document, "file", "version") != kShardVersion) {
-      reader.Fail("version", fmt::format("expected {}", kShardVersion));
-    }
-    const Json& sweep = reader.Member(document, "file", "sweep");
-    const SweepIdentity file_identity = IdentityFromJson(reader, sweep);
-    const Json& shard_json = reader.Member(document, "file", "shard");
-    const uint64_t index = reader.Unsigned(shard_json, "shard", "index", UINT32_MAX);
-    const uint64_t file_count = reader.Unsigned(shard_json, "shard", "count", UINT32_MAX);
-    if (file_count == 0 || index == 0 || index > file_count) {
-      reader.Fail("shard", fmt::format("expected K/N with 1 <= K <= N, got {}/{}", index, file_count));
-    }
-    if (!identity) {
-      identity = file_identity;
-      reference_identity = sweep;
-      reference_path = path;
-      count = static_cast<uint32_t>(file_count);
-      shard_paths.assign(count, "");
-      records.resize(identity->Runs());
-      seen.assign(identity->Runs(), false);
-    } else {
-      if (sweep != reference_identity) {
-        throw ScenarioError(path + ": from a different sweep than " + reference_path + " (" +
-                            DescribeIdentityDifference(reference_identity, sweep) + ")");
-      }
-      if (file_count != count) {
-        throw ScenarioError(fmt::format("{}: shard {}/{} of {} shards, but {} is one of {}", path, index, file_count,
-                                        file_count, reference_path, count));
-      }
-    }
-    if (!shard_paths[index - 1].empty()) {
-      throw ScenarioError(
-          fmt::format("{}: shard {}/{} given twice (also {})", path, index, count, shard_paths[index - 1]));
-    }
-    shard_paths[index - 1] = path;
+};
 
-    const Json& runs = reader.Member(document, "file", "runs");
-    if (!runs.is_array()) reader.Fail("runs", "expected a list");
-    const std::vector<uint64_t> expected = ShardRuns(identity->Runs(), SweepShard{static_cast<uint32_t>(index), count});
-    if (runs.size() != expected.size()) {
-      reader.Fail("runs", fmt::format("shard {}/{} has {} runs, the file holds {}", index, count, expected.size(),
-                                      runs.size()));
+// The shard file's JSON document, checked for its format and version.
+Json ReadShardDocument(const std::string& path, const ShardReader& reader) {
+  const std::string bytes = ReadFileBytes(path, "shard file");
+  Json document;
+  try {
+    document = Json::parse(bytes);
+  } catch (const Json::parse_error& error) {
+    throw ScenarioError(path + ": not a JSON shard file: " + error.what());
+  }
+  if (!document.is_object() || !document.contains("format") || document.at("format") != std::string(kShardFormat)) {
+    throw ScenarioError(path + ": not a shard file of `petrsim sweep --shard K/N`");
+  }
+  if (reader.Unsigned(document, "file", "version") != kShardVersion) {
+    reader.Fail("version", fmt::format("expected {}", kShardVersion));
+  }
+  return document;
+}
+
+// Shard `index` of `file_count` of sweep `sweep`: the first file sets the sweep; the others must
+// be of the same one, and each shard is given once.
+void AddShard(const std::string& path, const Json& sweep, const SweepIdentity& file_identity, uint64_t index,
+              uint64_t file_count, Merge& merge) {
+  if (!merge.identity) {
+    merge.identity = file_identity;
+    merge.reference_identity = sweep;
+    merge.reference_path = path;
+    merge.count = static_cast<uint32_t>(file_count);
+    merge.shard_paths.assign(merge.count, "");
+    merge.records.resize(merge.identity->Runs());
+    merge.seen.assign(merge.identity->Runs(), false);
+  } else {
+    if (sweep != merge.reference_identity) {
+      throw ScenarioError(path + ": from a different sweep than " + merge.reference_path + " (" +
+                          DescribeIdentityDifference(merge.reference_identity, sweep) + ")");
     }
-    for (size_t k = 0; k < runs.size(); ++k) {
-      const std::string where = fmt::format("runs[{}]", k);
-      RunRecord record = RecordFromJson(reader, runs[k], where, *identity);
-      if (record.run != expected[k]) {
-        reader.Fail(where + ".run",
-                    fmt::format("expected run {} of shard {}/{}, got {}", expected[k], index, count, record.run));
-      }
-      seen[record.run] = true;
-      records[record.run] = std::move(record);
+    if (file_count != merge.count) {
+      throw ScenarioError(fmt::format("{}: shard {}/{} of {} shards, but {} is one of {}", path, index, file_count,
+                                      file_count, merge.reference_path, merge.count));
     }
   }
+  if (!merge.shard_paths[index - 1].empty()) {
+    throw ScenarioError(
+        fmt::format("{}: shard {}/{} given twice (also {})", path, index, merge.count, merge.shard_paths[index - 1]));
+  }
+  merge.shard_paths[index - 1] = path;
+}
+
+// The runs of shard `index`: exactly the runs of that shard, in order.
+void AddRuns(const ShardReader& reader, const Json& document, uint64_t index, Merge& merge) {
+  const Json& runs = reader.Member(document, "file", "runs");
+  if (!runs.is_array()) reader.Fail("runs", "expected a list");
+  const std::vector<uint64_t> expected =
+      ShardRuns(merge.identity->Runs(), SweepShard{static_cast<uint32_t>(index), merge.count});
+  if (runs.size() != expected.size()) {
+    reader.Fail("runs", fmt::format("shard {}/{} has {} runs, the file holds {}", index, merge.count, expected.size(),
+                                    runs.size()));
+  }
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const std::string where = fmt::format("runs[{}]", k);
+    RunRecord record = RecordFromJson(reader, runs[k], where, *merge.identity);
+    if (record.run != expected[k]) {
+      reader.Fail(where + ".run",
+                  fmt::format("expected run {} of shard {}/{}, got {}", expected[k], index, merge.count, record.run));
+    }
+    merge.seen[record.run] = true;
+    merge.records[record.run] = std::move(record);
+  }
+}
+
+void ReadShardFile(const std::string& path, Merge& merge) {
+  const ShardReader reader(path);
+  const Json document = ReadShardDocument(path, reader);
+  const Json& sweep = reader.Member(document, "file", "sweep");
+  const SweepIdentity file_identity = IdentityFromJson(reader, sweep);
+  const Json& shard_json = reader.Member(document, "file", "shard");
+  const uint64_t index = reader.Unsigned(shard_json, "shard", "index", UINT32_MAX);
+  const uint64_t file_count = reader.Unsigned(shard_json, "shard", "count", UINT32_MAX);
+  if (file_count == 0 || index == 0 || index > file_count) {
+    reader.Fail("shard", fmt::format("expected K/N with 1 <= K <= N, got {}/{}", index, file_count));
+  }
+  AddShard(path, sweep, file_identity, index, file_count, merge);
+  AddRuns(reader, document, index, merge);
+}
+
+}  // namespace
+
+int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out) {
+  if (paths.empty()) throw ScenarioError("merge: no shard files given");
+  Merge merge;
+  for (const std::string& path : paths) ReadShardFile(path, merge);
   std::vector<std::string> missing;
-  for (uint32_t k = 0; k < count; ++k) {
-    if (shard_paths[k].empty()) missing.push_back(fmt::format("{}/{}", k + 1, count));
+  for (uint32_t k = 0; k < merge.count; ++k) {
+    if (merge.shard_paths[k].empty()) missing.push_back(fmt::format("{}/{}", k + 1, merge.count));
   }
   if (!missing.empty()) {
     throw ScenarioError(fmt::format("merge: shard{} {} of the sweep in {} missing", missing.size() == 1 ? "" : "s",
-                                    fmt::join(missing, ", "), reference_path));
+                                    fmt::join(missing, ", "), merge.reference_path));
   }
-  PETRSIM_ASSERT(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }));
-  Write(FormatSweep(*identity, records, format, json_runs), out);
+  PETRSIM_ASSERT(std::all_of(merge.seen.begin(), merge.seen.end(), [](bool s) { return s; }));
+  Write(FormatSweep(*merge.identity, merge.records, format, json_runs), out);
   return 0;
 }
 

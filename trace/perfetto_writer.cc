@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "proto/trace.pb.h"
 #include "scenario/outcome.h"
+#include "trace/trace_event.h"
 
 namespace petrsim {
 namespace {
@@ -46,6 +47,126 @@ void AppendJsonString(std::string& out, std::string_view text) {
 }
 
 const std::string& KindName(TraceKind kind) { return TraceEventKind_Name(static_cast<TraceEventKind>(kind)); }
+
+// Kinds drawn as instants ("ph":"i"); the others are slices with a duration.
+bool IsInstant(TraceKind kind) {
+  return kind == TraceKind::kLivelock || kind == TraceKind::kWatchdog || kind == TraceKind::kRankDied ||
+         kind == TraceKind::kDesync || kind == TraceKind::kBatchReady || kind == TraceKind::kProcessExit;
+}
+
+// The track of a record within its rank: main (0), a worker (worker + 1), the iterations, or a lane of the
+// non-blocking collectives. Those overlap one another (a bucket is still reducing when the next is issued): spread
+// over lanes by sequence number, slices on one track never overlap while fewer than kAsyncLanes are in flight.
+int64_t TrackOf(const TraceRecord& record) {
+  int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
+  if (record.worker == kAsyncCollectives) {
+    tid = PerfettoWriter::kAsyncCollectivesTid + record.seq % PerfettoWriter::kAsyncLanes;
+  }
+  if (record.kind == TraceKind::kIteration) tid = PerfettoWriter::kIterationsTid;
+  return tid;
+}
+
+// A load's name ("load idx I -> F") and args; a load that failed (the bounded policy gave up) carries its reason.
+void AppendLoad(std::string& out, const TraceRecord& record) {
+  std::string name = fmt::format("load idx {}", record.index);
+  if (record.final_index >= 0 && record.final_index != record.index) {
+    fmt::format_to(std::back_inserter(name), " -> {}", record.final_index);
+  }
+  AppendJsonString(out, name);
+  if (!record.text.empty()) out += ",\"cname\":\"bad\"";
+  fmt::format_to(std::back_inserter(out),
+                 ",\"args\":{{\"batch\":{},\"slot\":{},\"index\":{},\"final_index\":{},"
+                 "\"attempts\":{}",
+                 record.iteration, record.slot, record.index, record.final_index, record.attempts);
+  if (!record.text.empty()) {
+    out += ",\"text\":";
+    AppendJsonString(out, record.text);
+  }
+  out += "}";
+}
+
+// A collective's name (its plan step, "HUNG: " when it never completed) and args.
+void AppendCollective(std::string& out, const TraceRecord& record) {
+  const std::string& plan_op = Collective::Op_Name(record.op);
+  std::string name = record.completed ? "" : "HUNG: ";
+  name += record.text.empty() ? std::string_view(plan_op) : record.text;
+  AppendJsonString(out, name);
+  if (!record.completed) out += ",\"cname\":\"terrible\"";
+  out += ",\"args\":{\"group\":";
+  AppendJsonString(out, record.process_group);
+  fmt::format_to(std::back_inserter(out),
+                 ",\"seq\":{},\"op\":\"{}\",\"plan_op\":\"{}\",\"numel\":{},"
+                 "\"dtype\":\"{}\",\"iteration\":{},\"completed\":{},\"started_ns\":{}}}",
+                 record.seq, OpTypeName(record.op), plan_op, record.numel, Collective::Dtype_Name(record.dtype),
+                 record.iteration, record.completed, record.started_ns);
+}
+
+// An instant's args: its text alone.
+void AppendTextArgs(std::string& out, const TraceRecord& record) {
+  out += ",\"args\":{\"text\":";
+  AppendJsonString(out, record.text);
+  out += "}";
+}
+
+// The event's name and its args, by kind (after "name":).
+void AppendNameAndArgs(std::string& out, const TraceRecord& record) {
+  auto to = std::back_inserter(out);
+  switch (record.kind) {
+    case TraceKind::kLoad:
+      AppendLoad(out, record);
+      break;
+    case TraceKind::kDataWait:
+      fmt::format_to(to, "\"wait for batch {0}\",\"args\":{{\"batch\":{0}}}", record.iteration);
+      break;
+    case TraceKind::kCompute:
+      fmt::format_to(to, "\"compute\",\"args\":{{\"iteration\":{}}}", record.iteration);
+      break;
+    case TraceKind::kCollective:
+      AppendCollective(out, record);
+      break;
+    case TraceKind::kCheckpoint:
+      fmt::format_to(to, "\"checkpoint\",\"args\":{{\"iteration\":{}}}", record.iteration);
+      break;
+    case TraceKind::kIteration:
+      fmt::format_to(to, "\"iteration {0}\",\"args\":{{\"iteration\":{0}}}", record.iteration);
+      break;
+    case TraceKind::kLivelock:
+      fmt::format_to(to,
+                     "\"livelock\",\"args\":{{\"worker\":{},\"batch\":{},\"slot\":{},"
+                     "\"index\":{},\"final_index\":{},\"text\":",
+                     record.worker, record.iteration, record.slot, record.index, record.final_index);
+      AppendJsonString(out, record.text);
+      out += "}";
+      break;
+    case TraceKind::kBatchReady:
+      fmt::format_to(to, "\"batch {0} ready\",\"args\":{{\"batch\":{0}}}", record.iteration);
+      break;
+    case TraceKind::kStall:
+      // The probe's sample of a getitem that has not returned (from its start to the sample): its Python stack.
+      fmt::format_to(to,
+                     "\"stalled getitem idx {}\",\"cname\":\"terrible\",\"args\":{{\"worker\":{},\"batch\":{},"
+                     "\"slot\":{},\"index\":{},\"stack\":",
+                     record.index, record.worker, record.iteration, record.slot, record.index);
+      AppendJsonString(out, record.text);
+      out += "}";
+      break;
+    case TraceKind::kSamplerDraw:
+    case TraceKind::kGetItemAttempt:
+      break;  // not drawn (Record)
+    case TraceKind::kProcessExit:
+      out += "\"exit\"";
+      AppendTextArgs(out, record);
+      break;
+    case TraceKind::kWatchdog:
+    case TraceKind::kRankDied:
+    case TraceKind::kDesync:
+      out += record.kind == TraceKind::kWatchdog   ? "\"watchdog\""
+             : record.kind == TraceKind::kRankDied ? "\"rank died\""
+                                                   : "\"desync\"";
+      AppendTextArgs(out, record);
+      break;
+  }
+}
 
 }  // namespace
 
@@ -151,24 +272,21 @@ void PerfettoWriter::Record(const TraceRecord& record) {
     return;
   }
   ++records_written_;
+  // What the backends hand over (and `export` reads back): a TraceKind, of a slice that does not
+  // end before it starts.
+  PETRSIM_ASSERT(TraceEventKind_IsValid(static_cast<int>(record.kind)));
+  PETRSIM_ASSERT(HasTraceKind(static_cast<TraceEventKind>(record.kind)));
   PETRSIM_ASSERT(record.end_ns >= record.start_ns);
 
-  const bool instant = record.kind == TraceKind::kLivelock || record.kind == TraceKind::kWatchdog ||
-                       record.kind == TraceKind::kRankDied || record.kind == TraceKind::kDesync ||
-                       record.kind == TraceKind::kBatchReady || record.kind == TraceKind::kProcessExit;
-  int64_t tid = record.worker < 0 ? 0 : int64_t{record.worker} + 1;
-  // Non-blocking collectives overlap one another (a bucket is still reducing when the next is
-  // issued): spread them over lanes by sequence number, so slices on one track never overlap
-  // while fewer than kAsyncLanes are in flight.
-  if (record.worker == kAsyncCollectives) tid = kAsyncCollectivesTid + record.seq % kAsyncLanes;
-  if (record.kind == TraceKind::kIteration) tid = kIterationsTid;
+  const bool instant = IsInstant(record.kind);
+  const int64_t tid = TrackOf(record);
   EnsureProcess(record.rank);
   EnsureThread(record.rank, tid, record.worker);
 
   std::string& out = buffer_;
-  auto to = std::back_inserter(out);
   BeginEvent();
-  fmt::format_to(to, "{{\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":", instant ? "i" : "X", record.rank, tid);
+  fmt::format_to(std::back_inserter(out), "{{\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":", instant ? "i" : "X",
+                 record.rank, tid);
   AppendMicros(out, record.start_ns);
   if (instant) {
     out += ",\"s\":\"p\"";
@@ -179,93 +297,7 @@ void PerfettoWriter::Record(const TraceRecord& record) {
   out += ",\"cat\":\"";
   out += KindName(record.kind);
   out += "\",\"name\":";
-
-  switch (record.kind) {
-    case TraceKind::kLoad: {
-      std::string name = fmt::format("load idx {}", record.index);
-      if (record.final_index >= 0 && record.final_index != record.index) {
-        fmt::format_to(std::back_inserter(name), " -> {}", record.final_index);
-      }
-      AppendJsonString(out, name);
-      // A load that failed (the bounded policy gave up) carries its reason.
-      if (!record.text.empty()) out += ",\"cname\":\"bad\"";
-      fmt::format_to(to,
-                     ",\"args\":{{\"batch\":{},\"slot\":{},\"index\":{},\"final_index\":{},"
-                     "\"attempts\":{}",
-                     record.iteration, record.slot, record.index, record.final_index, record.attempts);
-      if (!record.text.empty()) {
-        out += ",\"text\":";
-        AppendJsonString(out, record.text);
-      }
-      out += "}";
-      break;
-    }
-    case TraceKind::kDataWait:
-      fmt::format_to(to, "\"wait for batch {0}\",\"args\":{{\"batch\":{0}}}", record.iteration);
-      break;
-    case TraceKind::kCompute:
-      fmt::format_to(to, "\"compute\",\"args\":{{\"iteration\":{}}}", record.iteration);
-      break;
-    case TraceKind::kCollective: {
-      const std::string& plan_op = Collective::Op_Name(record.op);
-      std::string name = record.completed ? "" : "HUNG: ";
-      name += record.text.empty() ? std::string_view(plan_op) : record.text;
-      AppendJsonString(out, name);
-      if (!record.completed) out += ",\"cname\":\"terrible\"";
-      out += ",\"args\":{\"group\":";
-      AppendJsonString(out, record.process_group);
-      fmt::format_to(to,
-                     ",\"seq\":{},\"op\":\"{}\",\"plan_op\":\"{}\",\"numel\":{},"
-                     "\"dtype\":\"{}\",\"iteration\":{},\"completed\":{},\"started_ns\":{}}}",
-                     record.seq, OpTypeName(record.op), plan_op, record.numel, Collective::Dtype_Name(record.dtype),
-                     record.iteration, record.completed, record.started_ns);
-      break;
-    }
-    case TraceKind::kCheckpoint:
-      fmt::format_to(to, "\"checkpoint\",\"args\":{{\"iteration\":{}}}", record.iteration);
-      break;
-    case TraceKind::kIteration:
-      fmt::format_to(to, "\"iteration {0}\",\"args\":{{\"iteration\":{0}}}", record.iteration);
-      break;
-    case TraceKind::kLivelock:
-      fmt::format_to(to,
-                     "\"livelock\",\"args\":{{\"worker\":{},\"batch\":{},\"slot\":{},"
-                     "\"index\":{},\"final_index\":{},\"text\":",
-                     record.worker, record.iteration, record.slot, record.index, record.final_index);
-      AppendJsonString(out, record.text);
-      out += "}";
-      break;
-    case TraceKind::kBatchReady:
-      fmt::format_to(to, "\"batch {0} ready\",\"args\":{{\"batch\":{0}}}", record.iteration);
-      break;
-    case TraceKind::kStall:
-      // The probe's sample of a getitem that has not returned (from its start to the sample): its Python stack.
-      fmt::format_to(to,
-                     "\"stalled getitem idx {}\",\"cname\":\"terrible\",\"args\":{{\"worker\":{},\"batch\":{},"
-                     "\"slot\":{},\"index\":{},\"stack\":",
-                     record.index, record.worker, record.iteration, record.slot, record.index);
-      AppendJsonString(out, record.text);
-      out += "}";
-      break;
-    case TraceKind::kSamplerDraw:
-    case TraceKind::kGetItemAttempt:
-      break;  // not drawn (above)
-    case TraceKind::kProcessExit:
-      out += "\"exit\",\"args\":{\"text\":";
-      AppendJsonString(out, record.text);
-      out += "}";
-      break;
-    case TraceKind::kWatchdog:
-    case TraceKind::kRankDied:
-    case TraceKind::kDesync:
-      out += record.kind == TraceKind::kWatchdog   ? "\"watchdog\""
-             : record.kind == TraceKind::kRankDied ? "\"rank died\""
-                                                   : "\"desync\"";
-      out += ",\"args\":{\"text\":";
-      AppendJsonString(out, record.text);
-      out += "}";
-      break;
-  }
+  AppendNameAndArgs(out, record);
   out += "}";
   FlushBuffer(false);
 }

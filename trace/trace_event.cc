@@ -18,6 +18,10 @@ void AppendVarint(std::string& out, uint64_t value) {
 }
 
 void FillTraceEvent(const TraceRecord& record, TraceEvent& event) {
+  // A record is one of the TraceKinds, none of the kinds only the writers and the probe write
+  // (the readers' ToTraceRecord asserts the same of what it converts back).
+  PETRSIM_ASSERT(TraceEventKind_IsValid(static_cast<int>(record.kind)));
+  PETRSIM_ASSERT(HasTraceKind(static_cast<TraceEventKind>(record.kind)));
   event.Clear();
   event.set_kind(static_cast<TraceEventKind>(record.kind));
   event.set_start_ns(record.start_ns);

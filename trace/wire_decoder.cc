@@ -1,6 +1,8 @@
 // The allocation-free TraceEvent decoder; see wire_decoder.h.
 #include "trace/wire_decoder.h"
 
+#include "base/assert.h"
+
 namespace petrsim {
 
 bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
@@ -29,6 +31,13 @@ bool ReadTag(const uint8_t*& p, const uint8_t* end, uint32_t& tag) {
   return false;
 }
 
+// A length: a varint32 (at most 5 bytes) below 2^31, as protobuf's ReadSize reads it, of bytes
+// that are there.
+bool ReadLength(const uint8_t*& p, const uint8_t* end, uint64_t& n) {
+  const uint8_t* const before = p;
+  return ReadVarint(p, end, n) && p - before <= 5 && n < (uint64_t{1} << 31) && n <= static_cast<uint64_t>(end - p);
+}
+
 // Skips the rest of group `field` (its start tag already read); false if it does not end.
 bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth) {
   if (depth > 100) return false;
@@ -50,10 +59,7 @@ bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth)
       p += 4;
     } else if (wire == 2) {
       uint64_t n = 0;
-      const uint8_t* const before = p;
-      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) || n > static_cast<uint64_t>(end - p)) {
-        return false;
-      }
+      if (!ReadLength(p, end, n)) return false;
       p += n;
     } else if (wire == 3) {
       if (!SkipGroup(p, end, inner, depth + 1)) return false;
@@ -62,6 +68,78 @@ bool SkipGroup(const uint8_t*& p, const uint8_t* end, uint64_t field, int depth)
     }
   }
   return false;
+}
+
+// Sets the varint field `field` of `e` to `v`. protobuf reads an enum as int32 (the low 32
+// bits) and keeps values it does not know aside, leaving the default: so does this. A field of
+// a later format is skipped.
+void SetVarintField(uint64_t field, uint64_t v, TraceEventView& e) {
+  switch (field) {
+    case TraceEvent::kKindFieldNumber:
+      if (TraceEventKind_IsValid(static_cast<int32_t>(v)))
+        e.kind = static_cast<TraceEventKind>(static_cast<int32_t>(v));
+      break;
+    case TraceEvent::kWorkerFieldNumber:
+      e.worker = static_cast<int32_t>(v);
+      break;
+    case TraceEvent::kStartNsFieldNumber:
+      e.start_ns = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kEndNsFieldNumber:
+      e.end_ns = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kIterationFieldNumber:
+      e.iteration = v;
+      break;
+    case TraceEvent::kSlotFieldNumber:
+      e.slot = static_cast<uint32_t>(v);
+      break;
+    case TraceEvent::kIndexFieldNumber:
+      e.index = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kFinalIndexFieldNumber:
+      e.final_index = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kAttemptsFieldNumber:
+      e.attempts = v;
+      break;
+    case TraceEvent::kSeqFieldNumber:
+      e.seq = v;
+      break;
+    case TraceEvent::kOpFieldNumber:
+      if (Collective::Op_IsValid(static_cast<int32_t>(v))) e.op = static_cast<Collective::Op>(static_cast<int32_t>(v));
+      break;
+    case TraceEvent::kNumelFieldNumber:
+      e.numel = v;
+      break;
+    case TraceEvent::kCompletedFieldNumber:
+      e.completed = v != 0;
+      break;
+    case TraceEvent::kRecordsDroppedFieldNumber:
+      e.records_dropped = v;
+      break;
+    case TraceEvent::kDtypeFieldNumber:
+      if (Collective::Dtype_IsValid(static_cast<int32_t>(v)))
+        e.dtype = static_cast<Collective::Dtype>(static_cast<int32_t>(v));
+      break;
+    case TraceEvent::kStartedNsFieldNumber:
+      e.started_ns = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kGroupFieldNumber:
+      e.group = static_cast<int64_t>(v);
+      break;
+    case TraceEvent::kGtCountFieldNumber:
+      e.gt_count = static_cast<uint32_t>(v);
+      break;
+    case TraceEvent::kAcceptedFieldNumber:
+      e.accepted = v != 0;
+      break;
+    case TraceEvent::kLoaderFieldNumber:
+      e.loader = static_cast<uint32_t>(v);
+      break;
+    default:
+      break;  // a field of a later format: skipped
+  }
 }
 
 }  // namespace
@@ -77,82 +155,10 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
     if (wire == 0) {
       uint64_t v = 0;
       if (!ReadVarint(p, end, v)) return false;
-      switch (field) {
-        // protobuf reads an enum as int32 (the low 32 bits) and keeps values it does not know
-        // aside, leaving the default: so does this.
-        case TraceEvent::kKindFieldNumber:
-          if (TraceEventKind_IsValid(static_cast<int32_t>(v)))
-            e.kind = static_cast<TraceEventKind>(static_cast<int32_t>(v));
-          break;
-        case TraceEvent::kWorkerFieldNumber:
-          e.worker = static_cast<int32_t>(v);
-          break;
-        case TraceEvent::kStartNsFieldNumber:
-          e.start_ns = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kEndNsFieldNumber:
-          e.end_ns = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kIterationFieldNumber:
-          e.iteration = v;
-          break;
-        case TraceEvent::kSlotFieldNumber:
-          e.slot = static_cast<uint32_t>(v);
-          break;
-        case TraceEvent::kIndexFieldNumber:
-          e.index = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kFinalIndexFieldNumber:
-          e.final_index = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kAttemptsFieldNumber:
-          e.attempts = v;
-          break;
-        case TraceEvent::kSeqFieldNumber:
-          e.seq = v;
-          break;
-        case TraceEvent::kOpFieldNumber:
-          if (Collective::Op_IsValid(static_cast<int32_t>(v)))
-            e.op = static_cast<Collective::Op>(static_cast<int32_t>(v));
-          break;
-        case TraceEvent::kNumelFieldNumber:
-          e.numel = v;
-          break;
-        case TraceEvent::kCompletedFieldNumber:
-          e.completed = v != 0;
-          break;
-        case TraceEvent::kRecordsDroppedFieldNumber:
-          e.records_dropped = v;
-          break;
-        case TraceEvent::kDtypeFieldNumber:
-          if (Collective::Dtype_IsValid(static_cast<int32_t>(v)))
-            e.dtype = static_cast<Collective::Dtype>(static_cast<int32_t>(v));
-          break;
-        case TraceEvent::kStartedNsFieldNumber:
-          e.started_ns = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kGroupFieldNumber:
-          e.group = static_cast<int64_t>(v);
-          break;
-        case TraceEvent::kGtCountFieldNumber:
-          e.gt_count = static_cast<uint32_t>(v);
-          break;
-        case TraceEvent::kAcceptedFieldNumber:
-          e.accepted = v != 0;
-          break;
-        case TraceEvent::kLoaderFieldNumber:
-          e.loader = static_cast<uint32_t>(v);
-          break;
-        default:
-          break;  // a field of a later format: skipped
-      }
+      SetVarintField(field, v, e);
     } else if (wire == 2) {
-      // A length is a varint32 (at most 5 bytes) below 2^31, as protobuf's ReadSize reads it.
       uint64_t n = 0;
-      const uint8_t* const before = p;
-      if (!ReadVarint(p, end, n) || p - before > 5 || n >= (uint64_t{1} << 31) || n > static_cast<uint64_t>(end - p)) {
-        return false;
-      }
+      if (!ReadLength(p, end, n)) return false;
       const std::string_view bytes(reinterpret_cast<const char*>(p), n);
       if (field == TraceEvent::kProcessGroupFieldNumber) e.process_group = bytes;
       if (field == TraceEvent::kTextFieldNumber) e.text = bytes;
@@ -172,6 +178,11 @@ bool DecodeTraceEvent(const uint8_t* p, const uint8_t* end, TraceEventView& e) {
       return false;  // an end-group without its start, or wire types 6 and 7
     }
   }
+  // An event accepted holds only values its enums name (SetVarintField keeps the default for
+  // others): the readers switch on them.
+  PETRSIM_ASSERT(e.kind >= TraceEventKind_MIN && e.kind <= TraceEventKind_MAX);
+  PETRSIM_ASSERT(e.op >= Collective::Op_MIN && e.op <= Collective::Op_MAX);
+  PETRSIM_ASSERT(e.dtype >= Collective::Dtype_MIN && e.dtype <= Collective::Dtype_MAX);
   return true;
 }
 

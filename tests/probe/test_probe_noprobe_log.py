@@ -62,8 +62,8 @@ def body(args, tmp):
     cross = logged.get("scenario") or {}
     hit = cross.get("check_first_hit") or {}
     log_view = dict(rank=hit.get("rank"), batch=hit.get("iteration"),
-                    first=(hit.get("pool_frames") or {}).get("first"),
-                    last=(hit.get("pool_frames") or {}).get("last"))
+                    first=(hit.get("pool") or {}).get("first"),
+                    last=(hit.get("pool") or {}).get("last"))
     if log_view != probe_view:
         raise Failure("diagnose on the log (with --scenario) names {}, on the probe's traces {}"
                       .format(log_view, probe_view))
