@@ -1,5 +1,5 @@
-// The fake Comm; see fake_comm.h.
-#include "comm/fake_comm.h"
+// The fake Backend; see fake_backend.h.
+#include "comm/fake_backend.h"
 
 #include <fmt/format.h>
 
@@ -66,9 +66,9 @@ class FakeWork : public Work {
   std::vector<double> result_;
 };
 
-class FakeComm : public Comm {
+class FakeBackend : public Backend {
  public:
-  FakeComm(FakeWorld& world, uint32_t rank) : world_(&world), rank_(rank) {}
+  FakeBackend(FakeWorld& world, uint32_t rank) : world_(&world), rank_(rank) {}
   std::string backend_name() const override { return "fake"; }
   uint32_t rank() const override { return rank_; }
   uint32_t world_size() const override { return world_->world_size_; }
@@ -106,9 +106,9 @@ FakeWorld::FakeWorld(uint32_t world_size, std::chrono::milliseconds timeout)
   PETRSIM_ASSERT(world_size >= 1);
 }
 
-std::unique_ptr<Comm> FakeWorld::Join(uint32_t rank) {
+std::unique_ptr<Backend> FakeWorld::Join(uint32_t rank) {
   PETRSIM_ASSERT(rank < world_size_);
-  return std::make_unique<FakeComm>(*this, rank);
+  return std::make_unique<FakeBackend>(*this, rank);
 }
 
 void FakeWorld::Silence(uint32_t rank) {

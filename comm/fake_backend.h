@@ -1,4 +1,4 @@
-// The Comm seam's fake (plan/comm.h): the ranks of one world as threads of this process, for
+// The Backend seam's fake (plan/backend.h): the ranks of one world as threads of this process, for
 // tests of code that issues collectives (no sockets, no LibTorch). Calls pair up as NCCL pairs
 // them, by order: a rank's k-th call on a process group meets every other rank's k-th call
 // there, whatever they are (no signature check: that is the simulated rendezvous's job). It
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan/comm.h"
+#include "plan/backend.h"
 
 namespace petrsim::comm {
 
@@ -24,8 +24,8 @@ class FakeWorld {
  public:
   FakeWorld(uint32_t world_size, std::chrono::milliseconds timeout);
 
-  // Rank `rank`'s Comm; the world must outlive it.
-  std::unique_ptr<Comm> Join(uint32_t rank);
+  // Rank `rank`'s Backend; the world must outlive it.
+  std::unique_ptr<Backend> Join(uint32_t rank);
 
   // From now on `rank`'s calls are dropped: its works never complete, its peers time out.
   void Silence(uint32_t rank);
@@ -35,7 +35,7 @@ class FakeWorld {
   std::vector<std::pair<uint32_t, std::string>> calls() const;
 
  private:
-  friend class FakeComm;
+  friend class FakeBackend;
   friend class FakeWork;
   struct Meeting {
     std::vector<std::optional<std::vector<double>>> inputs;  // per rank, once it called

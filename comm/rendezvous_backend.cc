@@ -1,5 +1,5 @@
-// The simulated rendezvous as a Comm; see rendezvous_comm.h.
-#include "comm/rendezvous_comm.h"
+// The simulated rendezvous as a Backend; see rendezvous_backend.h.
+#include "comm/rendezvous_backend.h"
 
 #include <fmt/format.h>
 
@@ -87,9 +87,9 @@ class RendezvousWork : public comm::Work {
   std::vector<double> result_;
 };
 
-class RendezvousComm : public comm::Comm {
+class RendezvousBackend : public comm::Backend {
  public:
-  RendezvousComm(RendezvousWorld& world, uint32_t rank) : world_(&world), rank_(rank) {}
+  RendezvousBackend(RendezvousWorld& world, uint32_t rank) : world_(&world), rank_(rank) {}
   std::string backend_name() const override { return "simulated rendezvous"; }
   uint32_t rank() const override { return rank_; }
   uint32_t world_size() const override { return world_->world_size_; }
@@ -134,9 +134,9 @@ class RendezvousComm : public comm::Comm {
 RendezvousWorld::RendezvousWorld(uint32_t world_size, std::chrono::milliseconds timeout)
     : world_size_(world_size), timeout_(timeout), rendezvous_(world_size), next_seq_(world_size) {}
 
-std::unique_ptr<comm::Comm> RendezvousWorld::Join(uint32_t rank) {
+std::unique_ptr<comm::Backend> RendezvousWorld::Join(uint32_t rank) {
   PETRSIM_ASSERT(rank < world_size_);
-  return std::make_unique<RendezvousComm>(*this, rank);
+  return std::make_unique<RendezvousBackend>(*this, rank);
 }
 
 void RendezvousWorld::Kill(uint32_t rank) {

@@ -1,10 +1,10 @@
-// The simulated rendezvous behind the Comm seam (plan/comm.h): the ranks of one world as
+// The simulated rendezvous behind the Backend seam (plan/backend.h): the ranks of one world as
 // threads of this process, their collectives matched by the simulator's own matcher
 // (sim/rendezvous.h): per process group by c10d sequence number, with the signature checked,
 // so a desync fails every member with CommError kMismatch instead of pairing different calls.
 // A rank can be killed: its arrivals are withdrawn and its peers' works fail with kPeerGone.
 // The simulator's event loop drives the same matcher in virtual time; this runs it in real
-// time, for the typed Comm suite and for tests of code that issues collectives.
+// time, for the typed Backend suite and for tests of code that issues collectives.
 #pragma once
 
 #include <chrono>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan/comm.h"
+#include "plan/backend.h"
 #include "sim/rendezvous.h"
 
 namespace petrsim::sim {
@@ -26,15 +26,15 @@ class RendezvousWorld {
  public:
   RendezvousWorld(uint32_t world_size, std::chrono::milliseconds timeout);
 
-  // Rank `rank`'s Comm; the world must outlive it.
-  std::unique_ptr<comm::Comm> Join(uint32_t rank);
+  // Rank `rank`'s Backend; the world must outlive it.
+  std::unique_ptr<comm::Backend> Join(uint32_t rank);
 
   // Rank `rank`'s process is gone: collectives it had joined but that had not completed can no
   // longer complete, and every wait on an incomplete collective fails with kPeerGone.
   void Kill(uint32_t rank);
 
  private:
-  friend class RendezvousComm;
+  friend class RendezvousBackend;
   friend class RendezvousWork;
   struct Payload {
     Collective first;                         // the first arrival's call (the instance points here)

@@ -1,6 +1,6 @@
-// The Comm seam's shared definitions: errors, dtype conversion and what each collective leaves
+// The Backend seam's shared definitions: errors, dtype conversion and what each collective leaves
 // on a rank; see comm.h.
-#include "plan/comm.h"
+#include "plan/backend.h"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,10 @@
-// The Comm seam (DESIGN "Seams"), shaped like c10d's Backend: a rank issues one of the plan's
+// The Backend seam (docs/design.md, "Seams"), named and shaped like c10d's Backend (as in PyTorch,
+// where torch.distributed.Backend is also the list of kinds, scenario.proto's Comm::Backend names
+// which one a job uses): a rank issues one of the plan's
 // collectives on its process group and gets a work handle at once; the handle completes when
 // every member of the group has issued the matching call. Behind it: the simulated rendezvous
-// run by threads (comm/rendezvous_comm.h), Gloo and NCCL process groups (real/c10d_comm.h) and a
-// fake for tests (comm/fake_comm.h). tests/comm_test.cc is the one typed suite each passes.
+// run by threads (comm/rendezvous_backend.h), Gloo and NCCL process groups (real/c10d_backend.h) and a
+// fake for tests (comm/fake_backend.h). tests/backend_test.cc is the one typed suite each passes.
 //
 // The values travel as doubles: every dtype the plan names (up to int64 values below 2^53) fits
 // one exactly, and the implementation converts to the collective's dtype before it reduces, as
@@ -57,9 +59,9 @@ class Work {
   virtual std::vector<double> ResultHead(uint64_t count) const;
 };
 
-class Comm {
+class Backend {
  public:
-  virtual ~Comm() = default;
+  virtual ~Backend() = default;
   virtual std::string backend_name() const = 0;
   virtual uint32_t rank() const = 0;
   virtual uint32_t world_size() const = 0;
@@ -75,7 +77,7 @@ class Comm {
 double ToDtype(Collective::Dtype dtype, double value);
 
 // The values a rank contributes to `collective` from `input`: numel of them in its dtype, zeros
-// past the end of `input` (what every Comm sends).
+// past the end of `input` (what every Backend sends).
 std::vector<double> ContributedValues(const Collective& collective, std::span<const double> input);
 
 // Whether `op` combines the ranks' values with a reduce_op (allreduce, reduce, reduce_scatter).

@@ -24,6 +24,7 @@ void RankProgram::SetCollective(Section section, uint32_t index, const Collectiv
   step_.collective = &collective;
   step_.skipped =
       section == Section::kPerIteration && collective.only_when_local_batch_has_gt() && !local_batch_has_gt_;
+  step_.wait_at_once = collective.blocking() || section == Section::kStartup;
 }
 
 void RankProgram::BeginIteration() {
@@ -41,6 +42,7 @@ void RankProgram::AtPerIteration(uint32_t index) {
   step_.kind = Kind::kWaitOutstanding;
   step_.collective = nullptr;
   step_.skipped = false;
+  step_.wait_at_once = false;
 }
 
 void RankProgram::AtPeriodic(uint32_t first) {
@@ -52,6 +54,7 @@ void RankProgram::AtPeriodic(uint32_t first) {
   }
   step_.collective = nullptr;
   step_.skipped = false;
+  step_.wait_at_once = false;
   const uint32_t every = plan_->checkpoint_interval;
   step_.kind = rank_ == 0 && every != 0 && (iteration_ + 1) % every == 0 ? Kind::kCheckpoint : Kind::kEndIteration;
 }

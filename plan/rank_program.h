@@ -38,6 +38,11 @@ class RankProgram {
     // kCollective: a collective issued only when the rank's batch has GT, on a batch without:
     // the rank does not issue it (and its peers' sequence numbers run ahead).
     bool skipped = false;
+    // kCollective: the rank goes on only once it completed (the driver waits for it at once):
+    // a blocking collective, and every startup collective whatever the plan says (DDP's
+    // construction returns only after its broadcasts). The others stay in flight until
+    // kWaitOutstanding (the end of the backward pass), the next iteration's for a periodic one.
+    bool wait_at_once = false;
     const Collective* collective = nullptr;  // kCollective
   };
 

@@ -89,6 +89,28 @@ TEST(RankProgram, SkipsAConditionalCollectiveOnABatchWithoutGt) {
   EXPECT_EQ(walk, expected);
 }
 
+TEST(RankProgram, WaitsAtOnceForBlockingAndEveryStartupCollectiveOnly) {
+  // The rule both drivers follow: a blocking collective, and a startup one even when the plan
+  // calls it non-blocking, is waited for before the next step; the others stay in flight until
+  // kWaitOutstanding (a periodic one until the next iteration's).
+  ExpandedPlan plan = SmallPlan();
+  plan.startup.push_back(Named("async startup", /*blocking=*/false));
+  plan.periodic[0].mutable_collective()->set_blocking(false);
+  std::map<std::string, bool> wait_at_once;
+  RankProgram program(plan, 0, 2);
+  for (; program.current().kind != RankProgram::Kind::kDone; program.Next()) {
+    const auto& at = program.current();
+    if (at.kind == RankProgram::Kind::kCollective) {
+      wait_at_once[at.collective->name()] = at.wait_at_once;
+    } else {
+      EXPECT_FALSE(at.wait_at_once);
+    }
+  }
+  const std::map<std::string, bool> expected = {{"seed", true},    {"async startup", true}, {"count", true},
+                                                {"gt only", true}, {"bucket", false},       {"log", false}};
+  EXPECT_EQ(wait_at_once, expected);
+}
+
 TEST(RankProgram, RunsNoIterationWhenItHasNone) {
   EXPECT_EQ(Walk(SmallPlan(), 0, 0), (std::vector<std::string>{"seed"}));
   ExpandedPlan empty;

@@ -1,4 +1,4 @@
-// A stateful property (rc::state) of the simulated Comm (sim/rendezvous.h): random sequences of
+// A stateful property (rc::state) of the simulated Backend (sim/rendezvous.h): random sequences of
 // per-rank collective arrivals, rank deaths and closes against a plain model of rendezvous
 // semantics: a rank's k-th collective on a group meets the others' k-th; an instance completes
 // exactly when every rank has arrived with the same signature; a different signature is a
@@ -25,7 +25,7 @@ const bool kCaseRateRegistered = props::RegisterCaseRate();
 
 struct Tag {};  // the rendezvous stores only a pointer to the caller's description
 
-// The mutant: a Comm that does not compare signatures (every rank's arrival is passed on with
+// The mutant: a Backend that does not compare signatures (every rank's arrival is passed on with
 // the usual signature, as if op, dtype and size were never checked). The property must fail.
 bool g_ignore_signatures = false;
 
@@ -219,7 +219,7 @@ RC_GTEST_PROP(RendezvousProps, BehavesLikeTheModel, ()) { BehavesLikeTheModelBod
 TEST(RendezvousPropsMutants, CommThatIgnoresSignaturesIsCaught) {
   g_ignore_signatures = true;
   const bool passed =
-      rc::check("a Comm that never compares signatures must fail the model", [] { BehavesLikeTheModelBody(); });
+      rc::check("a Backend that never compares signatures must fail the model", [] { BehavesLikeTheModelBody(); });
   g_ignore_signatures = false;
   EXPECT_FALSE(passed);
 }

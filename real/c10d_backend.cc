@@ -1,5 +1,5 @@
-// One rank's process groups and collectives; see c10d_comm.h.
-#include "real/c10d_comm.h"
+// One rank's process groups and collectives; see c10d_backend.h.
+#include "real/c10d_backend.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -127,9 +127,9 @@ class TensorPool {
   int64_t bytes_ = 0;
 };
 
-C10dComm::C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
-                   std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
-                   const std::string& master_addr, const std::vector<std::string>& process_group_names)
+C10dBackend::C10dBackend(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
+                         std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
+                         const std::string& master_addr, const std::vector<std::string>& process_group_names)
     : rank_(rank), world_size_(world_size) {
   if (const auto why = BackendUnavailable(backend)) throw ScenarioError(*why);
   pool_ = std::make_shared<TensorPool>();
@@ -165,9 +165,9 @@ C10dComm::C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_
   }
 }
 
-c10d::ProcessGroup& C10dComm::Group(const std::string& name) {
+c10d::ProcessGroup& C10dBackend::Group(const std::string& name) {
   const auto it = groups_.find(name);
-  if (it == groups_.end()) throw std::logic_error("C10dComm: no process group '" + name + "'");
+  if (it == groups_.end()) throw std::logic_error("C10dBackend: no process group '" + name + "'");
   return *it->second;
 }
 
@@ -244,7 +244,7 @@ class C10dWork : public comm::Work {
   }
 
  private:
-  friend class petrsim::real::C10dComm;
+  friend class petrsim::real::C10dBackend;
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> tensors_;
   std::vector<std::vector<at::Tensor>> gathered_;
@@ -268,7 +268,7 @@ class C10dWork : public comm::Work {
 
 }  // namespace
 
-std::unique_ptr<comm::Work> C10dComm::Issue(const Collective& collective, std::span<const double> input) {
+std::unique_ptr<comm::Work> C10dBackend::Issue(const Collective& collective, std::span<const double> input) {
   auto pending = std::make_unique<C10dWork>();
   pending->collective_ = collective;
   pending->rank_ = rank_;

@@ -1,4 +1,4 @@
-// The real backend's side of the Comm seam (plan/comm.h, DESIGN "Seams"): one rank's c10d
+// The real backend's side of the Backend seam (plan/backend.h, DESIGN "Seams"): one rank's c10d
 // process groups and the plan's collectives as c10d calls: Gloo on CPU, or NCCL where LibTorch
 // has CUDA and the build has PETRSIM_WITH_NCCL (the one place that differs; tensors then live
 // on the rank's GPU for the call).
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/comm.h"
+#include "plan/backend.h"
 #include "proto/scenario.pb.h"
 
 namespace petrsim::real {
@@ -37,8 +37,8 @@ std::optional<std::string> BackendUnavailable(Comm::Backend backend);
 
 class TensorPool;
 
-// One rank's c10d process groups behind the Comm seam.
-class C10dComm : public comm::Comm {
+// One rank's c10d process groups behind the Backend seam.
+class C10dBackend : public comm::Backend {
  public:
   // Creates the world group ("default_pg") and one group per other name in
   // `process_group_names`, all over `store` (a group's keys under its own prefix). NCCL needs a
@@ -46,9 +46,9 @@ class C10dComm : public comm::Comm {
   // BackendUnavailable). Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the
   // master is on this host's loopback, else the one the hostname resolves to (as PyTorch
   // chooses).
-  C10dComm(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size, std::chrono::milliseconds timeout,
-           petrsim::Comm::Backend backend, int32_t local_rank, const std::string& master_addr,
-           const std::vector<std::string>& process_group_names);
+  C10dBackend(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,
+              std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
+              const std::string& master_addr, const std::vector<std::string>& process_group_names);
 
   std::string backend_name() const override { return backend_name_; }
   uint32_t rank() const override { return rank_; }

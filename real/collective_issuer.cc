@@ -16,7 +16,7 @@
 
 namespace petrsim::real {
 
-CollectiveIssuer::CollectiveIssuer(comm::Comm& comm, JobControl& control, RankRecorder& recorder,
+CollectiveIssuer::CollectiveIssuer(comm::Backend& comm, JobControl& control, RankRecorder& recorder,
                                    const TrainOptions& options, std::chrono::milliseconds timeout,
                                    const Scenario& scenario, std::vector<std::string> process_groups)
     : comm_(comm),

@@ -1,5 +1,5 @@
 // How the real trainer issues one of the plan's collectives (TrainRank's collective issue): on
-// the Comm seam, with the rank's progress published through JobControl (the sequence number it
+// the Backend seam, with the rank's progress published through JobControl (the sequence number it
 // reached per process group, what it is doing) and the call recorded in the rank's trace from
 // issue to completion. A failure (a peer gone, the timeout) is the collective watchdog's: the
 // rank says which ranks never arrived at that sequence number and what they were doing, stops
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/comm.h"
+#include "plan/backend.h"
 #include "proto/scenario.pb.h"
 #include "real/job_control.h"
 #include "real/rank_recorder.h"
@@ -48,7 +48,7 @@ class CollectiveIssuer {
 
   // `scenario` is the job's (its PyTorch release and backend name the timeout's lines);
   // `process_groups` its groups in creation order (ProcessGroupNames).
-  CollectiveIssuer(comm::Comm& comm, JobControl& control, RankRecorder& recorder, const TrainOptions& options,
+  CollectiveIssuer(comm::Backend& comm, JobControl& control, RankRecorder& recorder, const TrainOptions& options,
                    std::chrono::milliseconds timeout, const Scenario& scenario,
                    std::vector<std::string> process_groups);
 
@@ -65,7 +65,7 @@ class CollectiveIssuer {
   // What the scenario's release would print for `issued` timing out now.
   void FillJobLog(const Issued& issued, CollectiveError& error) const;
 
-  comm::Comm& comm_;
+  comm::Backend& comm_;
   JobControl& control_;
   RankRecorder& recorder_;
   const TrainOptions& options_;

@@ -42,7 +42,7 @@
 #include "base/error.h"
 #include "base/progress_line.h"
 #include "data/dataset.h"
-#include "real/c10d_comm.h"
+#include "real/c10d_backend.h"
 #include "real/termination.h"
 #include "real/trainer.h"
 #include "scenario/scenario_loader.h"

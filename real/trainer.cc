@@ -31,7 +31,7 @@
 #include "plan/iteration_plan.h"
 #include "plan/rank_program.h"
 #include "real/batch_loader.h"
-#include "real/c10d_comm.h"
+#include "real/c10d_backend.h"
 #include "real/collective_issuer.h"
 #include "real/geometry.h"
 #include "real/job_control.h"
@@ -273,8 +273,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   } clear_progress_source{progress_source};
   // The groups in the order the job creates them (their names in PyTorch's logs).
   const std::vector<std::string> process_group_names = ProcessGroupNames(plan);
-  C10dComm comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
-                options.master_addr, process_group_names);
+  C10dBackend comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
+                   options.master_addr, process_group_names);
   CollectiveIssuer issuer(comm, control, recorder, options, timeout, scenario, process_group_names);
   TrainingStep step(job, plan, options);
 
@@ -353,8 +353,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
             break;
         }
         CollectiveIssuer::Issued issued = issuer.Launch(collective, iteration, input, std::move(done));
-        // Startup collectives are waited for at once, whatever the plan says.
-        if (collective.blocking() || at.section == RankProgram::Section::kStartup) {
+        if (at.wait_at_once) {
           issuer.Complete(issued);
         } else {
           in_flight.push_back(std::move(issued));

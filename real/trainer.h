@@ -4,7 +4,7 @@
 // consumption, each worker with the numpy seed PyTorch's worker_init_fn gives it) load them
 // under the sampler watchdog and render them; the scaled-down StreamPETR is trained with AdamW;
 // and the scenario's iteration plan (plan/iteration_plan, the list the simulator issues) is
-// issued collective by collective as real c10d calls (plan/rank_program walks the plan; real/c10d_comm issues it) in
+// issued collective by collective as real c10d calls (plan/rank_program walks the plan; real/c10d_backend issues it) in
 // plan order, with the scenario's timeout:
 //   - startup: sync_random_seed broadcasts carry the seed, DDP's first float32 module state
 //     broadcast carries the parameters (every rank takes rank 0's);

@@ -188,7 +188,8 @@ class JobSim {
   // Main process.
   void Advance(RankState& rank);
   bool BeginIteration(RankState& rank);
-  bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration);
+  // `wait_at_once`: the program's rule (RankProgram::Step): the rank blocks in it until it completes.
+  bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration, bool wait_at_once);
   void Complete(uint32_t pg, Instance& instance);
   void OnCollectiveDone(uint32_t pg, uint64_t seq);
   void Die(RankState& rank, Cause cause, const std::string& why);

@@ -108,9 +108,9 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   }
 }
 
-// Issues one collective at now. Returns true when the rank goes on at once (non-blocking, or
-// a blocking one that completed with this arrival is handled by a wake event).
-bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
+// Issues one collective at now. Returns true when the rank goes on at once (not waited for at
+// once; one that completed with this arrival is handled by a wake event).
+bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration, bool wait_at_once) {
   const int64_t now = engine_.now_ns();
   const uint64_t seq = rank.next_seq[step.pg]++;
   ++rank.stats.collectives;
@@ -144,8 +144,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
     stop_ = true;
     return false;
   }
-  const bool blocking = step.collective->blocking();
-  if (blocking) {
+  if (wait_at_once) {
     rank.phase = Phase::kBlocked;
     rank.phase_since_ns = now;
     rank.blocked = OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration};
@@ -160,7 +159,7 @@ bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration) {
     // fires no later than this work's deadline (issue times only grow).
     ArmWatchdog(FireTime(now));
   }
-  return !blocking;
+  return !wait_at_once;
 }
 
 // Every rank has arrived: the collective ends one duration after the last arrival.
@@ -269,7 +268,7 @@ void JobSim::Advance(RankState& rank) {
         if (at.section != RankProgram::Section::kPerIteration) {
           const bool startup = at.section == RankProgram::Section::kStartup;
           const PlanStep& step = startup ? startup_steps_[at.index] : periodic_steps_[at.index];
-          if (!Issue(rank, step, startup ? 0 : rank.iteration)) return;
+          if (!Issue(rank, step, startup ? 0 : rank.iteration, at.wait_at_once)) return;
           NextStep(rank);
           continue;
         }
@@ -303,7 +302,7 @@ void JobSim::Advance(RankState& rank) {
           NextStep(rank);
           continue;
         }
-        if (!Issue(rank, step, rank.iteration)) return;
+        if (!Issue(rank, step, rank.iteration, at.wait_at_once)) return;
         NextStep(rank);
         continue;
       }

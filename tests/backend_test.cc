@@ -1,9 +1,9 @@
-// The Comm seam's one typed suite (plan/comm.h): every implementation runs the same tests on
+// The Backend seam's one typed suite (plan/backend.h): every implementation runs the same tests on
 // 3 ranks (threads), on the world group and on a second named group: the simulated rendezvous,
 // the fake, Gloo over a TCPStore on loopback, and NCCL where the build has it and a GPU is
 // there. Then what only some of them do: a desync (rendezvous), a killed rank (rendezvous), a
 // dropped rank and an injected failure (fake), Gloo's error mapping.
-#include "plan/comm.h"
+#include "plan/backend.h"
 
 #include <gtest/gtest.h>
 
@@ -15,19 +15,19 @@
 #include <latch>
 #include <thread>
 
-#include "comm/fake_comm.h"
-#include "comm/rendezvous_comm.h"
+#include "comm/fake_backend.h"
+#include "comm/rendezvous_backend.h"
 #ifdef PETRSIM_HAVE_REAL
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "real/c10d_comm.h"
+#include "real/c10d_backend.h"
 #endif
 
 namespace petrsim::comm {
 namespace {
 
 constexpr uint32_t kWorld = 3;
-using Body = std::function<void(uint32_t rank, Comm& comm)>;
+using Body = std::function<void(uint32_t rank, Backend& comm)>;
 
 Collective Call(Collective::Op op, Collective::ReduceOp reduce, uint64_t numel, Collective::Dtype dtype,
                 const std::string& group = "default_pg") {
@@ -40,8 +40,8 @@ Collective Call(Collective::Op op, Collective::ReduceOp reduce, uint64_t numel, 
   return c;
 }
 
-// Runs body on kWorld threads, one Comm each from `join`, and rethrows the first failure.
-void OnThreads(const std::function<std::unique_ptr<Comm>(uint32_t)>& join, const Body& body) {
+// Runs body on kWorld threads, one Backend each from `join`, and rethrows the first failure.
+void OnThreads(const std::function<std::unique_ptr<Backend>(uint32_t)>& join, const Body& body) {
   std::vector<std::exception_ptr> errors(kWorld);
   std::vector<std::thread> ranks;
   for (uint32_t rank = 0; rank < kWorld; ++rank) {
@@ -90,15 +90,15 @@ struct C10dImpl {
     server.timeout = std::chrono::seconds(30);
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server);
     OnThreads(
-        [&](uint32_t rank) -> std::unique_ptr<Comm> {
+        [&](uint32_t rank) -> std::unique_ptr<Backend> {
           c10d::TCPStoreOptions client;
           client.port = store->getPort();
           client.isServer = false;
           client.timeout = std::chrono::seconds(30);
           auto rank_store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client);
-          return std::make_unique<real::C10dComm>(rank_store, rank, kWorld, timeout, kBackend,
-                                                  static_cast<int32_t>(rank), "127.0.0.1",
-                                                  std::vector<std::string>{"other"});
+          return std::make_unique<real::C10dBackend>(rank_store, rank, kWorld, timeout, kBackend,
+                                                     static_cast<int32_t>(rank), "127.0.0.1",
+                                                     std::vector<std::string>{"other"});
         },
         body);
   }
@@ -106,7 +106,7 @@ struct C10dImpl {
 #endif
 
 template <class Impl>
-class CommContract : public ::testing::Test {
+class BackendContract : public ::testing::Test {
  protected:
   static void Run(const Body& body) { Impl::Run(std::chrono::seconds(30), body); }
 };
@@ -123,7 +123,7 @@ struct ImplementationName {
     return Impl::kName;
   }
 };
-TYPED_TEST_SUITE(CommContract, Implementations, ImplementationName);
+TYPED_TEST_SUITE(BackendContract, Implementations, ImplementationName);
 
 std::vector<double> Done(Work& work) {
   work.Wait();
@@ -131,8 +131,8 @@ std::vector<double> Done(Work& work) {
   return work.Result();
 }
 
-TYPED_TEST(CommContract, ReductionsSumAverageMaxMinAndProduct) {
-  this->Run([](uint32_t rank, Comm& comm) {
+TYPED_TEST(BackendContract, ReductionsSumAverageMaxMinAndProduct) {
+  this->Run([](uint32_t rank, Backend& comm) {
     EXPECT_EQ(comm.rank(), rank);
     EXPECT_EQ(comm.world_size(), kWorld);
     const std::vector<double> input = {1.0 + rank, 2.0 * (rank + 1)};  // rank 0: 1 2, 1: 2 4, 2: 3 6
@@ -156,8 +156,8 @@ TYPED_TEST(CommContract, ReductionsSumAverageMaxMinAndProduct) {
   });
 }
 
-TYPED_TEST(CommContract, BroadcastAndReduceUseRankZeroAsRoot) {
-  this->Run([](uint32_t rank, Comm& comm) {
+TYPED_TEST(BackendContract, BroadcastAndReduceUseRankZeroAsRoot) {
+  this->Run([](uint32_t rank, Backend& comm) {
     auto broadcast = comm.Issue(Call(Collective::broadcast, Collective::sum, 3, Collective::int32),
                                 std::vector<double>(3, 10.0 + rank));
     EXPECT_EQ(Done(*broadcast), (std::vector<double>{10, 10, 10})) << "rank " << rank;
@@ -170,8 +170,8 @@ TYPED_TEST(CommContract, BroadcastAndReduceUseRankZeroAsRoot) {
   });
 }
 
-TYPED_TEST(CommContract, GatherScatterAllToAllAndBarrier) {
-  this->Run([](uint32_t rank, Comm& comm) {
+TYPED_TEST(BackendContract, GatherScatterAllToAllAndBarrier) {
+  this->Run([](uint32_t rank, Backend& comm) {
     const double r = rank;
     auto gather = comm.Issue(Call(Collective::allgather, Collective::sum, 2, Collective::float32),
                              std::vector<double>{r, r + 0.5});
@@ -187,8 +187,8 @@ TYPED_TEST(CommContract, GatherScatterAllToAllAndBarrier) {
   });
 }
 
-TYPED_TEST(CommContract, NamedGroupsKeepTheirOwnSequence) {
-  this->Run([](uint32_t rank, Comm& comm) {
+TYPED_TEST(BackendContract, NamedGroupsKeepTheirOwnSequence) {
+  this->Run([](uint32_t rank, Backend& comm) {
     // Issued on "other" first, then on the world group, and waited for in reverse: each group
     // pairs its own calls.
     auto on_other = comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32, "other"),
@@ -202,9 +202,9 @@ TYPED_TEST(CommContract, NamedGroupsKeepTheirOwnSequence) {
 
 // A large collective given only its head (a scenario-sized gradient bucket: the real gradients, then padding): the
 // rest is zeros, and ResultHead is Result's head, however many values are asked for.
-TYPED_TEST(CommContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
-  this->Run([](uint32_t rank, Comm& comm) {
-    const uint64_t numel = 300'000;  // 1.2 MB as float32: large enough for C10dComm to reuse its memory
+TYPED_TEST(BackendContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
+  this->Run([](uint32_t rank, Backend& comm) {
+    const uint64_t numel = 300'000;  // 1.2 MB as float32: large enough for C10dBackend to reuse its memory
     const Collective call = Call(Collective::allreduce, Collective::sum, numel, Collective::float32);
     auto work = comm.Issue(call, std::vector<double>{1.0 + rank, 0.5});
     work->Wait();
@@ -228,9 +228,9 @@ TYPED_TEST(CommContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
   });
 }
 
-TYPED_TEST(CommContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
+TYPED_TEST(BackendContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
   std::latch rank0_checked(kWorld);
-  this->Run([&](uint32_t rank, Comm& comm) {
+  this->Run([&](uint32_t rank, Backend& comm) {
     const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
     if (rank == 0) {
       auto work = comm.Issue(sum, std::vector<double>{1.0});
@@ -246,12 +246,12 @@ TYPED_TEST(CommContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
   });
 }
 
-TYPED_TEST(CommContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
+TYPED_TEST(BackendContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
   // Every rank that waits fails; at least one with the timeout. Gloo closes its connections
   // when its own wait times out, so a peer may see that first (kPeerGone), as in a real job.
   std::latch others_done(kWorld);
   std::atomic<int> timeouts{0};
-  TypeParam::Run(std::chrono::milliseconds(500), [&](uint32_t rank, Comm& comm) {
+  TypeParam::Run(std::chrono::milliseconds(500), [&](uint32_t rank, Backend& comm) {
     if (rank != 2) {
       auto work =
           comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{1.0});
@@ -290,11 +290,11 @@ TEST(CollectiveOutput, ConvertsToTheDtypeAndReducesInIt) {
   EXPECT_TRUE(std::isinf(CollectiveOutput(half, {{60000}, {60000}}, 0)[0]));
 }
 
-TEST(RendezvousComm, ADesyncFailsEveryMemberWithAMismatch) {
+TEST(RendezvousBackend, ADesyncFailsEveryMemberWithAMismatch) {
   sim::RendezvousWorld world(kWorld, std::chrono::seconds(30));
   std::latch issued(kWorld);
   OnThreads([&](uint32_t rank) { return world.Join(rank); },
-            [&](uint32_t rank, Comm& comm) {
+            [&](uint32_t rank, Backend& comm) {
               // Rank 1 issues 4 elements where the others issue 2, one after the other.
               if (rank == 1) issued.arrive_and_wait();
               auto work =
@@ -311,10 +311,10 @@ TEST(RendezvousComm, ADesyncFailsEveryMemberWithAMismatch) {
             });
 }
 
-TEST(RendezvousComm, AKilledRankFailsItsPeersWithPeerGone) {
+TEST(RendezvousBackend, AKilledRankFailsItsPeersWithPeerGone) {
   sim::RendezvousWorld world(kWorld, std::chrono::seconds(30));
   OnThreads([&](uint32_t rank) { return world.Join(rank); },
-            [&](uint32_t rank, Comm& comm) {
+            [&](uint32_t rank, Backend& comm) {
               if (rank == 2) {
                 world.Kill(2);
                 return;
@@ -330,7 +330,7 @@ TEST(RendezvousComm, AKilledRankFailsItsPeersWithPeerGone) {
             });
 }
 
-TEST(FakeComm, RecordsCallsDropsASilencedRankAndInjectsFailures) {
+TEST(FakeBackend, RecordsCallsDropsASilencedRankAndInjectsFailures) {
   FakeWorld world(2, std::chrono::milliseconds(200));
   auto rank0 = world.Join(0);
   auto rank1 = world.Join(1);
@@ -360,7 +360,7 @@ TEST(FakeComm, RecordsCallsDropsASilencedRankAndInjectsFailures) {
 }
 
 #ifdef PETRSIM_HAVE_REAL
-TEST(C10dComm, SortsC10dErrorsByKind) {
+TEST(C10dBackend, SortsC10dErrorsByKind) {
   EXPECT_EQ(real::CommErrorFromC10d("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1000ms for recv "
                                     "operation to complete")
                 .kind(),

@@ -12,13 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "list_skipped_tests.py")
 
 GTEST_SKIPPED = """Running main() from gtest_main.cc
-[ RUN      ] CommContract/Nccl.Reductions
-/src/tests/comm_test.cc:84: Skipped
+[ RUN      ] BackendContract/Nccl.Reductions
+/src/tests/backend_test.cc:84: Skipped
 this build has no NCCL
-[  SKIPPED ] CommContract/Nccl.Reductions (0 ms)
+[  SKIPPED ] BackendContract/Nccl.Reductions (0 ms)
 [  PASSED  ] 0 tests.
 [  SKIPPED ] 1 test, listed below:
-[  SKIPPED ] CommContract/Nccl.Reductions
+[  SKIPPED ] BackendContract/Nccl.Reductions
 """
 
 WHOLE_BINARY = """[ RUN      ] Suite.Runs
@@ -55,7 +55,7 @@ def run(cases):
 def main():
     out = run(
         [
-            case("CommContract.Reductions&lt;CommContract/Nccl. # TypeParam = X&gt;", "notrun", GTEST_SKIPPED,
+            case("BackendContract.Reductions&lt;BackendContract/Nccl. # TypeParam = X&gt;", "notrun", GTEST_SKIPPED,
                  "SKIP_REGULAR_EXPRESSION_MATCHED"),
             case("format", "notrun", "skipped: clang-format is version 15; the style is checked with clang-format 14\n",
                  "SKIP_RETURN_CODE=77"),
@@ -66,7 +66,7 @@ def main():
     )
     expected = [
         "Skipped tests (5):",
-        "  CommContract/Nccl.Reductions: this build has no NCCL",
+        "  BackendContract/Nccl.Reductions: this build has no NCCL",
         "  format: skipped: clang-format is version 15; the style is checked with clang-format 14",
         "  old_check: disabled (ctest DISABLED property)",
         "  gpu_test_all / Suite.NeedsAGpu: no CUDA device (set CUDA_VISIBLE_DEVICES)",
