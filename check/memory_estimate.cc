@@ -1,8 +1,6 @@
 // Memory estimates; see memory_estimate.h.
 #include "check/memory_estimate.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,13 +64,6 @@ MemoryEstimate EstimateCheckMemory(const Scenario& scenario) {
   estimate.bytes = Saturating(kFixedBytes, Times(frames, kCheckBytesPerFrame));
   estimate.breakdown = fmt::format("{} frames x {} B", frames, kCheckBytesPerFrame);
   return estimate;
-}
-
-uint64_t DefaultMemoryMax() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return 4ull << 30;  // unknown: 4 GiB
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
 }
 
 std::string FormatBytes(uint64_t bytes) {

@@ -25,9 +25,6 @@ uint64_t DatasetFramesMax(const Scenario& scenario);
 MemoryEstimate EstimateRunMemory(const Scenario& scenario);
 MemoryEstimate EstimateCheckMemory(const Scenario& scenario);
 
-// Half of this machine's physical memory: the default --memory-max.
-uint64_t DefaultMemoryMax();
-
 // "16 GiB", "512 MiB", "1234 B".
 std::string FormatBytes(uint64_t bytes);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "tests/scenario_text.h"
 
 namespace petrsim {

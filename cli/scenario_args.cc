@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/host_memory.h"
 #include "check/memory_estimate.h"
 
 #include "scenario/scenario_loader.h"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering of docs/design.md, checked from the includes: prints which folder includes which
 # (folder -> folder(count) ...) and fails, naming the file and the include, where a folder
-# reaches one it must not. Run from anywhere: scripts/check_layers.sh [--graph]
+# reaches one it must not; and the purity of the floors (no clock or threads in scenario/ to
+# check/, no LibTorch outside real/). Run from anywhere: scripts/check_layers.sh [--graph]
 #   --graph   print the graph only (exit 0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,20 @@ for from in base proto scenario data plan check formats/pickle formats/pyconfig 
   done
   echo "$from -> $(tr ' ' '\n' <<<"$out" | sort | tr '\n' ' ')"
 done
+# Purity, per floor: the pure model (scenario/ to check/) keeps no clock and no threads, and only
+# real/ (and what tests or benchmarks it) includes LibTorch, c10d, CUDA or NCCL.
+pure='^#include <(thread|mutex|shared_mutex|atomic|condition_variable|future|chrono|ctime|time\.h|unistd\.h|signal\.h|csignal)>'
+libtorch='^#include <(torch/|ATen/|c10/|c10d/|cuda|nccl)'
+while IFS= read -r line; do
+  echo "purity: ${line%%:*} includes ${line#*:#include }: scenario/, data/, plan/ and check/ keep no clock and no threads"
+  violations=$((violations + 1))
+done < <(git ls-files 'scenario/*' 'data/*' 'plan/*' 'check/*' 'proto/*' | grep -v '_test\.cc$' | grep -E '\.(h|cc)$' |
+         xargs grep -HE "$pure" || true)
+while IFS= read -r line; do
+  echo "purity: ${line%%:*} includes ${line#*:#include }: only real/ includes LibTorch, c10d, CUDA or NCCL"
+  violations=$((violations + 1))
+done < <(git ls-files '*.h' '*.cc' | grep -vE '^(real|tests|bench)/' | xargs grep -HE "$libtorch" || true)
+
 if [ "$violations" -gt 0 ]; then
   echo "layering: $violations include(s) against docs/design.md's layers"
   exit 1
