@@ -124,6 +124,89 @@ const char kInitFrame[] = "torch/nn/parallel/distributed.py, in __init__";
 const char kForwardFrame[] = "mmcv/parallel/distributed.py, in train_step (DDP's pre-forward)";
 const char kBackwardFrame[] = "mmcv/runner/hooks/optimizer.py, in after_train_iter: loss.backward()";
 
+// The model's tensors by role (section 2.1).
+struct TensorRoles {
+  std::vector<const Tensor*> parameters;      // the ones that require grad, in named_parameters() order
+  std::vector<const Tensor*> all_parameters;  // frozen ones too
+  std::vector<const Tensor*> buffers;
+  std::vector<const Tensor*> state_dict;
+  uint64_t dims = 0;  // of `parameters`
+};
+
+TensorRoles SortTensors(const std::vector<Tensor>& tensors) {
+  TensorRoles roles;
+  for (const Tensor& t : tensors) {
+    if (t.kind == DdpTensor::parameter) {
+      roles.all_parameters.push_back(&t);
+      if (t.requires_grad) {
+        roles.parameters.push_back(&t);
+        roles.dims += t.dims;
+      }
+    } else {
+      roles.buffers.push_back(&t);
+    }
+    if (t.kind == DdpTensor::parameter || t.persistent) {
+      // 1.9/1.10 walk state_dict(), which lists a shared tensor under each of its keys.
+      for (uint32_t k = 0; k <= t.state_dict_aliases; ++k) roles.state_dict.push_back(&t);
+    }
+  }
+  return roles;
+}
+
+// Construction (section 2.1): the parameter count check (1.12+), the shape check, the module
+// state broadcast.
+void ConstructionCollectives(const DdpModel& model, TorchVersion version, const TensorRoles& roles,
+                             const std::string& pg, std::vector<Collective>* construction) {
+  if (version >= TorchVersion{1, 12}) {
+    // An allgather in 1.13 (run); 1.12 shipped either this or a broadcast (unknown, same count).
+    construction->push_back(
+        Make("DDP __init__: parameter count check", Collective::allgather, 1, Collective::int64, true, pg, kInitFrame));
+  }
+  construction->push_back(Make("DDP __init__: parameter shape check", Collective::broadcast, 2 * roles.dims,
+                               Collective::int64, true, pg, kInitFrame));
+  std::vector<const Tensor*> states;
+  if (version <= TorchVersion{1, 10}) {
+    states = roles.state_dict;  // parameters and persistent buffers, module by module
+  } else {
+    states = roles.all_parameters;  // frozen ones too, then the buffers (non-persistent ones too)
+    if (version <= TorchVersion{2, 0} || model.broadcast_buffers()) {
+      states.insert(states.end(), roles.buffers.begin(), roles.buffers.end());
+    }
+  }
+  BroadcastCoalesced(states, "DDP __init__: module state broadcast", pg, kInitFrame, construction);
+}
+
+// The parameters in the order their gradients became ready in iteration 0 (the model's
+// grad_ready_order; without it the reverse of registration, a plain stack).
+std::vector<const Tensor*> ReadyOrder(const DdpModel& model, const std::vector<const Tensor*>& parameters) {
+  std::vector<const Tensor*> ready;
+  if (model.grad_ready_order_size() > 0) {
+    // ValidateDdpModel proved it a permutation; a model that skipped it stops here, not in memory it never owned.
+    PETRSIM_ASSERT(static_cast<uint64_t>(model.grad_ready_order_size()) == parameters.size());
+    for (const uint32_t position : model.grad_ready_order()) {
+      PETRSIM_ASSERT(position < parameters.size());
+      ready.push_back(parameters[position]);
+    }
+  } else {
+    ready.assign(parameters.rbegin(), parameters.rend());
+  }
+  return ready;
+}
+
+// One allreduce per bucket of `layout`, then the used-parameter map with find_unused_parameters.
+void BucketCollectives(const std::vector<Bucket>& layout, bool find_unused, uint64_t p, const std::string& pg,
+                       std::vector<Collective>* list) {
+  for (size_t k = 0; k < layout.size(); ++k) {
+    list->push_back(Make("DDP gradient bucket " + std::to_string(k), Collective::allreduce, layout[k].numel,
+                         layout[k].dtype, false, pg, kBackwardFrame));
+  }
+  if (find_unused) {
+    // The used-parameter map, after the last bucket (section 2.4).
+    list->push_back(
+        Make("DDP used-parameter map", Collective::allreduce, p, Collective::int32, false, pg, kBackwardFrame));
+  }
+}
+
 }  // namespace
 
 uint64_t DtypeBytes(Collective::Dtype dtype) {
@@ -147,45 +230,10 @@ DdpCollectives DdpPlan(const DdpModel& model, TorchVersion version) {
   DdpCollectives out;
   const std::string& pg = model.process_group();
   const std::vector<Tensor> tensors = Unroll(model);
-  // `parameters`: the ones that require grad, in named_parameters() order (section 2.1).
-  std::vector<const Tensor*> parameters, all_parameters, buffers, state_dict;
-  uint64_t dims = 0;
-  for (const Tensor& t : tensors) {
-    if (t.kind == DdpTensor::parameter) {
-      all_parameters.push_back(&t);
-      if (t.requires_grad) {
-        parameters.push_back(&t);
-        dims += t.dims;
-      }
-    } else {
-      buffers.push_back(&t);
-    }
-    if (t.kind == DdpTensor::parameter || t.persistent) {
-      // 1.9/1.10 walk state_dict(), which lists a shared tensor under each of its keys.
-      for (uint32_t k = 0; k <= t.state_dict_aliases; ++k) state_dict.push_back(&t);
-    }
-  }
+  const TensorRoles roles = SortTensors(tensors);
+  const std::vector<const Tensor*>& parameters = roles.parameters;
   const uint64_t p = parameters.size();
-
-  // Construction (section 2.1): the parameter count check (1.12+), the shape check, the
-  // module state broadcast.
-  if (version >= TorchVersion{1, 12}) {
-    // An allgather in 1.13 (run); 1.12 shipped either this or a broadcast (unknown, same count).
-    out.construction.push_back(
-        Make("DDP __init__: parameter count check", Collective::allgather, 1, Collective::int64, true, pg, kInitFrame));
-  }
-  out.construction.push_back(Make("DDP __init__: parameter shape check", Collective::broadcast, 2 * dims,
-                                  Collective::int64, true, pg, kInitFrame));
-  std::vector<const Tensor*> states;
-  if (version <= TorchVersion{1, 10}) {
-    states = state_dict;  // parameters and persistent buffers, module by module
-  } else {
-    states = all_parameters;  // frozen ones too, then the buffers (non-persistent ones too)
-    if (version <= TorchVersion{2, 0} || model.broadcast_buffers()) {
-      states.insert(states.end(), buffers.begin(), buffers.end());
-    }
-  }
-  BroadcastCoalesced(states, "DDP __init__: module state broadcast", pg, kInitFrame, &out.construction);
+  ConstructionCollectives(model, version, roles, pg, &out.construction);
 
   // Gradient bucket layouts (section 2.4). Limits in bytes, as DDP computes them.
   const uint64_t first = static_cast<uint64_t>(model.first_bucket_mb() * static_cast<double>(kMiB));
@@ -198,33 +246,9 @@ DdpCollectives DdpPlan(const DdpModel& model, TorchVersion version) {
   // 1.12+ without find_unused_parameters: one bucket per dtype in iteration 0.
   std::vector<Bucket> single = AssignBuckets(parameters, {std::numeric_limits<uint64_t>::max()}, true);
   std::reverse(single.begin(), single.end());
-  // The rebuilt layout (section 2.5): the parameters in the order their gradients became ready
-  // in iteration 0 (the model's grad_ready_order; without it the reverse of registration, a plain
-  // stack), [first, cap], not sorted.
-  std::vector<const Tensor*> ready;
-  if (model.grad_ready_order_size() > 0) {
-    // ValidateDdpModel proved it a permutation; a model that skipped it stops here, not in memory it never owned.
-    PETRSIM_ASSERT(static_cast<uint64_t>(model.grad_ready_order_size()) == parameters.size());
-    for (const uint32_t position : model.grad_ready_order()) {
-      PETRSIM_ASSERT(position < parameters.size());
-      ready.push_back(parameters[position]);
-    }
-  } else {
-    ready.assign(parameters.rbegin(), parameters.rend());
-  }
-  const std::vector<Bucket> rebuilt = AssignBuckets(ready, {first, cap}, false);
+  // The rebuilt layout (section 2.5): the parameters in their ready order, [first, cap], not sorted.
+  const std::vector<Bucket> rebuilt = AssignBuckets(ReadyOrder(model, parameters), {first, cap}, false);
 
-  const auto buckets = [&](const std::vector<Bucket>& layout, std::vector<Collective>* list) {
-    for (size_t k = 0; k < layout.size(); ++k) {
-      list->push_back(Make("DDP gradient bucket " + std::to_string(k), Collective::allreduce, layout[k].numel,
-                           layout[k].dtype, false, pg, kBackwardFrame));
-    }
-    if (find_unused) {
-      // The used-parameter map, after the last bucket (section 2.4).
-      list->push_back(
-          Make("DDP used-parameter map", Collective::allreduce, p, Collective::int32, false, pg, kBackwardFrame));
-    }
-  };
   for (size_t phase = 0; phase < kDdpPhases; ++phase) {
     std::vector<Collective>& forward = out.forward[phase];
     // The rebuild, first thing in iteration 1's forward, never with find_unused_parameters (2.5).
@@ -236,12 +260,12 @@ DdpCollectives DdpPlan(const DdpModel& model, TorchVersion version) {
     }
     // The buffers, every forward (section 2.2).
     if (model.broadcast_buffers()) {
-      BroadcastCoalesced(buffers, "DDP forward: buffer broadcast", pg, kForwardFrame, &forward);
+      BroadcastCoalesced(roles.buffers, "DDP forward: buffer broadcast", pg, kForwardFrame, &forward);
     }
     const std::vector<Bucket>& layout = find_unused  ? registered
                                         : phase == 0 ? (version >= TorchVersion{1, 12} ? single : registered)
                                                      : rebuilt;
-    buckets(layout, &out.backward[phase]);
+    BucketCollectives(layout, find_unused, p, pg, &out.backward[phase]);
   }
   return out;
 }

@@ -337,12 +337,8 @@ void DecoderLayerForward(ForwardWalk& walk, const std::string& prefix) {
   walk.Norm(prefix + "norms.2.");
 }
 
-// Petr3D.forward_train (petr3d.py:221-277) for the reference config: queue_length 1 and
-// num_frame_losses = num_frame_backbone_grads = num_frame_head_grads = 1, so one frame, with
-// gradients everywhere, and no no_grad pass over earlier frames. Line numbers: StreamPETR files
-// at 95f6470 unless another source is named.
-ForwardWalk StreamPetrForward(uint32_t decoder_layers) {
-  ForwardWalk walk;
+// petr3d.py:262 extract_feat: the backbone, then the neck.
+void ImageFeaturesForward(ForwardWalk& walk) {
   // petr3d.py:262 extract_feat -> 80 img_backbone: mmdet ResNet.forward: conv1, norm1 (frozen),
   // relu, maxpool, then the stages. extract_feat runs under mmcv's auto_fp16 (autocast), which
   // keeps conv's order.
@@ -364,6 +360,15 @@ ForwardWalk StreamPetrForward(uint32_t decoder_layers) {
   walk.Conv("img_neck.lateral_convs.0.conv.", true);
   walk.Conv("img_neck.lateral_convs.1.conv.", true);
   walk.Conv("img_neck.fpn_convs.0.conv.", true);
+}
+
+// Petr3D.forward_train (petr3d.py:221-277) for the reference config: queue_length 1 and
+// num_frame_losses = num_frame_backbone_grads = num_frame_head_grads = 1, so one frame, with
+// gradients everywhere, and no no_grad pass over earlier frames. Line numbers: StreamPETR files
+// at 95f6470 unless another source is named.
+ForwardWalk StreamPetrForward(uint32_t decoder_layers) {
+  ForwardWalk walk;
+  ImageFeaturesForward(walk);
   // petr3d.py:187 forward_roi_head -> 150 img_roi_head: FocalHead.forward (focal_head.py:158-170).
   walk.Conv("img_roi_head.shared_cls.0.", true);  // 159
   walk.Norm("img_roi_head.shared_cls.1.");

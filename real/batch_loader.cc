@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/assert.h"
 #include "data/sampler_watchdog.h"
 #include "real/renderer.h"
 #include "trace/trace_sink.h"
@@ -60,8 +61,11 @@ void BatchLoader::StartEpoch(uint64_t first_batch) {
 LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
   const uint64_t batch = epoch_start_ + in_epoch;
   const std::vector<SlotDraw> drawn = draws_.Get(batch);
-  NumpyRandomState& rng = rngs_[worker < 0 ? 0 : worker];
   const uint32_t batch_size = scenario_.job().samples_per_gpu();
+  // The sampler draws one index per slot; the loader's workers are those of this epoch.
+  PETRSIM_ASSERT(drawn.size() == batch_size);
+  PETRSIM_ASSERT(worker < 0 || static_cast<uint32_t>(worker) < rngs_.size());
+  NumpyRandomState& rng = rngs_[worker < 0 ? 0 : worker];
   LoadedBatch loaded;
   for (uint32_t slot = 0; slot < batch_size; ++slot) {
     LoadedSlot& out = loaded.slots.emplace_back();
@@ -79,23 +83,7 @@ LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
     } else {
       item = WatchedGetItem(dataset_, *policy_, out.draw.index, rng, pipeline_, options_.rank, worker, batch, slot);
     }
-    if (item.livelock) {
-      // Recorded now; reported in user terms, stopping the whole job, when the main process
-      // asks for this batch (the moment the real job would start to hang).
-      const std::string report = "sampler watchdog: " + item.livelock->Describe();
-      TraceRecord r;
-      r.kind = TraceKind::kLivelock;
-      r.worker = worker;
-      r.start_ns = r.end_ns = recorder_.Now();
-      r.iteration = batch;
-      r.slot = slot;
-      r.index = out.draw.index;
-      r.final_index = item.result.index;
-      r.attempts = item.result.attempts;
-      r.text = report;
-      recorder_.Record(r);
-      throw SampleLivelockError(item.livelock->Describe());
-    }
+    if (item.livelock) ReportLivelock(worker, batch, slot, out.draw, item);
     TraceRecord r;
     r.kind = TraceKind::kLoad;
     r.worker = worker;
@@ -106,15 +94,7 @@ LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
     r.final_index = item.result.index;
     r.attempts = item.result.attempts;
     out.final_index = item.result.index;
-    const FrameInfo& frame = dataset_.frame(out.final_index);
-    const uint32_t boxes = std::min<uint32_t>(frame.gt_count, options_.boxes_max);
-    const RenderedFrame rendered = SceneFrame(Mix(scenario_.job().seed(), frame.scene), frame.frame_in_scene, boxes);
-    out.pixels = Render(rig_, rendered.boxes);
-    for (const RenderBox& b : rendered.boxes) {
-      out.labels.push_back(b.cls);
-      out.boxes.push_back({b.x, b.y, b.z, b.w, b.l, b.h, b.yaw});
-    }
-    out.ego2global = rendered.ego2global;
+    RenderSlot(out);
     r.end_ns = recorder_.Now();
     recorder_.Record(r);
   }
@@ -128,6 +108,39 @@ LoadedBatch BatchLoader::Load(int32_t worker, uint64_t in_epoch) {
   ready.iteration = batch;
   recorder_.Record(ready);
   return loaded;
+}
+
+// A getitem the sampler watchdog found spinning: recorded now; reported in user terms, stopping
+// the whole job, when the main process asks for this batch (the moment the real job would start
+// to hang).
+void BatchLoader::ReportLivelock(int32_t worker, uint64_t batch, uint32_t slot, const SlotDraw& draw,
+                                 const WatchedItem& item) {
+  const std::string report = "sampler watchdog: " + item.livelock->Describe();
+  TraceRecord r;
+  r.kind = TraceKind::kLivelock;
+  r.worker = worker;
+  r.start_ns = r.end_ns = recorder_.Now();
+  r.iteration = batch;
+  r.slot = slot;
+  r.index = draw.index;
+  r.final_index = item.result.index;
+  r.attempts = item.result.attempts;
+  r.text = report;
+  recorder_.Record(r);
+  throw SampleLivelockError(item.livelock->Describe());
+}
+
+// The slot's frame (out.final_index) rendered: its pixels, boxes and pose.
+void BatchLoader::RenderSlot(LoadedSlot& out) const {
+  const FrameInfo& frame = dataset_.frame(out.final_index);
+  const uint32_t boxes = std::min<uint32_t>(frame.gt_count, options_.boxes_max);
+  const RenderedFrame rendered = SceneFrame(Mix(scenario_.job().seed(), frame.scene), frame.frame_in_scene, boxes);
+  out.pixels = Render(rig_, rendered.boxes);
+  for (const RenderBox& b : rendered.boxes) {
+    out.labels.push_back(b.cls);
+    out.boxes.push_back({b.x, b.y, b.z, b.w, b.l, b.h, b.yaw});
+  }
+  out.ego2global = rendered.ego2global;
 }
 
 }  // namespace petrsim::real

@@ -19,6 +19,7 @@
 #include "data/numpy_random.h"
 #include "data/resample_policy.h"
 #include "data/sampler.h"
+#include "data/sampler_watchdog.h"
 #include "proto/scenario.pb.h"
 #include "real/geometry.h"
 #include "real/rank_recorder.h"
@@ -88,6 +89,10 @@ class BatchLoader {
   LoadedBatch Load(int32_t worker, uint64_t in_epoch);
 
  private:
+  [[noreturn]] void ReportLivelock(int32_t worker, uint64_t batch, uint32_t slot, const SlotDraw& draw,
+                                   const WatchedItem& item);
+  void RenderSlot(LoadedSlot& out) const;
+
   const Scenario& scenario_;
   const Dataset& dataset_;
   const TrainOptions& options_;

@@ -9,12 +9,22 @@
 
 #include <fmt/format.h>
 
+#include "base/assert.h"
 #include "formats/torch_logs/watchdog_lines.h"
 #include "scenario/outcome.h"
 #include "scenario/torch_version.h"
 #include "trace/rank_writer.h"
 
 namespace petrsim::real {
+namespace {
+
+// A group's entry of a per-group seq map; 0 when it has none.
+uint64_t SeqOf(const std::map<std::string, uint64_t>& seqs, const std::string& group_name) {
+  const auto it = seqs.find(group_name);
+  return it == seqs.end() ? uint64_t{0} : it->second;
+}
+
+}  // namespace
 
 CollectiveIssuer::CollectiveIssuer(comm::Backend& comm, JobControl& control, RankRecorder& recorder,
                                    const TrainOptions& options, std::chrono::milliseconds timeout,
@@ -25,13 +35,17 @@ CollectiveIssuer::CollectiveIssuer(comm::Backend& comm, JobControl& control, Ran
       options_(options),
       timeout_ms_(timeout.count()),
       scenario_(scenario),
-      process_groups_(std::move(process_groups)) {}
+      process_groups_(std::move(process_groups)) {
+  PETRSIM_ASSERT(options_.rank < options_.world_size);
+}
 
 CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64_t iteration,
                                                   const std::vector<double>& input, Done done) {
   Issued issued;
   issued.step = &step;
   issued.seq = ++seqs_[step.process_group()];
+  // A new seq of its group: past every seq of the group already completed.
+  PETRSIM_ASSERT(issued.seq > SeqOf(completed_, step.process_group()));
   issued.iteration = iteration;
   issued.done = std::move(done);
   control_.Update([&](Progress& p) {
@@ -49,10 +63,15 @@ CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64
   } catch (const std::exception& error) {
     Fail(issued, error.what(), false);
   }
+  PETRSIM_ASSERT(issued.work != nullptr);
   return issued;
 }
 
 void CollectiveIssuer::Complete(Issued& issued) {
+  // Only a launched collective completes: its seq was issued on its group.
+  PETRSIM_ASSERT(issued.work != nullptr);
+  PETRSIM_ASSERT(issued.seq >= 1);
+  PETRSIM_ASSERT(issued.seq <= SeqOf(seqs_, issued.step->process_group()));
   try {
     control_.Waiting(true);
     issued.work->Wait();
@@ -65,6 +84,8 @@ void CollectiveIssuer::Complete(Issued& issued) {
   recorder_.CloseCollective(*issued.step, issued.seq);
   uint64_t& completed = completed_[issued.step->process_group()];
   completed = std::max(completed, issued.seq);
+  // A completed seq never exceeds the issued seq of its group.
+  PETRSIM_ASSERT(completed <= SeqOf(seqs_, issued.step->process_group()));
   if (!issued.done.take) return;
   if (issued.done.elements == std::numeric_limits<uint64_t>::max()) {
     issued.done.take(issued.work->Result());
@@ -89,12 +110,8 @@ void CollectiveIssuer::FillJobLog(const Issued& issued, CollectiveError& error) 
   timeout.numel = NumelOfWork(step, options_.world_size);
   timeout.timeout_ms = static_cast<uint64_t>(timeout_ms_);
   timeout.ran_for_ms = static_cast<uint64_t>(std::max<int64_t>(0, recorder_.Now() - issued.start_ns) / 1'000'000);
-  const auto at = [](const std::map<std::string, uint64_t>& seqs, const std::string& group_name) {
-    const auto it = seqs.find(group_name);
-    return it == seqs.end() ? uint64_t{0} : it->second;
-  };
-  timeout.last_enqueued_seq = at(seqs_, step.process_group());
-  timeout.last_completed_seq = at(completed_, step.process_group());
+  timeout.last_enqueued_seq = SeqOf(seqs_, step.process_group());
+  timeout.last_completed_seq = SeqOf(completed_, step.process_group());
   // The rank's wall clock, in its time zone, as c10's logger prints it.
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);

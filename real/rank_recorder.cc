@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
+
 namespace petrsim::real {
 
 RankRecorder::RankRecorder(const Scenario& scenario, const TrainOptions& options)
@@ -20,6 +22,8 @@ int64_t RankRecorder::Now() const {
 }
 
 void RankRecorder::Record(TraceRecord record) {
+  // A record ends after it starts.
+  PETRSIM_ASSERT(record.end_ns >= record.start_ns);
   if (!trace_) return;
   record.rank = rank_;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -29,6 +33,8 @@ void RankRecorder::Record(TraceRecord record) {
 void RankRecorder::OpenCollective(const Collective& step, uint64_t seq, uint64_t iteration, int64_t start_ns) {
   if (!trace_) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  // Each (group, seq) opens once.
+  PETRSIM_ASSERT(open_.find({step.process_group(), seq}) == open_.end());
   open_[{step.process_group(), seq}] = Open{&step, iteration, start_ns};
 }
 
@@ -36,7 +42,10 @@ void RankRecorder::CloseCollective(const Collective& step, uint64_t seq) {
   if (!trace_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto key = std::make_pair(step.process_group(), seq);
+  // Only an open collective closes, and it ends after it started.
+  PETRSIM_ASSERT(open_.find(key) != open_.end());
   const Open open = open_[key];
+  PETRSIM_ASSERT(Now() >= open.start_ns);
   open_.erase(key);
   if (!finished_) trace_->Record(CollectiveRecord(step, seq, open, true));
 }

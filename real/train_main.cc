@@ -157,56 +157,62 @@ int RunRank(const petrsim::Scenario& scenario, const petrsim::Dataset& dataset, 
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line, parsed.
+struct CommandLine {
   std::string path;
   uint32_t nproc = 0;
   petrsim::real::TrainOptions options;
-  options.own_process = true;
   std::vector<std::string> sets;
   std::string trace_dir, replay_dir;
   bool replay_samples_only = false;
+  std::string backend;
+  std::string plan_sizes = "scenario";
+  bool quiet = false;
+  bool iterations_given = false;
+};
+
+// Parses the command line into `cl`. Returns the exit code when the program ends here (--help,
+// bad input).
+std::optional<int> ParseCommandLine(int argc, char** argv, CommandLine& cl) {
+  cl.options.own_process = true;
   // Every number is parsed whole, within its range (CLI11 refuses "5x", "-1" for an unsigned
   // and values that overflow); bad input exits 2.
   CLI::App app{
       "petrsim_train: trains the real LibTorch StreamPETR on the scenario's data, sampler and iteration "
       "plan (also: petrsim train SCENARIO [options])"};
-  app.add_option("scenario", path, "the scenario (.pbtxt, .pb, .json); optional with --replay");
-  app.add_option("--nproc", nproc,
+  app.add_option("scenario", cl.path, "the scenario (.pbtxt, .pb, .json); optional with --replay");
+  app.add_option("--nproc", cl.nproc,
                  "start N local ranks (must equal job.world_size); without it, run one rank under a launcher that "
                  "sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK)")
       ->check(CLI::Range(uint32_t{1}, kRanksMax));
-  auto* iterations = app.add_option("--iterations", options.iterations, "iterations (default: job.iterations, else 10)")
-                         ->check(CLI::Range(uint64_t{1}, kIterationsMax));
-  app.add_option("--timeout-ms", options.timeout_ms, "collective timeout (default: comm.timeout_ms)")
+  auto* iterations =
+      app.add_option("--iterations", cl.options.iterations, "iterations (default: job.iterations, else 10)")
+          ->check(CLI::Range(uint64_t{1}, kIterationsMax));
+  app.add_option("--timeout-ms", cl.options.timeout_ms, "collective timeout (default: comm.timeout_ms)")
       ->check(CLI::Range(int64_t{1}, kTimeoutMsMax));
-  app.add_option("--set", sets, "change the scenario: field=value (repeatable)");
+  app.add_option("--set", cl.sets, "change the scenario: field=value (repeatable)");
   auto* trace =
-      app.add_option("--trace", trace_dir, "record rank_<r>.pbtrace files for `petrsim diagnose` to this directory");
-  app.add_option("--trace-ring", options.trace_ring, "with --trace: keep only the last N events of each rank")
+      app.add_option("--trace", cl.trace_dir, "record rank_<r>.pbtrace files for `petrsim diagnose` to this directory");
+  app.add_option("--trace-ring", cl.options.trace_ring, "with --trace: keep only the last N events of each rank")
       ->check(CLI::Range(uint64_t{1}, kTraceRingMax))
       ->needs(trace);
-  std::string backend;
-  app.add_option("--backend", backend,
+  app.add_option("--backend", cl.backend,
                  "the process groups' backend, replacing comm.backend: gloo (CPU) or nccl (GPU; needs a build with "
                  "PETRSIM_WITH_NCCL and a GPU). A backend this build or machine cannot run is an error, never a "
                  "fallback")
       ->check(CLI::IsMember({"gloo", "nccl"}));
-  std::string plan_sizes = "scenario";
-  app.add_option("--plan-sizes", plan_sizes,
+  app.add_option("--plan-sizes", cl.plan_sizes,
                  "the sizes of the job's collectives: scenario (default): the scenario's plan as the simulator runs "
                  "it, the same collectives, sizes and sequence numbers (the real model's gradients packed into the "
                  "plan's DDP buckets, padded with zeros; a plan too small for the model is an error); model: the "
                  "StreamPETR plan rewritten for the real, small model (DDP's collectives those of its tensors: a "
                  "faster step, but sequence numbers that differ from the simulator's on this scenario)")
       ->check(CLI::IsMember({"scenario", "model"}));
-  auto* replay_option = app.add_option("--replay", replay_dir,
+  auto* replay_option = app.add_option("--replay", cl.replay_dir,
                                        "re-run a recorded job's sample order and getitem results (a trace directory)");
-  app.add_flag("--replay-samples-only", replay_samples_only, "with --replay: replay the sample order only")
+  app.add_flag("--replay-samples-only", cl.replay_samples_only, "with --replay: replay the sample order only")
       ->needs(replay_option);
-  bool quiet = false;
-  app.add_flag("--quiet", quiet,
+  app.add_flag("--quiet", cl.quiet,
                "no progress bar on stderr (rank 0 draws one, with an ETA, when stderr is a terminal)");
   app.footer(
       "Exit: 0 every rank finished; 1 a rank failed (sampler watchdog, collective watchdog, killed); 2 bad input.");
@@ -216,198 +222,260 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? 0 : 2;
   }
-  const bool iterations_given = iterations->count() > 0;
-  try {
-    std::optional<petrsim::Recording> recorded;
-    std::unique_ptr<petrsim::ReplaySource> replay;
-    if (!replay_dir.empty()) {
-      recorded = petrsim::ReadRecording(replay_dir);
-      replay = petrsim::MakeRecordedSource(*recorded, true, !replay_samples_only);
-      options.replay = replay.get();
-      if (nproc == 0 && std::getenv("RANK") == nullptr) nproc = recorded->world_size;
-    }
-    if (path.empty() && !recorded) {
-      throw petrsim::ScenarioError("give a SCENARIO, or --replay TRACE_DIR (petrsim_train --help)");
-    }
-    petrsim::Scenario scenario = path.empty() ? recorded->scenario : petrsim::LoadScenarioFile(path);
-    if (path.empty()) path = replay_dir + " (the recorded scenario)";
-    if (!sets.empty()) {
-      petrsim::ApplyOverrides(scenario, sets);
-      petrsim::ValidateScenario(scenario, path + " (after --set)");
-    }
-    options.plan_sizes = *petrsim::real::ParsePlanSizes(plan_sizes);
-    if (!backend.empty()) {
-      // A collective timeout still prints what the scenario's backend would (the simulator's lines).
-      options.watchdog_lines_backend = scenario.comm().backend();
-      scenario.mutable_comm()->set_backend(backend == "nccl" ? petrsim::Comm::nccl : petrsim::Comm::gloo);
-    }
-    if (const auto why = petrsim::real::BackendUnavailable(scenario.comm().backend())) {
-      throw petrsim::ScenarioError(path + ": " + *why);
-    }
-    const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, path);
-    if (!iterations_given) options.iterations = scenario.job().has_iterations() ? scenario.job().iterations() : 10;
-    if (!trace_dir.empty()) {
-      std::error_code error;
-      std::filesystem::create_directories(trace_dir, error);
-      if (error) throw petrsim::ScenarioError(trace_dir + ": cannot create the trace directory: " + error.message());
-    }
-    const auto trace_path = [&](uint32_t rank) {
-      return trace_dir.empty() ? std::string() : petrsim::RankTracePath(trace_dir, rank);
-    };
-    if (nproc == 0) {  // one rank of a job started by a launcher
-      const char* rank = std::getenv("RANK");
-      const char* world = std::getenv("WORLD_SIZE");
-      const char* addr = std::getenv("MASTER_ADDR");
-      const char* port = std::getenv("MASTER_PORT");
-      if (rank == nullptr || world == nullptr || port == nullptr) {
-        throw petrsim::ScenarioError(
-            "petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
-            "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
-      }
-      options.world_size = static_cast<uint32_t>(EnvNumber("WORLD_SIZE", world, 1, kRanksMax));
-      options.rank = static_cast<uint32_t>(EnvNumber("RANK", rank, 0, options.world_size - 1));
-      if (addr != nullptr) options.master_addr = addr;
-      options.master_port = static_cast<uint16_t>(EnvNumber("MASTER_PORT", port, 1, 65535));
-      if (const char* local = std::getenv("LOCAL_RANK")) {
-        options.local_rank = static_cast<int32_t>(EnvNumber("LOCAL_RANK", local, 0, kRanksMax - 1));
-      }
-      options.trace_path = trace_path(options.rank);
-      if (options.world_size != scenario.job().world_size()) {
-        std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
-                  << scenario.job().world_size() << "; the sampler shards for job.world_size\n";
-      }
-      return RunRank(scenario, dataset, options, quiet);
-    }
-    if (nproc != scenario.job().world_size()) {
-      throw petrsim::ScenarioError(path + ": --nproc " + std::to_string(nproc) + " but job.world_size is " +
-                                   std::to_string(scenario.job().world_size()));
-    }
-    options.world_size = nproc;
-    options.master_port = FreePort();
+  cl.iterations_given = iterations->count() > 0;
+  return std::nullopt;
+}
+
+// The scenario to run: the file's, or the recording's with --replay; --set and --backend applied.
+// `recorded` and `replay` hold the recording cl.options.replay points into.
+petrsim::Scenario LoadJobScenario(CommandLine& cl, std::optional<petrsim::Recording>& recorded,
+                                  std::unique_ptr<petrsim::ReplaySource>& replay) {
+  if (!cl.replay_dir.empty()) {
+    recorded = petrsim::ReadRecording(cl.replay_dir);
+    replay = petrsim::MakeRecordedSource(*recorded, true, !cl.replay_samples_only);
+    cl.options.replay = replay.get();
+    if (cl.nproc == 0 && std::getenv("RANK") == nullptr) cl.nproc = recorded->world_size;
+  }
+  if (cl.path.empty() && !recorded) {
+    throw petrsim::ScenarioError("give a SCENARIO, or --replay TRACE_DIR (petrsim_train --help)");
+  }
+  petrsim::Scenario scenario = cl.path.empty() ? recorded->scenario : petrsim::LoadScenarioFile(cl.path);
+  if (cl.path.empty()) cl.path = cl.replay_dir + " (the recorded scenario)";
+  if (!cl.sets.empty()) {
+    petrsim::ApplyOverrides(scenario, cl.sets);
+    petrsim::ValidateScenario(scenario, cl.path + " (after --set)");
+  }
+  cl.options.plan_sizes = *petrsim::real::ParsePlanSizes(cl.plan_sizes);
+  if (!cl.backend.empty()) {
+    // A collective timeout still prints what the scenario's backend would (the simulator's lines).
+    cl.options.watchdog_lines_backend = scenario.comm().backend();
+    scenario.mutable_comm()->set_backend(cl.backend == "nccl" ? petrsim::Comm::nccl : petrsim::Comm::gloo);
+  }
+  if (const auto why = petrsim::real::BackendUnavailable(scenario.comm().backend())) {
+    throw petrsim::ScenarioError(cl.path + ": " + *why);
+  }
+  return scenario;
+}
+
+std::string TracePath(const std::string& trace_dir, uint32_t rank) {
+  return trace_dir.empty() ? std::string() : petrsim::RankTracePath(trace_dir, rank);
+}
+
+// One rank of a job started by a launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+int RunLaunchedRank(CommandLine& cl, const petrsim::Scenario& scenario, const petrsim::Dataset& dataset) {
+  petrsim::real::TrainOptions& options = cl.options;
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (rank == nullptr || world == nullptr || port == nullptr) {
+    throw petrsim::ScenarioError(
+        "petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
+        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+  }
+  options.world_size = static_cast<uint32_t>(EnvNumber("WORLD_SIZE", world, 1, kRanksMax));
+  options.rank = static_cast<uint32_t>(EnvNumber("RANK", rank, 0, options.world_size - 1));
+  if (addr != nullptr) options.master_addr = addr;
+  options.master_port = static_cast<uint16_t>(EnvNumber("MASTER_PORT", port, 1, 65535));
+  if (const char* local = std::getenv("LOCAL_RANK")) {
+    options.local_rank = static_cast<int32_t>(EnvNumber("LOCAL_RANK", local, 0, kRanksMax - 1));
+  }
+  options.trace_path = TracePath(cl.trace_dir, options.rank);
+  if (options.world_size != scenario.job().world_size()) {
+    std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "
+              << scenario.job().world_size() << "; the sampler shards for job.world_size\n";
+  }
+  return RunRank(scenario, dataset, options, cl.quiet);
+}
+
+// `--nproc N`: the launcher of N local ranks. When a rank fails, the others stop on their own
+// (the job's stop goes through the store, a collective with a dead peer fails): they get a grace
+// period to write their traces and report, then SIGTERM (they record their last words and die
+// of it), then SIGKILL. A signal to the launcher is passed on at once, with the same bounded
+// wait before SIGKILL.
+class Launcher {
+ public:
+  Launcher(CommandLine& cl, const petrsim::Scenario& scenario, const petrsim::Dataset& dataset)
+      : cl_(cl), scenario_(scenario), dataset_(dataset) {}
+
+  // Starts the ranks, waits for them all; returns the job's exit code.
+  int Run() {
+    cl_.options.world_size = cl_.nproc;
+    cl_.options.master_port = FreePort();
     // The launcher takes SIGTERM, SIGINT and SIGHUP itself (below) and passes them on; the ranks
     // inherit the mask, which their own watcher expects, and die with the launcher
     // (PR_SET_PDEATHSIG: a launcher killed with SIGKILL leaves no rank training on).
     petrsim::real::BlockTerminationSignals();
+    StartRanks();
+    const sigset_t termination = petrsim::real::TerminationSignals();
+    while (!children_.empty()) {
+      const timespec tick{0, 20'000'000};
+      siginfo_t info{};
+      const int signo = ::sigtimedwait(&termination, &info, &tick);
+      const auto now = Escalate(signo);
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid < 0) break;
+      if (pid == 0) continue;
+      OnRankExit(pid, status, now);
+    }
+    if (forwarded_ != 0) petrsim::real::DieOfSignal(forwarded_);
+    return exit_code_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Child {
+    uint32_t rank = 0;
+    Clock::time_point started;
+  };
+  static constexpr auto kNever = Clock::time_point::max();
+  static constexpr auto kGrace = std::chrono::milliseconds(10000);
+  static constexpr auto kKillGrace = std::chrono::milliseconds(5000);
+
+  void StartRanks() {
     const pid_t launcher = ::getpid();
-    struct Child {
-      uint32_t rank = 0;
-      std::chrono::steady_clock::time_point started;
-    };
-    std::map<pid_t, Child> children;
-    for (uint32_t r = 0; r < nproc; ++r) {
-      const auto started = std::chrono::steady_clock::now();
+    for (uint32_t r = 0; r < cl_.nproc; ++r) {
+      const auto started = Clock::now();
       const pid_t pid = ::fork();
       if (pid < 0) throw petrsim::ScenarioError("petrsim_train: fork failed");
       if (pid == 0) {
         ::prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (::getppid() != launcher) ::_exit(1);  // the launcher died before prctl took effect
-        options.rank = r;
-        options.local_rank = static_cast<int32_t>(r);
-        options.trace_path = trace_path(r);
-        const int code = RunRank(scenario, dataset, options, quiet);
+        cl_.options.rank = r;
+        cl_.options.local_rank = static_cast<int32_t>(r);
+        cl_.options.trace_path = TracePath(cl_.trace_dir, r);
+        const int code = RunRank(scenario_, dataset_, cl_.options, cl_.quiet);
         std::cout.flush();  // _exit does not flush stdio
         std::cerr.flush();
         ::_exit(code);
       }
-      children[pid] = Child{r, started};
+      children_[pid] = Child{r, started};
     }
-    // When a rank fails, the others stop on their own (the job's stop goes through the store, a
-    // collective with a dead peer fails): they get a grace period to write their traces and
-    // report, then SIGTERM (they record their last words and die of it), then SIGKILL. A
-    // signal to the launcher is passed on at once, with the same bounded wait before SIGKILL.
-    int exit_code = 0;
-    int forwarded = 0;  // the signal the launcher got and passed on; 0: none
-    const auto grace = std::chrono::milliseconds(10000);
-    const auto kill_grace = std::chrono::milliseconds(5000);
-    constexpr auto kNever = std::chrono::steady_clock::time_point::max();
-    auto term_at = kNever, kill_at = kNever;  // when to send SIGTERM, SIGKILL to the ranks left
-    const auto signal_all = [&](int signo) {
-      for (const auto& [pid, child] : children) ::kill(pid, signo);
-    };
-    const sigset_t termination = petrsim::real::TerminationSignals();
-    // What the launcher writes into a rank's trace carries the scenario the ranks ran, as theirs
-    // do (with --plan-sizes model the plan rewritten for the real model): made once, when first
-    // needed, after every fork (it builds the model).
-    std::optional<petrsim::Scenario> effective;
-    const auto effective_scenario = [&]() -> const petrsim::Scenario& {
-      if (!effective) {
-        try {
-          effective = petrsim::real::MakeRealJob(scenario, options.model, options.plan_sizes).scenario;
-        } catch (const std::exception&) {
-          effective = scenario;  // a plan the ranks refused: they ran nothing of it
-        }
-      }
-      return *effective;
-    };
-    while (!children.empty()) {
-      const timespec tick{0, 20'000'000};
-      siginfo_t info{};
-      const int signo = ::sigtimedwait(&termination, &info, &tick);
-      if (signo > 0 && forwarded == 0) {
-        forwarded = signo;
-        std::cerr << "petrsim_train: got " << petrsim::real::SignalName(signo) << ": passing it to the ranks\n";
-        signal_all(signo);
-        kill_at = std::chrono::steady_clock::now() + kill_grace;
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= term_at) {
-        std::cerr << "petrsim_train: stopping the ranks still running after " << grace.count() << " ms\n";
-        signal_all(SIGTERM);
-        term_at = kNever;
-        kill_at = now + kill_grace;
-      }
-      if (now >= kill_at) {
-        std::cerr << "petrsim_train: killing the ranks still running " << kill_grace.count() << " ms after SIGTERM\n";
-        signal_all(SIGKILL);
-        kill_at = kNever;
-      }
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid < 0) break;
-      if (pid == 0) continue;
-      const Child child = children[pid];
-      children.erase(pid);
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (ok) continue;
-      const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      std::cerr << "petrsim_train: rank " << child.rank << " "
-                << (killed_by != 0 ? "was killed by " + petrsim::real::SignalName(killed_by)
-                                   : "exited with status " + std::to_string(WEXITSTATUS(status)))
-                << "\n";
-      // A rank records its own end, except one a signal ends without a word (SIGKILL, a
-      // crash): the launcher writes what it saw into that rank's trace.
-      const bool recorded_itself = killed_by == 0 || petrsim::real::IsTerminationSignal(killed_by);
-      if (!recorded_itself && !trace_dir.empty()) {
-        const int64_t at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - child.started).count();
-        // TraceRecord's texts are views: the strings live here.
-        const std::string name = petrsim::real::SignalName(killed_by);
-        const std::string why =
-            fmt::format("killed by {} (the launcher saw its process {} end {:.1f} s after it started)", name, pid,
-                        static_cast<double>(at_ns) / 1e9);
-        const std::string how = "killed by " + name;
-        petrsim::TraceRecord died;
-        died.kind = petrsim::TraceKind::kRankDied;
-        died.rank = child.rank;
-        died.start_ns = died.end_ns = at_ns;
-        died.text = why;
-        petrsim::TraceRecord exit = died;
-        exit.kind = petrsim::TraceKind::kProcessExit;
-        exit.text = how;
-        try {
-          petrsim::AppendToRankTrace(trace_path(child.rank), effective_scenario(), child.rank, nproc,
-                                     petrsim::Comm::Backend_Name(scenario.comm().backend()), {died, exit});
-        } catch (const std::exception& error) {
-          std::cerr << "petrsim_train: " << error.what() << "\n";
-        }
-      }
-      if (forwarded == 0 && term_at == kNever && kill_at == kNever) term_at = now + grace;
-      // Bad input a rank finds (e.g. a plan too small for the real model) is the job's bad input,
-      // unless another rank failed otherwise.
-      const bool bad_input = WIFEXITED(status) && WEXITSTATUS(status) == 2;
-      exit_code = bad_input && exit_code != 1 ? 2 : 1;
+  }
+
+  void SignalAll(int signo) {
+    for (const auto& [pid, child] : children_) ::kill(pid, signo);
+  }
+
+  // Passes a signal the launcher got on, and sends SIGTERM, then SIGKILL, when their time has
+  // come. Returns now.
+  Clock::time_point Escalate(int signo) {
+    if (signo > 0 && forwarded_ == 0) {
+      forwarded_ = signo;
+      std::cerr << "petrsim_train: got " << petrsim::real::SignalName(signo) << ": passing it to the ranks\n";
+      SignalAll(signo);
+      kill_at_ = Clock::now() + kKillGrace;
     }
-    if (forwarded != 0) petrsim::real::DieOfSignal(forwarded);
-    return exit_code;
+    const auto now = Clock::now();
+    if (now >= term_at_) {
+      std::cerr << "petrsim_train: stopping the ranks still running after " << kGrace.count() << " ms\n";
+      SignalAll(SIGTERM);
+      term_at_ = kNever;
+      kill_at_ = now + kKillGrace;
+    }
+    if (now >= kill_at_) {
+      std::cerr << "petrsim_train: killing the ranks still running " << kKillGrace.count() << " ms after SIGTERM\n";
+      SignalAll(SIGKILL);
+      kill_at_ = kNever;
+    }
+    return now;
+  }
+
+  void OnRankExit(pid_t pid, int status, Clock::time_point now) {
+    const Child child = children_[pid];
+    children_.erase(pid);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) return;
+    const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    std::cerr << "petrsim_train: rank " << child.rank << " "
+              << (killed_by != 0 ? "was killed by " + petrsim::real::SignalName(killed_by)
+                                 : "exited with status " + std::to_string(WEXITSTATUS(status)))
+              << "\n";
+    // A rank records its own end, except one a signal ends without a word (SIGKILL, a
+    // crash): the launcher writes what it saw into that rank's trace.
+    const bool recorded_itself = killed_by == 0 || petrsim::real::IsTerminationSignal(killed_by);
+    if (!recorded_itself && !cl_.trace_dir.empty()) RecordKill(child, pid, killed_by, now);
+    if (forwarded_ == 0 && term_at_ == kNever && kill_at_ == kNever) term_at_ = now + kGrace;
+    // Bad input a rank finds (e.g. a plan too small for the real model) is the job's bad input,
+    // unless another rank failed otherwise.
+    const bool bad_input = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+    exit_code_ = bad_input && exit_code_ != 1 ? 2 : 1;
+  }
+
+  // Writes a rank's death by a signal that left it no word into its trace.
+  void RecordKill(const Child& child, pid_t pid, int killed_by, Clock::time_point now) {
+    const int64_t at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - child.started).count();
+    // TraceRecord's texts are views: the strings live here.
+    const std::string name = petrsim::real::SignalName(killed_by);
+    const std::string why = fmt::format("killed by {} (the launcher saw its process {} end {:.1f} s after it started)",
+                                        name, pid, static_cast<double>(at_ns) / 1e9);
+    const std::string how = "killed by " + name;
+    petrsim::TraceRecord died;
+    died.kind = petrsim::TraceKind::kRankDied;
+    died.rank = child.rank;
+    died.start_ns = died.end_ns = at_ns;
+    died.text = why;
+    petrsim::TraceRecord exit = died;
+    exit.kind = petrsim::TraceKind::kProcessExit;
+    exit.text = how;
+    try {
+      petrsim::AppendToRankTrace(TracePath(cl_.trace_dir, child.rank), EffectiveScenario(), child.rank, cl_.nproc,
+                                 petrsim::Comm::Backend_Name(scenario_.comm().backend()), {died, exit});
+    } catch (const std::exception& error) {
+      std::cerr << "petrsim_train: " << error.what() << "\n";
+    }
+  }
+
+  // What the launcher writes into a rank's trace carries the scenario the ranks ran, as theirs
+  // do (with --plan-sizes model the plan rewritten for the real model): made once, when first
+  // needed, after every fork (it builds the model).
+  const petrsim::Scenario& EffectiveScenario() {
+    if (!effective_) {
+      try {
+        effective_ = petrsim::real::MakeRealJob(scenario_, cl_.options.model, cl_.options.plan_sizes).scenario;
+      } catch (const std::exception&) {
+        effective_ = scenario_;  // a plan the ranks refused: they ran nothing of it
+      }
+    }
+    return *effective_;
+  }
+
+  CommandLine& cl_;
+  const petrsim::Scenario& scenario_;
+  const petrsim::Dataset& dataset_;
+  std::map<pid_t, Child> children_;
+  int exit_code_ = 0;
+  int forwarded_ = 0;                                      // the signal the launcher got and passed on; 0: none
+  Clock::time_point term_at_ = kNever, kill_at_ = kNever;  // when to send SIGTERM, SIGKILL to the ranks left
+  std::optional<petrsim::Scenario> effective_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine cl;
+  if (const auto code = ParseCommandLine(argc, argv, cl)) return *code;
+  try {
+    std::optional<petrsim::Recording> recorded;
+    std::unique_ptr<petrsim::ReplaySource> replay;
+    const petrsim::Scenario scenario = LoadJobScenario(cl, recorded, replay);
+    const petrsim::Dataset dataset = petrsim::BuildDataset(scenario, cl.path);
+    if (!cl.iterations_given) {
+      cl.options.iterations = scenario.job().has_iterations() ? scenario.job().iterations() : 10;
+    }
+    if (!cl.trace_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(cl.trace_dir, error);
+      if (error) throw petrsim::ScenarioError(cl.trace_dir + ": cannot create the trace directory: " + error.message());
+    }
+    if (cl.nproc == 0) return RunLaunchedRank(cl, scenario, dataset);
+    if (cl.nproc != scenario.job().world_size()) {
+      throw petrsim::ScenarioError(cl.path + ": --nproc " + std::to_string(cl.nproc) + " but job.world_size is " +
+                                   std::to_string(scenario.job().world_size()));
+    }
+    Launcher launcher(cl, scenario, dataset);
+    return launcher.Run();
   } catch (const petrsim::ScenarioError& error) {
     std::cerr << "petrsim_train: error: " << error.what() << "\n";
     return 2;

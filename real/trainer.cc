@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "base/assert.h"
 #include "data/data_loader.h"
 #include "data/numpy_random.h"
 #include "data/resample_policy.h"
@@ -173,6 +174,301 @@ RealJob MakeRealJob(const Scenario& scenario, const ModelConfig& model, PlanSize
   return job;
 }
 
+namespace {
+
+// Where the termination watcher reads what the rank was doing. The watcher holds `mutex` from
+// the signal to its death, so the guard that clears `control` before JobControl goes can never
+// leave it a dangling pointer.
+struct ProgressSource {
+  std::mutex mutex;
+  JobControl* control = nullptr;
+};
+
+struct ClearProgressSource {
+  ProgressSource& source;
+  ~ClearProgressSource() {
+    std::lock_guard<std::mutex> lock(source.mutex);
+    source.control = nullptr;
+  }
+};
+
+// Stopped from outside (a time limit, the launcher, Ctrl-C), from here on, even while the store
+// is still connecting: the trace gets the collectives in flight and what the rank was doing (once
+// JobControl publishes it), then the process dies of the signal.
+void WatchTermination(std::optional<TerminationWatcher>& termination, ProgressSource& progress_source,
+                      RankRecorder& recorder, uint32_t rank) {
+  termination.emplace([&progress_source, &recorder, rank](int signo) {
+    progress_source.mutex.lock();  // never unlocked: the process dies of the signal next
+    const Progress progress = progress_source.control != nullptr ? progress_source.control->Snapshot() : Progress{};
+    const std::string name = SignalName(signo);
+    const std::string why = fmt::format("terminated by {} from outside in iteration {}, while {}", name,
+                                        progress.iteration, progress.doing.empty() ? "starting" : progress.doing);
+    std::cerr << "petrsim_train: rank " << rank << " " << why << "\n";
+    try {
+      recorder.Finish(TraceKind::kRankDied, progress.iteration, why, "killed by " + name);
+    } catch (const std::exception& error) {
+      std::cerr << "petrsim_train: rank " << rank << ": " << error.what() << "\n";
+    }
+    std::cerr.flush();
+    std::cout.flush();
+  });
+}
+
+// The rank's faults: dead_rank is a real SIGKILL (own_process), a straggler sleeps; the others
+// are the simulator's only.
+struct RankFaults {
+  int64_t kill_at_ns = -1;
+  std::map<uint64_t, int64_t> straggle_ns;  // per iteration
+};
+
+RankFaults ReadFaults(const Scenario& scenario, uint32_t rank) {
+  RankFaults faults;
+  for (const Fault& fault : scenario.faults()) {
+    if (fault.has_dead_rank() && fault.dead_rank().rank() == rank) {
+      faults.kill_at_ns = static_cast<int64_t>(fault.dead_rank().at_ns());
+    } else if (fault.has_straggler() && fault.straggler().rank() == rank) {
+      faults.straggle_ns[fault.straggler().iteration()] += static_cast<int64_t>(fault.straggler().delay_ns());
+    } else if (rank == 0 && !fault.has_dead_rank() && !fault.has_straggler()) {
+      std::cerr << "petrsim_train: note: the fault " << fault.ShortDebugString()
+                << " is the simulator's only; the real run ignores it\n";
+    }
+  }
+  return faults;
+}
+
+// The job's TCPStore: rank 0 serves it (unless options.serve_store is off), the others connect.
+c10::intrusive_ptr<c10d::TCPStore> ConnectStore(const TrainOptions& options, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = options.master_port;
+  store_options.isServer = options.serve_store && options.rank == 0;
+  store_options.numWorkers = options.world_size;
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  } catch (const std::exception& error) {
+    // The port rank 0 serves the store on is taken: the command line (MASTER_PORT) is at fault.
+    if (store_options.isServer &&
+        std::string_view(error.what()).find("ddress already in use") != std::string_view::npos) {
+      throw ScenarioError(
+          fmt::format("MASTER_PORT={}: the port is already in use on this host, so rank 0 cannot serve "
+                      "the TCPStore there; choose a free port",
+                      options.master_port));
+    }
+    throw;
+  }
+}
+
+// The data: rendered from the scenario's frames by DataLoader worker threads, a new set per
+// epoch.
+class BatchFeed {
+ public:
+  BatchFeed(const RealJob& job, const Dataset& dataset, const TrainOptions& options, JobControl& control,
+            RankRecorder& recorder)
+      : scenario_(job.scenario),
+        options_(options),
+        control_(control),
+        recorder_(recorder),
+        shape_(MakeDataLoaderShape(job.scenario, dataset)),
+        rig_(SurroundRig(static_cast<int>(job.model.image_width), static_cast<int>(job.model.image_height))),
+        loading_(job.scenario, dataset, options, shape_, rig_, recorder) {}
+
+  // Batch `iteration`, once a worker has it (a new set of workers when an epoch starts).
+  LoadedBatch Next(uint64_t iteration) {
+    if (!loader_ || shape_.RestartsAt(iteration)) StartEpoch(iteration);
+    iteration_start_ = recorder_.Now();
+    control_.Update([&](Progress& p) {
+      p.iteration = iteration;
+      p.doing = shape_.workers == 0 ? fmt::format("loading batch {} itself", iteration)
+                                    : fmt::format("waiting for batch {} from DataLoader worker {}", iteration,
+                                                  shape_.WorkerOf(iteration));
+    });
+    std::optional<LoadedBatch> batch;
+    try {
+      control_.Waiting(true);
+      while (!(batch = loader_->Next(std::chrono::milliseconds(100)))) {
+        if (const auto reason = control_.StoppedByAnother()) {
+          control_.Acknowledge();
+          recorder_.Finish(TraceKind::kWatchdog, iteration, "", "stopped by another rank (exit 1): " + *reason);
+          throw JobStoppedError("stopped by another rank: " + *reason);
+        }
+      }
+    } catch (const SampleLivelockError& error) {
+      control_.Stop(std::string("sampler watchdog: ") + error.what());
+      recorder_.Finish(TraceKind::kWatchdog, iteration, "", "stopped by the sampler watchdog (exit 1)");
+      throw;
+    }
+    control_.Waiting(false);
+    return std::move(*batch);
+  }
+
+  // When the last batch was asked for (the iteration's start on the trace).
+  int64_t iteration_start() const { return iteration_start_; }
+  void Stop() { loader_.reset(); }
+
+ private:
+  void StartEpoch(uint64_t iteration) {
+    loader_.reset();
+    loading_.StartEpoch(iteration);
+    const uint64_t epoch_batches = shape_.batches_per_epoch == 0
+                                       ? options_.iterations - iteration
+                                       : std::min(shape_.batches_per_epoch, options_.iterations - iteration);
+    loader_ = std::make_unique<ThreadedLoader<LoadedBatch>>(
+        shape_.workers, scenario_.job().prefetch_factor(), epoch_batches,
+        [this](int32_t worker, uint64_t in_epoch) { return loading_.Load(worker, in_epoch); });
+  }
+
+  const Scenario& scenario_;
+  const TrainOptions& options_;
+  JobControl& control_;
+  RankRecorder& recorder_;
+  const DataLoaderShape shape_;
+  const std::vector<Camera> rig_;
+  BatchLoader loading_;
+  std::unique_ptr<ThreadedLoader<LoadedBatch>> loader_;
+  int64_t iteration_start_ = 0;
+};
+
+// The plan, walked as the simulator walks it (plan/rank_program.h): one handler per step kind.
+// The counters check that the kinds arrive in the order the program defines.
+class RankLoop {
+ public:
+  RankLoop(const Dataset& dataset, const TrainOptions& options, const RankFaults& faults, JobControl& control,
+           RankRecorder& recorder, CollectiveIssuer& issuer, TrainingStep& step, BatchFeed& feed,
+           std::atomic<uint64_t>& current_iteration, TrainResult& result)
+      : dataset_(dataset),
+        options_(options),
+        faults_(faults),
+        control_(control),
+        recorder_(recorder),
+        issuer_(issuer),
+        step_(step),
+        feed_(feed),
+        current_iteration_(current_iteration),
+        result_(result) {}
+
+  void Run(const ExpandedPlan& plan) {
+    for (RankProgram program(plan, options_.rank, options_.iterations);
+         program.current().kind != RankProgram::Kind::kDone; program.Next()) {
+      const RankProgram::Step& at = program.current();
+      switch (at.kind) {
+        case RankProgram::Kind::kCollective:
+          OnCollective(at);
+          break;
+        case RankProgram::Kind::kLoadBatch:
+          OnLoadBatch(program, at.iteration);
+          break;
+        case RankProgram::Kind::kWaitOutstanding:
+          OnWaitOutstanding(at.iteration);
+          break;
+        case RankProgram::Kind::kCheckpoint:
+          break;  // the real run saves no checkpoint (the simulator models its time)
+        case RankProgram::Kind::kEndIteration:
+          OnEndIteration(at.iteration);
+          break;
+        case RankProgram::Kind::kDone:
+          break;
+      }
+    }
+    PETRSIM_ASSERT(ended_ == options_.iterations);
+  }
+
+ private:
+  void OnCollective(const RankProgram::Step& at) {
+    // Startup collectives come before the first batch; per-iteration ones between the batch and
+    // the wait; periodic ones after the wait.
+    if (at.section == RankProgram::Section::kStartup) PETRSIM_ASSERT(loaded_ == 0);
+    if (at.section != RankProgram::Section::kStartup) PETRSIM_ASSERT(loaded_ == at.iteration + 1);
+    if (at.section == RankProgram::Section::kPerIteration) PETRSIM_ASSERT(waited_ == at.iteration);
+    if (at.section == RankProgram::Section::kPeriodic) PETRSIM_ASSERT(waited_ == at.iteration + 1);
+    if (at.skipped) return;
+    const Collective& collective = *at.collective;
+    CollectiveIssuer::Done done;
+    std::vector<double> input;
+    switch (at.section) {
+      case RankProgram::Section::kStartup:
+        input = step_.StartupInput(collective, &done);
+        break;
+      case RankProgram::Section::kPerIteration:
+        input = step_.Input(collective, &done);
+        break;
+      case RankProgram::Section::kPeriodic:
+        input = PeriodicInput(collective);
+        break;
+    }
+    CollectiveIssuer::Issued issued = issuer_.Launch(collective, at.iteration, input, std::move(done));
+    if (at.wait_at_once) {
+      issuer_.Complete(issued);
+    } else {
+      in_flight_.push_back(std::move(issued));
+    }
+  }
+
+  void OnLoadBatch(RankProgram& program, uint64_t iteration) {
+    PETRSIM_ASSERT(iteration == loaded_);
+    PETRSIM_ASSERT(iteration == ended_);
+    ++loaded_;
+    current_iteration_ = iteration;
+    const LoadedBatch batch = feed_.Next(iteration);
+    if (const auto it = faults_.straggle_ns.find(iteration); it != faults_.straggle_ns.end()) {
+      control_.Update([&](Progress& p) { p.doing = fmt::format("straggling (a fault) in iteration {}", iteration); });
+      std::this_thread::sleep_for(std::chrono::nanoseconds(it->second));
+    }
+    control_.Update([&](Progress& p) { p.doing = fmt::format("computing iteration {}", iteration); });
+    step_.Forward(batch, dataset_);
+    program.SetLocalBatchHasGt(step_.positives() > 0);
+  }
+
+  void OnWaitOutstanding(uint64_t iteration) {
+    PETRSIM_ASSERT(loaded_ == iteration + 1);
+    PETRSIM_ASSERT(waited_ == iteration);
+    ++waited_;
+    step_.Backward();
+    for (CollectiveIssuer::Issued& issued : in_flight_) issuer_.Complete(issued);
+    in_flight_.clear();
+    const TrainingStep::Figures figures = step_.Finish(iteration);
+    result_.losses.push_back(figures.loss);
+    result_.logged_losses.push_back(figures.logged_loss);
+    result_.learning_rates.push_back(figures.learning_rate);
+  }
+
+  void OnEndIteration(uint64_t iteration) {
+    PETRSIM_ASSERT(waited_ == iteration + 1);
+    PETRSIM_ASSERT(ended_ == iteration);
+    ++ended_;
+    TraceRecord r;
+    r.kind = TraceKind::kIteration;
+    r.start_ns = feed_.iteration_start();
+    r.end_ns = recorder_.Now();
+    if (iteration == 0) first_iteration_end_ns_ = r.end_ns;
+    if (iteration > 0) {
+      result_.step_ms = static_cast<double>(r.end_ns - first_iteration_end_ns_) / 1e6 / iteration;
+    }
+    r.iteration = iteration;
+    recorder_.Record(r);
+    if (options_.on_iteration) options_.on_iteration(iteration + 1, options_.iterations);
+  }
+
+  const Dataset& dataset_;
+  const TrainOptions& options_;
+  const RankFaults& faults_;
+  JobControl& control_;
+  RankRecorder& recorder_;
+  CollectiveIssuer& issuer_;
+  TrainingStep& step_;
+  BatchFeed& feed_;
+  std::atomic<uint64_t>& current_iteration_;
+  TrainResult& result_;
+  std::vector<CollectiveIssuer::Issued> in_flight_;  // the non-blocking collectives not yet waited for
+  int64_t first_iteration_end_ns_ = 0;
+  // Steps seen so far: batches taken, waits for the non-blocking collectives, iterations ended.
+  uint64_t loaded_ = 0;
+  uint64_t waited_ = 0;
+  uint64_t ended_ = 0;
+};
+
+}  // namespace
+
 TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, const TrainOptions& options) {
   const RealJob job = MakeRealJob(input_scenario, options.model, options.plan_sizes);
   const Scenario& scenario = job.scenario;
@@ -189,71 +485,12 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   // thread and the loader's workers.
   RankRecorder recorder(scenario, options);
   std::atomic<uint64_t> current_iteration{0};
-
-  // Stopped from outside (a time limit, the launcher, Ctrl-C), from here on, even while the
-  // store is still connecting: the trace gets the collectives in flight and what the rank was
-  // doing (once JobControl publishes it), then the process dies of the signal. The watcher
-  // holds `progress_source.mutex` from the signal to its death, so the guard below that clears
-  // the source before JobControl goes can never leave it a dangling pointer.
-  struct ProgressSource {
-    std::mutex mutex;
-    JobControl* control = nullptr;
-  } progress_source;
+  ProgressSource progress_source;
   std::optional<TerminationWatcher> termination;
-  if (options.own_process) {
-    termination.emplace([&](int signo) {
-      progress_source.mutex.lock();  // never unlocked: the process dies of the signal next
-      const Progress progress = progress_source.control != nullptr ? progress_source.control->Snapshot() : Progress{};
-      const std::string name = SignalName(signo);
-      const std::string why = fmt::format("terminated by {} from outside in iteration {}, while {}", name,
-                                          progress.iteration, progress.doing.empty() ? "starting" : progress.doing);
-      std::cerr << "petrsim_train: rank " << rank << " " << why << "\n";
-      try {
-        recorder.Finish(TraceKind::kRankDied, progress.iteration, why, "killed by " + name);
-      } catch (const std::exception& error) {
-        std::cerr << "petrsim_train: rank " << rank << ": " << error.what() << "\n";
-      }
-      std::cerr.flush();
-      std::cout.flush();
-    });
-  }
-
-  // Faults: dead_rank is a real SIGKILL (own_process), a straggler sleeps; the others are the
-  // simulator's only.
-  int64_t kill_at_ns = -1;
-  std::map<uint64_t, int64_t> straggle_ns;
-  for (const Fault& fault : scenario.faults()) {
-    if (fault.has_dead_rank() && fault.dead_rank().rank() == rank) {
-      kill_at_ns = static_cast<int64_t>(fault.dead_rank().at_ns());
-    } else if (fault.has_straggler() && fault.straggler().rank() == rank) {
-      straggle_ns[fault.straggler().iteration()] += static_cast<int64_t>(fault.straggler().delay_ns());
-    } else if (rank == 0 && !fault.has_dead_rank() && !fault.has_straggler()) {
-      std::cerr << "petrsim_train: note: the fault " << fault.ShortDebugString()
-                << " is the simulator's only; the real run ignores it\n";
-    }
-  }
-
-  c10d::TCPStoreOptions store_options;
-  store_options.port = options.master_port;
-  store_options.isServer = options.serve_store && rank == 0;
-  store_options.numWorkers = options.world_size;
-  store_options.waitWorkers = false;
-  store_options.timeout = timeout;
-  c10::intrusive_ptr<c10d::TCPStore> store;
-  try {
-    store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-  } catch (const std::exception& error) {
-    // The port rank 0 serves the store on is taken: the command line (MASTER_PORT) is at fault.
-    if (store_options.isServer &&
-        std::string_view(error.what()).find("ddress already in use") != std::string_view::npos) {
-      throw ScenarioError(
-          fmt::format("MASTER_PORT={}: the port is already in use on this host, so rank 0 cannot serve "
-                      "the TCPStore there; choose a free port",
-                      options.master_port));
-    }
-    throw;
-  }
-  JobControl control(options, timeout, kill_at_ns, [&](const std::string& reason) {
+  if (options.own_process) WatchTermination(termination, progress_source, recorder, rank);
+  const RankFaults faults = ReadFaults(scenario, rank);
+  c10::intrusive_ptr<c10d::TCPStore> store = ConnectStore(options, timeout);
+  JobControl control(options, timeout, faults.kill_at_ns, [&](const std::string& reason) {
     std::cerr << "petrsim_train: rank " << rank << " stops: " << reason << "\n";
     recorder.Finish(TraceKind::kWatchdog, current_iteration, "", "stopped by another rank (exit 1): " + reason);
     std::cerr.flush();
@@ -264,13 +501,7 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::lock_guard<std::mutex> lock(progress_source.mutex);
     progress_source.control = &control;
   }
-  struct ClearProgressSource {
-    ProgressSource& source;
-    ~ClearProgressSource() {
-      std::lock_guard<std::mutex> lock(source.mutex);
-      source.control = nullptr;
-    }
-  } clear_progress_source{progress_source};
+  ClearProgressSource clear_progress_source{progress_source};
   // The groups in the order the job creates them (their names in PyTorch's logs).
   const std::vector<std::string> process_group_names = ProcessGroupNames(plan);
   C10dBackend comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
@@ -284,126 +515,10 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
     std::cerr << "petrsim_train: note: the plan has no 'DDP gradient bucket' step, so the ranks' gradients are "
                  "not synchronised\n";
   }
-
-  // The data: rendered from the scenario's frames by DataLoader worker threads, a new set per
-  // epoch.
-  const DataLoaderShape shape = MakeDataLoaderShape(scenario, dataset);
-  const auto rig = SurroundRig(static_cast<int>(job.model.image_width), static_cast<int>(job.model.image_height));
-  BatchLoader loading(scenario, dataset, options, shape, rig, recorder);
-  std::unique_ptr<ThreadedLoader<LoadedBatch>> loader;
-  int64_t iteration_start = 0, first_iteration_end_ns = 0;
-  const auto next_batch = [&](uint64_t iteration) {
-    if (!loader || shape.RestartsAt(iteration)) {
-      loader.reset();
-      loading.StartEpoch(iteration);
-      const uint64_t epoch_batches = shape.batches_per_epoch == 0
-                                         ? options.iterations - iteration
-                                         : std::min(shape.batches_per_epoch, options.iterations - iteration);
-      loader = std::make_unique<ThreadedLoader<LoadedBatch>>(
-          shape.workers, scenario.job().prefetch_factor(), epoch_batches,
-          [&loading](int32_t worker, uint64_t in_epoch) { return loading.Load(worker, in_epoch); });
-    }
-    iteration_start = recorder.Now();
-    control.Update([&](Progress& p) {
-      p.iteration = iteration;
-      p.doing = shape.workers == 0 ? fmt::format("loading batch {} itself", iteration)
-                                   : fmt::format("waiting for batch {} from DataLoader worker {}", iteration,
-                                                 shape.WorkerOf(iteration));
-    });
-    std::optional<LoadedBatch> batch;
-    try {
-      control.Waiting(true);
-      while (!(batch = loader->Next(std::chrono::milliseconds(100)))) {
-        if (const auto reason = control.StoppedByAnother()) {
-          control.Acknowledge();
-          recorder.Finish(TraceKind::kWatchdog, iteration, "", "stopped by another rank (exit 1): " + *reason);
-          throw JobStoppedError("stopped by another rank: " + *reason);
-        }
-      }
-    } catch (const SampleLivelockError& error) {
-      control.Stop(std::string("sampler watchdog: ") + error.what());
-      recorder.Finish(TraceKind::kWatchdog, iteration, "", "stopped by the sampler watchdog (exit 1)");
-      throw;
-    }
-    control.Waiting(false);
-    return std::move(*batch);
-  };
-
-  // The plan, walked as the simulator walks it (plan/rank_program.h).
-  std::vector<CollectiveIssuer::Issued> in_flight;  // the iteration's non-blocking collectives
-  for (RankProgram program(plan, rank, options.iterations); program.current().kind != RankProgram::Kind::kDone;
-       program.Next()) {
-    const RankProgram::Step& at = program.current();
-    const uint64_t iteration = at.iteration;
-    switch (at.kind) {
-      case RankProgram::Kind::kCollective: {
-        if (at.skipped) break;
-        const Collective& collective = *at.collective;
-        CollectiveIssuer::Done done;
-        std::vector<double> input;
-        switch (at.section) {
-          case RankProgram::Section::kStartup:
-            input = step.StartupInput(collective, &done);
-            break;
-          case RankProgram::Section::kPerIteration:
-            input = step.Input(collective, &done);
-            break;
-          case RankProgram::Section::kPeriodic:
-            input = PeriodicInput(collective);
-            break;
-        }
-        CollectiveIssuer::Issued issued = issuer.Launch(collective, iteration, input, std::move(done));
-        if (at.wait_at_once) {
-          issuer.Complete(issued);
-        } else {
-          in_flight.push_back(std::move(issued));
-        }
-        break;
-      }
-      case RankProgram::Kind::kLoadBatch: {
-        current_iteration = iteration;
-        const LoadedBatch batch = next_batch(iteration);
-        if (const auto it = straggle_ns.find(iteration); it != straggle_ns.end()) {
-          control.Update(
-              [&](Progress& p) { p.doing = fmt::format("straggling (a fault) in iteration {}", iteration); });
-          std::this_thread::sleep_for(std::chrono::nanoseconds(it->second));
-        }
-        control.Update([&](Progress& p) { p.doing = fmt::format("computing iteration {}", iteration); });
-        step.Forward(batch, dataset);
-        program.SetLocalBatchHasGt(step.positives() > 0);
-        break;
-      }
-      case RankProgram::Kind::kWaitOutstanding: {
-        step.Backward();
-        for (CollectiveIssuer::Issued& issued : in_flight) issuer.Complete(issued);
-        in_flight.clear();
-        const TrainingStep::Figures figures = step.Finish(iteration);
-        result.losses.push_back(figures.loss);
-        result.logged_losses.push_back(figures.logged_loss);
-        result.learning_rates.push_back(figures.learning_rate);
-        break;
-      }
-      case RankProgram::Kind::kCheckpoint:
-        break;  // the real run saves no checkpoint (the simulator models its time)
-      case RankProgram::Kind::kEndIteration: {
-        TraceRecord r;
-        r.kind = TraceKind::kIteration;
-        r.start_ns = iteration_start;
-        r.end_ns = recorder.Now();
-        if (iteration == 0) first_iteration_end_ns = r.end_ns;
-        if (iteration > 0) {
-          result.step_ms = static_cast<double>(r.end_ns - first_iteration_end_ns) / 1e6 / iteration;
-        }
-        r.iteration = iteration;
-        recorder.Record(r);
-        if (options.on_iteration) options.on_iteration(iteration + 1, options.iterations);
-        break;
-      }
-      case RankProgram::Kind::kDone:
-        break;
-    }
-  }
-  loader.reset();
+  BatchFeed feed(job, dataset, options, control, recorder);
+  RankLoop loop(dataset, options, faults, control, recorder, issuer, step, feed, current_iteration, result);
+  loop.Run(plan);
+  feed.Stop();
   result.collectives = issuer.issued();
   result.parameters_hash = step.ParametersHash();
   control.Update([&](Progress& p) { p.doing = "finished its iterations"; });

@@ -67,7 +67,6 @@ PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordin
 }
 
 void JobSim::Setup() {
-  const auto& job = scenario_.job();
   const auto& cost = scenario_.cost();
   sample_load_ns_ = static_cast<int64_t>(cost.sample_load_ns());
   step_compute_ns_ = static_cast<int64_t>(cost.step_compute_ns());
@@ -79,7 +78,13 @@ void JobSim::Setup() {
   torch_version_ = ScenarioTorchVersion(scenario_);
   watchdog_note_ = CollectiveTimeoutNote(scenario_.comm().backend(), torch_version_);
   pipeline_ = PipelineDraws(scenario_);
+  ResolvePlan();
+  SetupRanks();
+  ApplyFaults();
+}
 
+// The plan's collectives resolved into PlanSteps, per section and phase.
+void JobSim::ResolvePlan() {
   // The groups numbered as the job creates them (the names PyTorch's logs give them).
   for (const std::string& name : ProcessGroupNames(plan_)) ProcessGroupId(name);
   for (const auto& c : plan_.startup) startup_steps_.push_back(Resolve(c, -1));
@@ -97,7 +102,11 @@ void JobSim::Setup() {
   for (const auto& p : plan_.periodic) {
     periodic_steps_.push_back(Resolve(p.collective(), -1));
   }
+}
 
+// Every rank's state: its sampler, program, data loader ring, workers and random streams.
+void JobSim::SetupRanks() {
+  const auto& job = scenario_.job();
   const SamplerFactory samplers(scenario_, dataset_);
   const std::vector<uint64_t> epoch_batches = BatchesPerEpochByRank(scenario_, dataset_);
   const uint64_t natural =
@@ -135,6 +144,10 @@ void JobSim::Setup() {
     rank.program.emplace(plan_, r, rank.iterations_total);
     rank.outstanding.reserve(*std::max_element(nonblocking_steps_.begin(), nonblocking_steps_.end()) + 1);
   }
+}
+
+// The scenario's faults: slow ranks and workers, stragglers, and the deaths as events.
+void JobSim::ApplyFaults() {
   for (const Fault& fault : scenario_.faults()) {
     if (fault.has_slow_rank()) {
       ranks_[fault.slow_rank().rank()].slow_ppm = FactorPpm(fault.slow_rank().factor());

@@ -180,6 +180,9 @@ class JobSim {
 
  private:
   void Setup();
+  void ResolvePlan();
+  void SetupRanks();
+  void ApplyFaults();
   PlanStep Resolve(const Collective& collective, int32_t nonblocking_ordinal);
   uint32_t ProcessGroupId(const std::string& name);
   int64_t Jitter(Rng& rng, int64_t ns) const;
@@ -187,7 +190,16 @@ class JobSim {
 
   // Main process.
   void Advance(RankState& rank);
+  // Advance's parts: the wake from a wait, then one per RankProgram::Kind; each returns false
+  // when the rank has to wait.
+  bool ResumeFromWait(RankState& rank, int64_t now);
+  bool StepCollective(RankState& rank, const RankProgram::Step& at);
+  int64_t ComputeBefore(const RankState& rank, const RankProgram::Step& at, const PlanStep& step, size_t phase) const;
+  bool StepLoadBatchOrDone(RankState& rank, const RankProgram::Step& at, int64_t now);
+  bool StepWaitOutstanding(RankState& rank, const RankProgram::Step& at);
+  bool StepCheckpoint(RankState& rank);
   bool BeginIteration(RankState& rank);
+  bool CountFed(RankState& rank, uint64_t k);
   // `wait_at_once`: the program's rule (RankProgram::Step): the rank blocks in it until it completes.
   bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration, bool wait_at_once);
   void Complete(uint32_t pg, Instance& instance);
@@ -201,6 +213,13 @@ class JobSim {
   void StartEpoch(RankState& rank);
   void Dispatch(RankState& rank, uint64_t next_to_consume);
   void StartBatch(RankState& rank, uint32_t worker, uint64_t batch);
+  // StartBatch's parts.
+  GetItemResult LoadSample(const SlotDraw& draw, const RecordedLoad* recorded, NumpyRandomState& rng);
+  int64_t LoadTime(WorkerState& worker, const RecordedLoad* recorded, const GetItemResult& result, int64_t load_ns);
+  void RecordSpin(RankState& rank, int32_t trace_worker, uint64_t batch, uint32_t b, const SlotDraw& draw,
+                  const GetItemResult& result, int64_t t);
+  void TraceLoad(uint32_t rank, int32_t trace_worker, uint64_t batch, uint32_t b, const SlotDraw& draw,
+                 const GetItemResult& result, int64_t t, int64_t spent, bool raised);
   void OnBatchLoaded(RankState& rank, uint64_t batch);
   BatchEntry& Entry(RankState& rank, uint64_t batch) { return rank.batches[batch % rank.batches.size()]; }
 
@@ -211,6 +230,15 @@ class JobSim {
   bool OnWatchdog();
 
   void Finish(SimResult& result, StopReason reason);
+  // Finish's sections.
+  void FinishRanks(SimResult& result, int64_t end);
+  void FinishRankState(RankState& rank, int64_t end);
+  void FinishTotals(SimResult& result, int64_t end);
+  void FinishOutcome(SimResult& result, StopReason reason, uint64_t skipped, bool uneven);
+  void FinishBlame(SimResult& result, uint64_t skipped);
+  const Instance* SkippedCollective(uint32_t* group);
+  const StuckGetitem* SpinBlocking(const RankState& rank) const;
+  Cause HangCause(SimResult& result, uint64_t skipped, bool uneven) const;
   CollectiveRef Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const;
   // What rank `rank` prints when its watchdog finds `work` past its timeout at `fire_ns`: the
   // watchdog line first (formats/torch_logs/watchdog_lines.h for NCCL, Gloo's one line otherwise).

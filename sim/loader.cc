@@ -103,92 +103,19 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
     if (recorded != nullptr && (recorded->final_index >= dataset_.size() || recorded->final_index < -1)) {
       recorded = nullptr;  // not an index of this dataset: run the policy
     }
-    GetItemResult result;
-    if (recorded != nullptr) {
-      result.index = recorded->final_index >= 0 ? recorded->final_index : draw.index;
-      result.attempts = std::max<uint64_t>(1, recorded->attempts);
-      result.outcome = recorded->livelock ? GetItemOutcome::kLivelock
-                       : recorded->error  ? GetItemOutcome::kAttemptsExhausted
-                                          : GetItemOutcome::kAccepted;
-    } else {
-      result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_, kGetItemAttemptsLimit,
-                       tracing_ ? &attempt_log_ : nullptr);
-    }
+    const GetItemResult result = LoadSample(draw, recorded, rng);
     const int64_t load_ns = ScalePpm(sample_load_ns_, load_ppm);
     if (result.outcome == GetItemOutcome::kLivelock || result.outcome == GetItemOutcome::kAttemptsLimit) {
       // The worker never returns: record where it spins, and schedule nothing.
       worker.stuck = true;
       entry.state = BatchState::kStuck;
-      {
-        StuckGetitem stuck;
-        stuck.rank = rank.rank;
-        stuck.worker = trace_worker;
-        stuck.batch = batch;
-        stuck.slot = b;
-        stuck.index = draw.index;
-        stuck.last_index = result.index;
-        stuck.group = draw.group;
-        const FrameInfo& frame = dataset_.frame(result.index);
-        const IndexRange pool = policy_->Candidates(result.index);
-        stuck.subdataset = frame.subdataset;
-        stuck.subdataset_name = dataset_.subdatasets()[frame.subdataset].name;
-        stuck.scene = frame.scene;
-        stuck.scene_name = dataset_.scenes()[frame.scene].name;
-        stuck.pool_first = pool.begin;
-        stuck.pool_last = pool.end - 1;
-        stuck.pool_first_in_scene = dataset_.frame(pool.begin).frame_in_scene;
-        stuck.pool_last_in_scene = dataset_.frame(pool.end - 1).frame_in_scene;
-        stuck.since_ns = t;
-        stuck.attempts = result.attempts;
-        stuck.proven = result.outcome == GetItemOutcome::kLivelock;
-        spins_.push_back(stuck);
-      }
-      rank.stats.loads += result.attempts;
-      if (tracing_) {
-        TraceRecord record;
-        record.kind = TraceKind::kLivelock;
-        record.rank = rank.rank;
-        record.worker = trace_worker;
-        record.start_ns = record.end_ns = t;
-        record.iteration = batch;
-        record.slot = b;
-        record.index = draw.index;
-        record.final_index = result.index;
-        record.text = "resample loop never ends";
-        Trace(record);
-      }
+      RecordSpin(rank, trace_worker, batch, b, draw, result, t);
       return;
     }
-    // Every attempt reloads the sample; jitter per attempt (one draw for the mean past 64).
-    int64_t spent = 0;
-    if (recorded != nullptr && recorded->duration_ns >= 0) {
-      spent = recorded->duration_ns;  // the recorded job's own time
-    } else if (result.attempts <= 64) {
-      for (uint64_t a = 0; a < result.attempts; ++a) {
-        spent = SaturatingAdd(spent, Jitter(worker.jitter, load_ns));
-      }
-    } else {
-      spent = ScalePpm(Jitter(worker.jitter, load_ns),
-                       static_cast<int64_t>(result.attempts) * kPpm);  // attempts <= 2^26
-    }
+    const int64_t spent = LoadTime(worker, recorded, result, load_ns);
     rank.stats.loads += result.attempts;
     const bool raised = result.outcome == GetItemOutcome::kAttemptsExhausted;
-    if (tracing_ && result.attempts > 1) TraceAttempts(rank.rank, trace_worker, batch, b, t, spent, result.attempts);
-    if (tracing_) {
-      TraceRecord record;
-      record.kind = TraceKind::kLoad;
-      record.rank = rank.rank;
-      record.worker = trace_worker;
-      record.start_ns = t;
-      record.end_ns = t + spent;
-      record.iteration = batch;
-      record.slot = b;
-      record.index = draw.index;
-      record.final_index = result.index;
-      record.attempts = result.attempts;
-      if (raised) record.text = "bounded resample gave up";
-      Trace(record);
-    }
+    if (tracing_) TraceLoad(rank.rank, trace_worker, batch, b, draw, result, t, spent, raised);
     t = SaturatingAdd(t, spent);
     if (raised) {
       // The bounded policy raises: the worker sends the exception in place of the batch.
@@ -202,6 +129,102 @@ void JobSim::StartBatch(RankState& rank, uint32_t worker_index, uint64_t batch) 
   // same RNG before it loads the next one.
   if (loader_.workers == 0 && entry.state != BatchState::kError) pipeline_.Forward(rng);
   engine_.Schedule(t, kBatchLoaded, rank.rank, batch);
+}
+
+// One getitem of `draw`: as the replayed job recorded it, or run through the resample policy.
+inline GetItemResult JobSim::LoadSample(const SlotDraw& draw, const RecordedLoad* recorded, NumpyRandomState& rng) {
+  GetItemResult result;
+  if (recorded != nullptr) {
+    result.index = recorded->final_index >= 0 ? recorded->final_index : draw.index;
+    result.attempts = std::max<uint64_t>(1, recorded->attempts);
+    result.outcome = recorded->livelock ? GetItemOutcome::kLivelock
+                     : recorded->error  ? GetItemOutcome::kAttemptsExhausted
+                                        : GetItemOutcome::kAccepted;
+  } else {
+    result = GetItem(dataset_, *policy_, draw.index, rng, pipeline_, kGetItemAttemptsLimit,
+                     tracing_ ? &attempt_log_ : nullptr);
+  }
+  return result;
+}
+
+// How long a getitem takes: every attempt reloads the sample; jitter per attempt (one draw for
+// the mean past 64).
+inline int64_t JobSim::LoadTime(WorkerState& worker, const RecordedLoad* recorded, const GetItemResult& result,
+                                int64_t load_ns) {
+  int64_t spent = 0;
+  if (recorded != nullptr && recorded->duration_ns >= 0) {
+    spent = recorded->duration_ns;  // the recorded job's own time
+  } else if (result.attempts <= 64) {
+    for (uint64_t a = 0; a < result.attempts; ++a) {
+      spent = SaturatingAdd(spent, Jitter(worker.jitter, load_ns));
+    }
+  } else {
+    spent = ScalePpm(Jitter(worker.jitter, load_ns),
+                     static_cast<int64_t>(result.attempts) * kPpm);  // attempts <= 2^26
+  }
+  return spent;
+}
+
+// A getitem that never returns: where it spins (spins_), its loads, and its trace record.
+void JobSim::RecordSpin(RankState& rank, int32_t trace_worker, uint64_t batch, uint32_t b, const SlotDraw& draw,
+                        const GetItemResult& result, int64_t t) {
+  {
+    StuckGetitem stuck;
+    stuck.rank = rank.rank;
+    stuck.worker = trace_worker;
+    stuck.batch = batch;
+    stuck.slot = b;
+    stuck.index = draw.index;
+    stuck.last_index = result.index;
+    stuck.group = draw.group;
+    const FrameInfo& frame = dataset_.frame(result.index);
+    const IndexRange pool = policy_->Candidates(result.index);
+    stuck.subdataset = frame.subdataset;
+    stuck.subdataset_name = dataset_.subdatasets()[frame.subdataset].name;
+    stuck.scene = frame.scene;
+    stuck.scene_name = dataset_.scenes()[frame.scene].name;
+    stuck.pool_first = pool.begin;
+    stuck.pool_last = pool.end - 1;
+    stuck.pool_first_in_scene = dataset_.frame(pool.begin).frame_in_scene;
+    stuck.pool_last_in_scene = dataset_.frame(pool.end - 1).frame_in_scene;
+    stuck.since_ns = t;
+    stuck.attempts = result.attempts;
+    stuck.proven = result.outcome == GetItemOutcome::kLivelock;
+    spins_.push_back(stuck);
+  }
+  rank.stats.loads += result.attempts;
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kLivelock;
+    record.rank = rank.rank;
+    record.worker = trace_worker;
+    record.start_ns = record.end_ns = t;
+    record.iteration = batch;
+    record.slot = b;
+    record.index = draw.index;
+    record.final_index = result.index;
+    record.text = "resample loop never ends";
+    Trace(record);
+  }
+}
+
+// The trace of one getitem: its loads when it resampled, then its load slice [t, t + spent).
+void JobSim::TraceLoad(uint32_t rank, int32_t trace_worker, uint64_t batch, uint32_t b, const SlotDraw& draw,
+                       const GetItemResult& result, int64_t t, int64_t spent, bool raised) {
+  if (result.attempts > 1) TraceAttempts(rank, trace_worker, batch, b, t, spent, result.attempts);
+  TraceRecord record;
+  record.kind = TraceKind::kLoad;
+  record.rank = rank;
+  record.worker = trace_worker;
+  record.start_ns = t;
+  record.end_ns = t + spent;
+  record.iteration = batch;
+  record.slot = b;
+  record.index = draw.index;
+  record.final_index = result.index;
+  record.attempts = result.attempts;
+  if (raised) record.text = "bounded resample gave up";
+  Trace(record);
 }
 
 void JobSim::OnBatchLoaded(RankState& rank, uint64_t batch) {

@@ -55,6 +55,20 @@ bool JobSim::BeginIteration(RankState& rank) {
     return false;
   }
   // Consume: the stream-continuity count, then the prefetch window moves by one.
+  rank.program->SetLocalBatchHasGt(CountFed(rank, k));
+  rank.stats.resample_attempts += rank.batch_extra_loads[k % rank.batches.size()];
+  entry.state = BatchState::kEmpty;
+  rank.iteration_compute_ns = ScalePpm(Jitter(rank.compute_jitter, step_compute_ns_), rank.slow_ppm);
+  rank.phase = Phase::kRunning;
+  rank.phase_since_ns = now;
+  // Batch k+1 becomes the next to consume: the window admits one more batch.
+  if (loader_.workers > 0) Dispatch(rank, k + 1);
+  return true;
+}
+
+// Counts what batch `k` feeds (samples, resample jumps, stream breaks). Returns whether any of
+// its frames has ground truth.
+inline bool JobSim::CountFed(RankState& rank, uint64_t k) {
   const size_t base = (k % rank.batches.size()) * batch_size_;
   bool has_gt = false;
   for (uint32_t b = 0; b < batch_size_; ++b) {
@@ -68,15 +82,7 @@ bool JobSim::BeginIteration(RankState& rank) {
     rank.last_fed[b] = fed;
     if (frame.gt_count > 0) has_gt = true;
   }
-  rank.program->SetLocalBatchHasGt(has_gt);
-  rank.stats.resample_attempts += rank.batch_extra_loads[k % rank.batches.size()];
-  entry.state = BatchState::kEmpty;
-  rank.iteration_compute_ns = ScalePpm(Jitter(rank.compute_jitter, step_compute_ns_), rank.slow_ppm);
-  rank.phase = Phase::kRunning;
-  rank.phase_since_ns = now;
-  // Batch k+1 becomes the next to consume: the window admits one more batch.
-  if (loader_.workers > 0) Dispatch(rank, k + 1);
-  return true;
+  return has_gt;
 }
 
 void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
@@ -246,149 +252,181 @@ void JobSim::Advance(RankState& rank) {
     return;
   }
   const int64_t now = engine_.now_ns();
+  if (!ResumeFromWait(rank, now)) return;
+  while (!stop_) {
+    const RankProgram::Step& at = rank.program->current();
+    bool go_on = true;
+    switch (at.kind) {
+      case RankProgram::Kind::kCollective:
+        go_on = StepCollective(rank, at);
+        break;
+      case RankProgram::Kind::kLoadBatch:
+      case RankProgram::Kind::kDone:
+        go_on = StepLoadBatchOrDone(rank, at, now);
+        break;
+      case RankProgram::Kind::kWaitOutstanding:
+        go_on = StepWaitOutstanding(rank, at);
+        break;
+      case RankProgram::Kind::kCheckpoint:
+        go_on = StepCheckpoint(rank);
+        break;
+      case RankProgram::Kind::kEndIteration:
+        EndIteration(rank);
+        break;
+    }
+    if (!go_on) return;
+  }
+}
+
+// A rank woken in a blocking collective or in its wait for the non-blocking ones goes on once
+// what it waits for has completed. Returns false while it still waits.
+inline bool JobSim::ResumeFromWait(RankState& rank, int64_t now) {
   if (rank.phase == Phase::kBlocked) {
-    if (rank.blocked.complete_ns < 0 || rank.blocked.complete_ns > now) return;
+    if (rank.blocked.complete_ns < 0 || rank.blocked.complete_ns > now) return false;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
     if (tracing_) TraceCollective(rank.rank, rank.blocked, now, /*completed=*/true);
     rank.phase = Phase::kRunning;
     NextStep(rank);
   } else if (rank.phase == Phase::kWaitOutstanding) {
-    if (rank.outstanding_open != 0) return;
+    if (rank.outstanding_open != 0) return false;
     int64_t last = now;
     for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
-    if (last > now) return;
+    if (last > now) return false;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
     rank.phase = Phase::kRunning;
   }
+  return true;
+}
 
-  while (!stop_) {
-    const RankProgram::Step& at = rank.program->current();
-    switch (at.kind) {
-      case RankProgram::Kind::kCollective: {
-        if (at.section != RankProgram::Section::kPerIteration) {
-          const bool startup = at.section == RankProgram::Section::kStartup;
-          const PlanStep& step = startup ? startup_steps_[at.index] : periodic_steps_[at.index];
-          if (!Issue(rank, step, startup ? 0 : rank.iteration, at.wait_at_once)) return;
-          NextStep(rank);
-          continue;
-        }
-        const size_t phase = plan_.Phase(at.iteration);
-        const PlanStep& step = iteration_steps_[phase][at.index];
-        if (!rank.compute_spent) {
-          rank.compute_spent = true;
-          // Forward before the first step; the backward's share before each non-blocking (DDP
-          // bucket) step; the step's own compute_before_ns; a straggler's delay.
-          int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
-          const int64_t forward = rank.iteration_compute_ns / 3;
-          const int64_t backward = rank.iteration_compute_ns - forward;
-          if (at.index == 0) {
-            compute = SaturatingAdd(compute, forward);
-            if (stragglers_[rank.rank].first == rank.iteration) {
-              compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
-            }
-          }
-          if (step.nonblocking_ordinal >= 0) {
-            const int64_t j = step.nonblocking_ordinal;
-            const int64_t n = nonblocking_steps_[phase];
-            compute += backward * (j + 1) / n - backward * j / n;
-          }
-          if (compute > 0) {
-            Compute(rank, compute);
-            return;
-          }
-        }
-        if (at.skipped) {
-          ++rank.stats.collectives_skipped;
-          NextStep(rank);
-          continue;
-        }
-        if (!Issue(rank, step, rank.iteration, at.wait_at_once)) return;
-        NextStep(rank);
-        continue;
-      }
-
-      case RankProgram::Kind::kLoadBatch:
-      case RankProgram::Kind::kDone:
-        if (!rank.started) {
-          // The startup collectives are over: the first iteration is timed from here.
-          rank.started = true;
-          rank.last_iteration_end_ns = now;
-        }
-        if (at.kind == RankProgram::Kind::kDone) {
-          rank.phase = Phase::kDone;
-          rank.phase_since_ns = engine_.now_ns();
-          if (tracing_) {
-            TraceRecord record;
-            record.kind = TraceKind::kProcessExit;
-            record.rank = rank.rank;
-            record.start_ns = record.end_ns = rank.phase_since_ns;
-            record.iteration = rank.iteration;
-            record.text = "finished its iterations (exit 0)";
-            Trace(record);
-          }
-          ++ranks_done_;
-          if (ranks_done_ == world_) stop_ = true;
-          return;
-        }
-        if (!BeginIteration(rank)) return;
-        NextStep(rank);
-        continue;
-
-      case RankProgram::Kind::kWaitOutstanding: {
-        if (!rank.compute_spent) {
-          rank.compute_spent = true;
-          // Without DDP buckets the backward runs after the last collective.
-          const int64_t forward = rank.iteration_compute_ns / 3;
-          const int64_t tail =
-              nonblocking_steps_[plan_.Phase(at.iteration)] == 0 ? rank.iteration_compute_ns - forward : 0;
-          if (tail > 0) {
-            Compute(rank, tail);
-            return;
-          }
-        }
-        int64_t last = engine_.now_ns();
-        for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
-        if (rank.outstanding_open > 0 || last > engine_.now_ns()) {
-          rank.phase = Phase::kWaitOutstanding;
-          rank.phase_since_ns = engine_.now_ns();
-          // Incomplete works armed the watchdog when they were issued.
-          if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
-          return;
-        }
-        if (tracing_) {
-          for (const auto& work : rank.outstanding) {
-            TraceCollective(rank.rank, work, work.complete_ns, /*completed=*/true);
-          }
-        }
-        rank.outstanding.clear();
-        NextStep(rank);
-        continue;
-      }
-
-      case RankProgram::Kind::kCheckpoint:
-        if (!rank.compute_spent && checkpoint_ns_ > 0) {
-          rank.compute_spent = true;
-          if (tracing_) {
-            TraceRecord record;
-            record.kind = TraceKind::kCheckpoint;
-            record.rank = rank.rank;
-            record.start_ns = engine_.now_ns();
-            record.end_ns = engine_.now_ns() + checkpoint_ns_;
-            record.iteration = rank.iteration;
-            Trace(record);
-          }
-          engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
-          rank.phase = Phase::kRunning;
-          return;
-        }
-        NextStep(rank);
-        continue;
-
-      case RankProgram::Kind::kEndIteration:
-        EndIteration(rank);
-        continue;
+// The compute a per-iteration collective step waits for: forward before the first step; the
+// backward's share before each non-blocking (DDP bucket) step; the step's own
+// compute_before_ns; a straggler's delay.
+inline int64_t JobSim::ComputeBefore(const RankState& rank, const RankProgram::Step& at, const PlanStep& step,
+                                     size_t phase) const {
+  int64_t compute = ScalePpm(static_cast<int64_t>(step.collective->compute_before_ns()), rank.slow_ppm);
+  const int64_t forward = rank.iteration_compute_ns / 3;
+  const int64_t backward = rank.iteration_compute_ns - forward;
+  if (at.index == 0) {
+    compute = SaturatingAdd(compute, forward);
+    if (stragglers_[rank.rank].first == rank.iteration) {
+      compute = SaturatingAdd(compute, stragglers_[rank.rank].second);
     }
   }
+  if (step.nonblocking_ordinal >= 0) {
+    const int64_t j = step.nonblocking_ordinal;
+    const int64_t n = nonblocking_steps_[phase];
+    compute += backward * (j + 1) / n - backward * j / n;
+  }
+  return compute;
+}
+
+// RankProgram::Kind::kCollective. Returns false when the rank has to wait.
+inline bool JobSim::StepCollective(RankState& rank, const RankProgram::Step& at) {
+  if (at.section != RankProgram::Section::kPerIteration) {
+    const bool startup = at.section == RankProgram::Section::kStartup;
+    const PlanStep& step = startup ? startup_steps_[at.index] : periodic_steps_[at.index];
+    if (!Issue(rank, step, startup ? 0 : rank.iteration, at.wait_at_once)) return false;
+    NextStep(rank);
+    return true;
+  }
+  const size_t phase = plan_.Phase(at.iteration);
+  const PlanStep& step = iteration_steps_[phase][at.index];
+  if (!rank.compute_spent) {
+    rank.compute_spent = true;
+    const int64_t compute = ComputeBefore(rank, at, step, phase);
+    if (compute > 0) {
+      Compute(rank, compute);
+      return false;
+    }
+  }
+  if (at.skipped) {
+    ++rank.stats.collectives_skipped;
+    NextStep(rank);
+    return true;
+  }
+  if (!Issue(rank, step, rank.iteration, at.wait_at_once)) return false;
+  NextStep(rank);
+  return true;
+}
+
+// RankProgram::Kind::kLoadBatch and kDone. Returns false when the rank has to wait (or is done).
+inline bool JobSim::StepLoadBatchOrDone(RankState& rank, const RankProgram::Step& at, int64_t now) {
+  if (!rank.started) {
+    // The startup collectives are over: the first iteration is timed from here.
+    rank.started = true;
+    rank.last_iteration_end_ns = now;
+  }
+  if (at.kind == RankProgram::Kind::kDone) {
+    rank.phase = Phase::kDone;
+    rank.phase_since_ns = engine_.now_ns();
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kProcessExit;
+      record.rank = rank.rank;
+      record.start_ns = record.end_ns = rank.phase_since_ns;
+      record.iteration = rank.iteration;
+      record.text = "finished its iterations (exit 0)";
+      Trace(record);
+    }
+    ++ranks_done_;
+    if (ranks_done_ == world_) stop_ = true;
+    return false;
+  }
+  if (!BeginIteration(rank)) return false;
+  NextStep(rank);
+  return true;
+}
+
+// RankProgram::Kind::kWaitOutstanding. Returns false when the rank has to wait.
+inline bool JobSim::StepWaitOutstanding(RankState& rank, const RankProgram::Step& at) {
+  if (!rank.compute_spent) {
+    rank.compute_spent = true;
+    // Without DDP buckets the backward runs after the last collective.
+    const int64_t forward = rank.iteration_compute_ns / 3;
+    const int64_t tail = nonblocking_steps_[plan_.Phase(at.iteration)] == 0 ? rank.iteration_compute_ns - forward : 0;
+    if (tail > 0) {
+      Compute(rank, tail);
+      return false;
+    }
+  }
+  int64_t last = engine_.now_ns();
+  for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
+  if (rank.outstanding_open > 0 || last > engine_.now_ns()) {
+    rank.phase = Phase::kWaitOutstanding;
+    rank.phase_since_ns = engine_.now_ns();
+    // Incomplete works armed the watchdog when they were issued.
+    if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
+    return false;
+  }
+  if (tracing_) {
+    for (const auto& work : rank.outstanding) {
+      TraceCollective(rank.rank, work, work.complete_ns, /*completed=*/true);
+    }
+  }
+  rank.outstanding.clear();
+  NextStep(rank);
+  return true;
+}
+
+// RankProgram::Kind::kCheckpoint. Returns false while the checkpoint is being written.
+inline bool JobSim::StepCheckpoint(RankState& rank) {
+  if (!rank.compute_spent && checkpoint_ns_ > 0) {
+    rank.compute_spent = true;
+    if (tracing_) {
+      TraceRecord record;
+      record.kind = TraceKind::kCheckpoint;
+      record.rank = rank.rank;
+      record.start_ns = engine_.now_ns();
+      record.end_ns = engine_.now_ns() + checkpoint_ns_;
+      record.iteration = rank.iteration;
+      Trace(record);
+    }
+    engine_.Schedule(engine_.now_ns() + checkpoint_ns_, kRankWake, rank.rank, 0);
+    rank.phase = Phase::kRunning;
+    return false;
+  }
+  NextStep(rank);
+  return true;
 }
 
 void JobSim::Compute(RankState& rank, int64_t compute_ns) {
