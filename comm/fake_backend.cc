@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/assert.h"
+#include "comm/callback_thread.h"
 
 namespace petrsim::comm {
 
@@ -17,20 +19,53 @@ class FakeWork : public Work {
         rank_(rank),
         key_(std::move(key)),
         deadline_(std::chrono::steady_clock::now() + world.timeout_) {}
-  explicit FakeWork(CommError error) : error_(std::move(error)) {}
+  explicit FakeWork(CommError error) : error_(std::move(error)), over_(true) {}
+
+  ~FakeWork() override { callback_.Join(); }
 
   bool IsCompleted() override {
-    if (error_ || done_) return true;
+    if (over_) return true;
     std::lock_guard<std::mutex> lock(world_->mutex_);
     return world_->meetings_.at(key_).arrived == world_->world_size_;
   }
 
-  void Wait() override {
+  void Wait() override { WaitUntil(deadline_); }
+
+  bool WaitFor(int64_t timeout_ms) override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+    return WaitUntil(std::min(until, deadline_));
+  }
+
+  void OnCompletion(std::function<void()> done) override {
+    if (IsCompleted()) {
+      done();
+      return;
+    }
+    callback_.Start(
+        [this] {
+          try {
+            Wait();
+          } catch (const CommError&) {
+            // The owner's Wait() throws it again.
+          }
+        },
+        std::move(done));
+  }
+
+  const std::vector<double>& Result() const override { return result_; }
+
+ private:
+  // Waits until `until` (at most the deadline): true once the meeting is complete (the result
+  // computed), false when `until` came first before the deadline; throws the timeout at the
+  // deadline. One waiter at a time (the owner and a callback thread may both wait).
+  bool WaitUntil(std::chrono::steady_clock::time_point until) {
+    std::lock_guard<std::mutex> waiting(wait_mutex_);
     if (error_) throw *error_;
-    if (done_) return;
+    if (done_) return true;
     std::unique_lock<std::mutex> lock(world_->mutex_);
     FakeWorld::Meeting& meeting = world_->meetings_.at(key_);
-    if (!world_->changed_.wait_until(lock, deadline_, [&] { return meeting.arrived == world_->world_size_; })) {
+    if (!world_->changed_.wait_until(lock, until, [&] { return meeting.arrived == world_->world_size_; })) {
+      if (until < deadline_) return false;
       std::string missing;
       for (uint32_t r = 0; r < world_->world_size_; ++r) {
         if (!meeting.inputs[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
@@ -40,6 +75,7 @@ class FakeWork : public Work {
                                      "issued it",
                                      rank_, DescribeCall(collective_), key_.second + 1, key_.first,
                                      world_->timeout_.count(), missing));
+      over_ = true;
       throw *error_;
     }
     // The meeting's inputs, each padded or cut to this rank's numel (calls that differ still
@@ -51,11 +87,10 @@ class FakeWork : public Work {
     }
     result_ = CollectiveOutput(collective_, inputs, rank_);
     done_ = true;
+    over_ = true;
+    return true;
   }
 
-  const std::vector<double>& Result() const override { return result_; }
-
- private:
   FakeWorld* world_ = nullptr;
   Collective collective_;
   uint32_t rank_ = 0;
@@ -64,6 +99,9 @@ class FakeWork : public Work {
   std::optional<CommError> error_;
   bool done_ = false;
   std::vector<double> result_;
+  std::mutex wait_mutex_;          // held by the one waiter (owner or callback thread)
+  std::atomic<bool> over_{false};  // completed or failed, as IsCompleted reads it without waiting
+  CallbackThread callback_;        // last: joined before the rest goes
 };
 
 class FakeBackend : public Backend {

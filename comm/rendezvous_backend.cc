@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
+
+#include "comm/callback_thread.h"
 
 namespace petrsim::sim {
 
@@ -16,9 +19,10 @@ class RendezvousWork : public comm::Work {
         rank_(rank),
         key_(key),
         deadline_(std::chrono::steady_clock::now() + world.timeout_) {}
-  explicit RendezvousWork(comm::CommError error) : error_(std::move(error)) {}
+  explicit RendezvousWork(comm::CommError error) : error_(std::move(error)), over_(true) {}
 
   ~RendezvousWork() override {
+    callback_.Join();
     if (world_ != nullptr && !released_) {
       std::lock_guard<std::mutex> lock(world_->mutex_);
       world_->Release(key_);
@@ -26,50 +30,84 @@ class RendezvousWork : public comm::Work {
   }
 
   bool IsCompleted() override {
-    if (error_ || released_) return true;
+    if (over_) return true;
     std::lock_guard<std::mutex> lock(world_->mutex_);
     return Finished();
   }
 
-  void Wait() override {
-    if (error_) throw *error_;
-    if (released_) return;
-    std::unique_lock<std::mutex> lock(world_->mutex_);
-    world_->changed_.wait_until(lock, deadline_, [&] { return Finished(); });
-    const RendezvousWorld::Payload& payload = world_->payloads_.at(key_);
-    const auto* instance = world_->rendezvous_.Find(key_.first, key_.second);
-    const bool complete = instance != nullptr && instance->complete;
-    if (!complete) {
-      const std::string where =
-          fmt::format("rank {}: {} (seq {})", rank_, comm::DescribeCall(collective_), key_.second);
-      if (!payload.mismatch.empty()) {
-        error_ = comm::CommError(comm::CommError::Kind::kMismatch, where + ": " + payload.mismatch);
-      } else if (!world_->dead_.empty()) {
-        error_ = comm::CommError(comm::CommError::Kind::kPeerGone,
-                                 fmt::format("{}: rank {} is gone", where, *world_->dead_.begin()));
-      } else {
-        std::string missing;
-        for (uint32_t r = 0; r < world_->world_size_; ++r) {
-          if (payload.inputs[r].empty() && collective_.numel() > 0) {
-            missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
-          }
-        }
-        error_ = comm::CommError(comm::CommError::Kind::kTimeout,
-                                 fmt::format("{}: timed out after {} ms; ranks {} never issued it", where,
-                                             world_->timeout_.count(), missing));
-      }
-      world_->Release(key_);
-      released_ = true;
-      throw *error_;
+  void Wait() override { WaitUntil(deadline_); }
+
+  bool WaitFor(int64_t timeout_ms) override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+    return WaitUntil(std::min(until, deadline_));
+  }
+
+  void OnCompletion(std::function<void()> done) override {
+    if (IsCompleted()) {
+      done();
+      return;
     }
-    result_ = comm::CollectiveOutput(collective_, payload.inputs, rank_);
-    world_->Release(key_);
-    released_ = true;
+    callback_.Start(
+        [this] {
+          try {
+            Wait();
+          } catch (const comm::CommError&) {
+            // The owner's Wait() throws it again.
+          }
+        },
+        std::move(done));
   }
 
   const std::vector<double>& Result() const override { return result_; }
 
  private:
+  // Waits until `until` (at most the deadline): true once the instance completed (the result
+  // computed and the payload released), false when `until` came first before the deadline;
+  // throws the failure (a mismatch, a gone peer, the deadline). One waiter at a time.
+  bool WaitUntil(std::chrono::steady_clock::time_point until) {
+    std::lock_guard<std::mutex> waiting(wait_mutex_);
+    if (error_) throw *error_;
+    if (released_) return true;
+    std::unique_lock<std::mutex> lock(world_->mutex_);
+    world_->changed_.wait_until(lock, until, [&] { return Finished(); });
+    if (!Finished() && until < deadline_) return false;
+    const RendezvousWorld::Payload& payload = world_->payloads_.at(key_);
+    const auto* instance = world_->rendezvous_.Find(key_.first, key_.second);
+    if (instance == nullptr || !instance->complete) {
+      error_ = Failure(payload);
+      world_->Release(key_);
+      released_ = true;
+      over_ = true;
+      throw *error_;
+    }
+    result_ = comm::CollectiveOutput(collective_, payload.inputs, rank_);
+    world_->Release(key_);
+    released_ = true;
+    over_ = true;
+    return true;
+  }
+
+  // Why the instance never completed (mutex_ held): the mismatch, a gone peer, or the deadline.
+  comm::CommError Failure(const RendezvousWorld::Payload& payload) const {
+    const std::string where = fmt::format("rank {}: {} (seq {})", rank_, comm::DescribeCall(collective_), key_.second);
+    if (!payload.mismatch.empty()) {
+      return comm::CommError(comm::CommError::Kind::kMismatch, where + ": " + payload.mismatch);
+    }
+    if (!world_->dead_.empty()) {
+      return comm::CommError(comm::CommError::Kind::kPeerGone,
+                             fmt::format("{}: rank {} is gone", where, *world_->dead_.begin()));
+    }
+    std::string missing;
+    for (uint32_t r = 0; r < world_->world_size_; ++r) {
+      if (payload.inputs[r].empty() && collective_.numel() > 0) {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+      }
+    }
+    return comm::CommError(
+        comm::CommError::Kind::kTimeout,
+        fmt::format("{}: timed out after {} ms; ranks {} never issued it", where, world_->timeout_.count(), missing));
+  }
+
   // mutex_ held.
   bool Finished() const {
     const auto* instance = world_->rendezvous_.Find(key_.first, key_.second);
@@ -85,6 +123,9 @@ class RendezvousWork : public comm::Work {
   std::optional<comm::CommError> error_;
   bool released_ = false;
   std::vector<double> result_;
+  std::mutex wait_mutex_;          // held by the one waiter (owner or callback thread)
+  std::atomic<bool> over_{false};  // completed or failed, as IsCompleted reads it without waiting
+  comm::CallbackThread callback_;  // last: joined before the rest goes
 };
 
 class RendezvousBackend : public comm::Backend {

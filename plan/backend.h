@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,14 +44,28 @@ class CommError : public JobError {
 
 const char* CommErrorKindName(CommError::Kind kind);
 
+// A collective in flight, as c10d's Work: polled (IsCompleted), waited for (Wait, WaitFor, which
+// c10d spells wait() and wait(timeout)), or followed through a callback (OnCompletion, c10d's
+// get_future().then()), which is how a driver that must not block (the simulator's event loop)
+// learns of it. The owner calls Wait/WaitFor/Result from one thread; an implementation may run
+// the callback on another.
 class Work {
  public:
   virtual ~Work() = default;
   // Whether the collective has completed or failed; never blocks.
   virtual bool IsCompleted() = 0;
-  // Blocks until the collective completes; throws CommError when it failed or the comm's
+  // Blocks until the collective completes; throws CommError when it failed or the backend's
   // timeout passed first. Calling it again after it returned returns at once.
   virtual void Wait() = 0;
+  // Waits at most `timeout_ms` (zero: a poll): true once the collective completed (as after
+  // Wait), false when the time passed first with the work still pending (it stays valid; wait
+  // again); throws CommError as Wait does when it failed, the backend's own timeout included.
+  virtual bool WaitFor(int64_t timeout_ms) = 0;
+  // Calls `done` once, when the collective has completed or failed (at once, on this thread, when
+  // it already has; otherwise on the thread or event that completes it). `done` learns which by
+  // Wait()/WaitFor(0), which then return or throw at once. At most one callback per work; the
+  // work must outlive it (an implementation's destructor may wait for a pending one).
+  virtual void OnCompletion(std::function<void()> done) = 0;
   // This rank's output once Wait() returned, as CollectiveOutput defines it.
   virtual const std::vector<double>& Result() const = 0;
   // The first `count` values of Result() (all of them when it has fewer), once Wait() returned:

@@ -200,6 +200,31 @@ class C10dWork : public comm::Work {
 
   bool IsCompleted() override { return done_ || work_->isCompleted(); }
 
+  // c10d's wait(timeout) raises "Operation timed out!" and leaves the work pending: that is a
+  // `false` here; any other failure is the work's own.
+  bool WaitFor(int64_t timeout_ms) override {
+    if (done_) return true;
+    if (!work_->isCompleted()) {
+      try {
+        work_->wait(std::chrono::milliseconds(std::max<int64_t>(1, timeout_ms)));
+      } catch (const std::exception&) {
+        if (!work_->isCompleted()) return false;
+      }
+    }
+    Wait();
+    return true;
+  }
+
+  // c10d's get_future().then(): the callback runs on the thread that marks the future (Gloo's
+  // worker; NCCL's watchdog or the caller once the stream's work is done), or at once.
+  void OnCompletion(std::function<void()> done) override {
+    if (IsCompleted()) {
+      done();
+      return;
+    }
+    work_->getFuture()->addCallback([done = std::move(done)](c10::ivalue::Future&) { done(); });
+  }
+
   void Wait() override {
     if (done_) return;
     try {
@@ -245,6 +270,8 @@ class C10dWork : public comm::Work {
 
  private:
   friend class petrsim::real::C10dBackend;
+  friend void StartCollective(C10dWork& pending, c10d::ProcessGroup& group, const at::Tensor& tensor,
+                              const std::shared_ptr<TensorPool>& pool);
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> tensors_;
   std::vector<std::vector<at::Tensor>> gathered_;
@@ -266,6 +293,68 @@ class C10dWork : public comm::Work {
   }
 };
 
+// Starts the collective on `group` with this rank's `tensor`: the c10d work, and the tensors it
+// reduces or gathers into (pooled ones go back to `pool`).
+void StartCollective(C10dWork& pending, c10d::ProcessGroup& group, const at::Tensor& tensor,
+                     const std::shared_ptr<TensorPool>& pool) {
+  const auto op = TorchReduceOp(pending.collective_.reduce_op());
+  switch (pending.collective_.op()) {
+    case Collective::allreduce: {
+      pending.pool_ = pool;
+      pending.tensors_ = {tensor};
+      c10d::AllreduceOptions options;
+      options.reduceOp = op;
+      pending.work_ = group.allreduce(pending.tensors_, options);
+      break;
+    }
+    case Collective::broadcast: {
+      pending.pool_ = pool;
+      pending.tensors_ = {tensor};
+      pending.divide_ = false;
+      pending.work_ = group.broadcast(pending.tensors_);
+      break;
+    }
+    case Collective::reduce: {
+      pending.pool_ = pool;
+      pending.tensors_ = {tensor};
+      c10d::ReduceOptions options;
+      options.reduceOp = op;
+      options.rootRank = 0;
+      pending.work_ = group.reduce(pending.tensors_, options);
+      break;
+    }
+    case Collective::allgather: {
+      pending.tensors_ = {tensor};
+      pending.gathered_.resize(1);
+      for (uint32_t r = 0; r < pending.world_size_; ++r) pending.gathered_[0].push_back(torch::empty_like(tensor));
+      pending.divide_ = false;
+      pending.work_ = group.allgather(pending.gathered_, pending.tensors_);
+      break;
+    }
+    case Collective::reduce_scatter: {
+      // Every rank's input is world_size chunks of numel; Gloo has no reduce_scatter, so all of
+      // them are all-reduced and this rank keeps its chunk (the same values).
+      pending.tensors_ = {tensor.repeat({static_cast<int64_t>(pending.world_size_)})};
+      c10d::AllreduceOptions options;
+      options.reduceOp = op;
+      pending.work_ = group.allreduce(pending.tensors_, options);
+      break;
+    }
+    case Collective::alltoall: {
+      pending.tensors_ = {tensor.repeat({static_cast<int64_t>(pending.world_size_)})};
+      pending.output_ = torch::empty_like(pending.tensors_[0]);
+      std::vector<int64_t> splits;
+      pending.divide_ = false;
+      pending.work_ = group.alltoall_base(pending.output_, pending.tensors_[0], splits, splits);
+      break;
+    }
+    case Collective::barrier:
+      pending.divide_ = false;
+      pending.work_ = group.barrier();
+      break;
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<comm::Work> C10dBackend::Issue(const Collective& collective, std::span<const double> input) {
@@ -286,64 +375,9 @@ std::unique_ptr<comm::Work> C10dBackend::Issue(const Collective& collective, std
     for (int64_t i = 0; i < given; ++i) head[i] = comm::ToDtype(collective.dtype(), input[i]);
     tensor.narrow(0, 0, given).copy_(torch::from_blob(head.data(), {given}, at::kDouble));
   }
-  const auto op = TorchReduceOp(collective.reduce_op());
   pending->divide_ = collective.reduce_op() == Collective::avg;
   try {
-    switch (collective.op()) {
-      case Collective::allreduce: {
-        pending->pool_ = pool_;
-        pending->tensors_ = {tensor};
-        c10d::AllreduceOptions options;
-        options.reduceOp = op;
-        pending->work_ = group.allreduce(pending->tensors_, options);
-        break;
-      }
-      case Collective::broadcast: {
-        pending->pool_ = pool_;
-        pending->tensors_ = {tensor};
-        pending->divide_ = false;
-        pending->work_ = group.broadcast(pending->tensors_);
-        break;
-      }
-      case Collective::reduce: {
-        pending->pool_ = pool_;
-        pending->tensors_ = {tensor};
-        c10d::ReduceOptions options;
-        options.reduceOp = op;
-        options.rootRank = 0;
-        pending->work_ = group.reduce(pending->tensors_, options);
-        break;
-      }
-      case Collective::allgather: {
-        pending->tensors_ = {tensor};
-        pending->gathered_.resize(1);
-        for (uint32_t r = 0; r < world_size_; ++r) pending->gathered_[0].push_back(torch::empty_like(tensor));
-        pending->divide_ = false;
-        pending->work_ = group.allgather(pending->gathered_, pending->tensors_);
-        break;
-      }
-      case Collective::reduce_scatter: {
-        // Every rank's input is world_size chunks of numel; Gloo has no reduce_scatter, so all of
-        // them are all-reduced and this rank keeps its chunk (the same values).
-        pending->tensors_ = {tensor.repeat({static_cast<int64_t>(world_size_)})};
-        c10d::AllreduceOptions options;
-        options.reduceOp = op;
-        pending->work_ = group.allreduce(pending->tensors_, options);
-        break;
-      }
-      case Collective::alltoall: {
-        pending->tensors_ = {tensor.repeat({static_cast<int64_t>(world_size_)})};
-        pending->output_ = torch::empty_like(pending->tensors_[0]);
-        std::vector<int64_t> splits;
-        pending->divide_ = false;
-        pending->work_ = group.alltoall_base(pending->output_, pending->tensors_[0], splits, splits);
-        break;
-      }
-      case Collective::barrier:
-        pending->divide_ = false;
-        pending->work_ = group.barrier();
-        break;
-    }
+    StartCollective(*pending, group, tensor, pool_);
   } catch (const comm::CommError&) {
     throw;
   } catch (const std::exception& error) {

@@ -272,6 +272,62 @@ TYPED_TEST(BackendContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
   }
 }
 
+// Waits (bounded) for a callback that another thread may still be running.
+bool Eventually(const std::atomic<int>& calls) {
+  for (int i = 0; i < 2000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return calls.load() > 0;
+}
+
+TYPED_TEST(BackendContract, WaitForPollsAPendingWorkAndOnCompletionCallsBackOnce) {
+  std::latch rank0_polled(kWorld);
+  std::atomic<int> calls{0};
+  this->Run([&](uint32_t rank, Backend& comm) {
+    const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
+    if (rank != 0) {
+      rank0_polled.arrive_and_wait();
+      auto work = comm.Issue(sum, std::vector<double>{1.0});
+      EXPECT_TRUE(work->WaitFor(30'000));
+      EXPECT_EQ(work->Result(), (std::vector<double>{3}));
+    } else {
+      auto work = comm.Issue(sum, std::vector<double>{1.0});
+      // Nobody else has issued it: a poll and a short wait both find it pending, and it stays valid.
+      EXPECT_FALSE(work->WaitFor(0));
+      EXPECT_FALSE(work->WaitFor(20));
+      work->OnCompletion([&] { ++calls; });
+      EXPECT_EQ(calls.load(), 0);
+      rank0_polled.arrive_and_wait();
+      EXPECT_TRUE(Eventually(calls)) << "the callback never ran";
+      EXPECT_TRUE(work->WaitFor(0));
+      EXPECT_EQ(Done(*work), (std::vector<double>{3}));
+    }
+    // On a work that is already over, the callback runs at once, on this thread.
+    auto again = comm.Issue(sum, std::vector<double>{1.0});
+    again->Wait();
+    int at_once = 0;
+    again->OnCompletion([&] { ++at_once; });
+    EXPECT_EQ(at_once, 1);
+  });
+  if (!::testing::Test::IsSkipped()) {
+    EXPECT_EQ(calls.load(), 1);
+  }
+}
+
+TYPED_TEST(BackendContract, OnCompletionCallsBackWhenTheWorkFails) {
+  std::latch others_done(kWorld);
+  TypeParam::Run(std::chrono::milliseconds(500), [&](uint32_t rank, Backend& comm) {
+    if (rank == 0) {
+      std::atomic<int> calls{0};
+      auto work =
+          comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{1.0});
+      work->OnCompletion([&] { ++calls; });
+      EXPECT_TRUE(Eventually(calls)) << "no callback for a collective rank 1 and 2 never issue";
+      EXPECT_THROW(work->WaitFor(0), CommError);
+    }
+    // Ranks 1 and 2 stay until rank 0 gave up, as hung ranks would.
+    others_done.arrive_and_wait();
+  });
+}
+
 TEST(CollectiveOutput, ConvertsToTheDtypeAndReducesInIt) {
   // The values real torch 1.13 gives for torch.tensor(v, dtype=float64).to(dtype).
   EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 1.0 / 4096), 1.0);              // below half precision's step
