@@ -82,5 +82,35 @@ TEST(Export, TheTimelineOfATraceEqualsTheSimulatorsOwn) {
   fs::remove_all(root);
 }
 
+TEST(Export, RefusesAnEventThatEndsBeforeItStartsAndWritesNothing) {
+  const fs::path root = fs::temp_directory_path() / ("petrsim_export_bad_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const Scenario scenario = testing::ShippedScenario("tiny.pbtxt");
+  const std::string trace_dir = (root / "trace").string();
+  {
+    TraceDirectoryWriter trace(trace_dir, scenario, "tiny.pbtxt", scenario.job().world_size(), "sim", "test");
+    TraceRecord record;
+    record.kind = TraceKind::kCompute;
+    record.rank = 0;
+    record.start_ns = 100;
+    record.end_ns = 50;  // a corrupt file's: the timeline writer would take it for its own bug
+    trace.Record(record);
+    trace.Finish();
+  }
+  const std::string out = (root / "timeline.json").string();
+  try {
+    RunExport(trace_dir, out);
+    ADD_FAILURE() << "exported a trace whose event ends before it starts";
+  } catch (const ScenarioError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find(trace_dir), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("end_ns 50"), std::string::npos) << what;
+    EXPECT_NE(what.find("start_ns 100"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace petrsim
