@@ -1,4 +1,4 @@
-// The real backend's side of the Backend seam (plan/backend.h, DESIGN "Seams"): one rank's c10d
+// The real backend's side of the Backend seam (plan/backend.h, docs/design.md, "Seams"): one rank's c10d
 // process groups and the plan's collectives as c10d calls: Gloo on CPU, or NCCL where LibTorch
 // has CUDA and the build has PETRSIM_WITH_NCCL (the one place that differs; tensors then live
 // on the rank's GPU for the call).

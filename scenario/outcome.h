@@ -1,4 +1,4 @@
-// The vocabulary every backend and every report shares (DESIGN "Vocabulary of outcomes"): how a
+// The vocabulary every backend and every report shares (docs/design.md, "Vocabulary of outcomes"): how a
 // job ended, why, and the collective it ended in, in c10d's terms. The simulator decides these for
 // a simulated run, diagnose reads them off traces and dumps, the real backend prints them.
 #pragma once
@@ -14,7 +14,7 @@ namespace petrsim {
 // says nothing about the job.
 enum class Outcome { kCompleted, kHang, kDesync, kRankDied, kLimitReached };
 
-// Why the job did not complete, in the user's terms (DESIGN "Vocabulary of outcomes").
+// Why the job did not complete, in the user's terms (docs/design.md, "Vocabulary of outcomes").
 enum class Cause {
   kNone,
   kSamplerLivelock,        // a worker spins forever in the resample loop

@@ -1,4 +1,4 @@
-// The simulated side of the Backend seam (DESIGN "Seams"): collectives meet per process group by
+// The simulated side of the Backend seam (docs/design.md, "Seams"): collectives meet per process group by
 // c10d sequence number. Every rank's k-th collective on a group has sequence number k; the
 // instance opens with the first arrival, completes when all world_size ranks have arrived with
 // the same signature (op, dtype, element count), and reports a mismatch otherwise, which is how

@@ -1,4 +1,4 @@
-// The timeline of a run as a Chrome/Perfetto trace-event JSON file (DESIGN "Formats"), which
+// The timeline of a run as a Chrome/Perfetto trace-event JSON file (docs/design.md, "Formats"), which
 // ui.perfetto.dev and chrome://tracing open: a TraceSink that turns each record into one event.
 //
 // Layout: one process per rank (pid = rank, named "rank N"); in it tid 0 is the main process

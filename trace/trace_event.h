@@ -1,4 +1,4 @@
-// petrsim's own trace files (DESIGN "Formats", proto/trace.proto): the format, and what the
+// petrsim's own trace files (docs/design.md, "Formats"; proto/trace.proto): the format, and what the
 // writers (trace/directory_writer.h, trace/rank_writer.h) and the readers (trace/reader.h,
 // trace/wire_decoder.h) share.
 //

@@ -1,4 +1,4 @@
-// The TraceSink seam (DESIGN "Seams"): both backends report what each rank's main process and
+// The TraceSink seam (docs/design.md, "Seams"): both backends report what each rank's main process and
 // data loader workers did through this one interface, so one timeline writer, one trace file
 // writer and one analyzer serve the simulator and the real trainer alike. Records carry
 // integer nanoseconds of the backend's clock (virtual in sim/, steady_clock in real/).
