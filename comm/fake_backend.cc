@@ -7,49 +7,26 @@
 #include <atomic>
 
 #include "base/assert.h"
-#include "comm/callback_thread.h"
+#include "comm/threaded_work.h"
 
 namespace petrsim::comm {
 
-class FakeWork : public Work {
+class FakeWork : public ThreadedWork {
  public:
   FakeWork(FakeWorld& world, Collective collective, uint32_t rank, std::pair<std::string, uint64_t> key)
-      : world_(&world),
+      : ThreadedWork(std::chrono::steady_clock::now() + world.timeout_),
+        world_(&world),
         collective_(std::move(collective)),
         rank_(rank),
-        key_(std::move(key)),
-        deadline_(std::chrono::steady_clock::now() + world.timeout_) {}
+        key_(std::move(key)) {}
   explicit FakeWork(CommError error) : error_(std::move(error)), over_(true) {}
 
-  ~FakeWork() override { callback_.Join(); }
+  ~FakeWork() override { JoinCallback(); }
 
   bool IsCompleted() override {
     if (over_) return true;
     std::lock_guard<std::mutex> lock(world_->mutex_);
     return world_->meetings_.at(key_).arrived == world_->world_size_;
-  }
-
-  void Wait() override { WaitUntil(deadline_); }
-
-  bool WaitFor(int64_t timeout_ms) override {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
-    return WaitUntil(std::min(until, deadline_));
-  }
-
-  void OnCompletion(std::function<void()> done) override {
-    if (IsCompleted()) {
-      done();
-      return;
-    }
-    callback_.Start(
-        [this] {
-          try {
-            Wait();
-          } catch (const CommError&) {
-            // The owner's Wait() throws it again.
-          }
-        },
-        std::move(done));
   }
 
   const std::vector<double>& Result() const override { return result_; }
@@ -58,7 +35,7 @@ class FakeWork : public Work {
   // Waits until `until` (at most the deadline): true once the meeting is complete (the result
   // computed), false when `until` came first before the deadline; throws the timeout at the
   // deadline. One waiter at a time (the owner and a callback thread may both wait).
-  bool WaitUntil(std::chrono::steady_clock::time_point until) {
+  bool WaitUntil(std::chrono::steady_clock::time_point until) override {
     std::lock_guard<std::mutex> waiting(wait_mutex_);
     if (error_) throw *error_;
     if (done_) return true;
@@ -95,13 +72,11 @@ class FakeWork : public Work {
   Collective collective_;
   uint32_t rank_ = 0;
   std::pair<std::string, uint64_t> key_;
-  std::chrono::steady_clock::time_point deadline_;
   std::optional<CommError> error_;
   bool done_ = false;
   std::vector<double> result_;
   std::mutex wait_mutex_;          // held by the one waiter (owner or callback thread)
   std::atomic<bool> over_{false};  // completed or failed, as IsCompleted reads it without waiting
-  CallbackThread callback_;        // last: joined before the rest goes
 };
 
 class FakeBackend : public Backend {

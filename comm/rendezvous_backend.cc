@@ -7,22 +7,22 @@
 #include <atomic>
 #include <optional>
 
-#include "comm/callback_thread.h"
+#include "comm/threaded_work.h"
 
 namespace petrsim::sim {
 
-class RendezvousWork : public comm::Work {
+class RendezvousWork : public comm::ThreadedWork {
  public:
   RendezvousWork(RendezvousWorld& world, Collective collective, uint32_t rank, RendezvousWorld::Key key)
-      : world_(&world),
+      : comm::ThreadedWork(std::chrono::steady_clock::now() + world.timeout_),
+        world_(&world),
         collective_(std::move(collective)),
         rank_(rank),
-        key_(key),
-        deadline_(std::chrono::steady_clock::now() + world.timeout_) {}
+        key_(key) {}
   explicit RendezvousWork(comm::CommError error) : error_(std::move(error)), over_(true) {}
 
   ~RendezvousWork() override {
-    callback_.Join();
+    JoinCallback();
     if (world_ != nullptr && !released_) {
       std::lock_guard<std::mutex> lock(world_->mutex_);
       world_->Release(key_);
@@ -35,36 +35,13 @@ class RendezvousWork : public comm::Work {
     return Finished();
   }
 
-  void Wait() override { WaitUntil(deadline_); }
-
-  bool WaitFor(int64_t timeout_ms) override {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
-    return WaitUntil(std::min(until, deadline_));
-  }
-
-  void OnCompletion(std::function<void()> done) override {
-    if (IsCompleted()) {
-      done();
-      return;
-    }
-    callback_.Start(
-        [this] {
-          try {
-            Wait();
-          } catch (const comm::CommError&) {
-            // The owner's Wait() throws it again.
-          }
-        },
-        std::move(done));
-  }
-
   const std::vector<double>& Result() const override { return result_; }
 
  private:
   // Waits until `until` (at most the deadline): true once the instance completed (the result
   // computed and the payload released), false when `until` came first before the deadline;
   // throws the failure (a mismatch, a gone peer, the deadline). One waiter at a time.
-  bool WaitUntil(std::chrono::steady_clock::time_point until) {
+  bool WaitUntil(std::chrono::steady_clock::time_point until) override {
     std::lock_guard<std::mutex> waiting(wait_mutex_);
     if (error_) throw *error_;
     if (released_) return true;
@@ -119,13 +96,11 @@ class RendezvousWork : public comm::Work {
   Collective collective_;
   uint32_t rank_ = 0;
   RendezvousWorld::Key key_;
-  std::chrono::steady_clock::time_point deadline_;
   std::optional<comm::CommError> error_;
   bool released_ = false;
   std::vector<double> result_;
   std::mutex wait_mutex_;          // held by the one waiter (owner or callback thread)
   std::atomic<bool> over_{false};  // completed or failed, as IsCompleted reads it without waiting
-  comm::CallbackThread callback_;  // last: joined before the rest goes
 };
 
 class RendezvousBackend : public comm::Backend {
