@@ -1,4 +1,4 @@
-// A training log file's bytes for formats/torch_logs/training_log.cc: mapped, or inflated from gzip (concatenated
+// A training log file's bytes for formats/torch_logs/training_log_read.cc: mapped, or inflated from gzip (concatenated
 // members too), and whether they are text at all.
 #pragma once
 

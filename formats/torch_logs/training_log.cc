@@ -1,4 +1,5 @@
-// Training logs for `petrsim diagnose`; see training_log.h.
+// The line grammars of training logs (see training_log.h): launcher prefixes, the marker scan, LogParser (each
+// release's watchdog lines, mmcv/mmengine iteration markers, tracebacks, torchrun's summary) and the seed.
 //
 // A log of a gigabyte is read in two passes: the files are mapped (gzip ones inflated into memory), split into one
 // chunk a thread at line boundaries, and each thread finds the lines that hold one of a few markers (most lines of a
@@ -6,40 +7,24 @@
 // read ahead in the buffer, following that rank's lines).
 #include "formats/torch_logs/training_log.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <filesystem>
-#include <memory>
-#include <set>
+#include <map>
 #include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "base/assert.h"
 #include "base/error.h"
-#include "formats/torch_logs/log_file.h"
-#include "scenario/torch_version.h"
+#include "formats/torch_logs/training_log_internal.h"
 
 namespace petrsim {
 namespace {
 
-using log_file::BinaryOffset;
-using log_file::HasLogName;
-using log_file::LogBuffer;
-using log_file::RankOfPath;
 using std::string_view;
-
-// ---------------------------------------------------------------------------------------------
-// Files (their bytes and names: log_file.h).
 
 // ---------------------------------------------------------------------------------------------
 // Small parsing helpers.
@@ -76,6 +61,10 @@ string_view Trim(string_view s) {
   return s;
 }
 
+}  // namespace
+
+namespace training_log_internal {
+
 // The launcher prefixes at the start of a line, and the rest.
 struct Prefixed {
   std::optional<uint32_t> c10d_rank;  // `[rank<g>]:`
@@ -83,6 +72,12 @@ struct Prefixed {
   std::optional<uint32_t> srun_rank;  // `srun -l`: `<r>: `
   string_view rest;
 };
+
+}  // namespace training_log_internal
+
+namespace {
+
+using training_log_internal::Prefixed;
 
 Prefixed SplitPrefixes(string_view line) {
   Prefixed out;
@@ -220,504 +215,477 @@ ChunkScan ScanChunk(string_view text, size_t begin, size_t end) {
   return scan;
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // The second pass.
 
-struct FileContext {
-  std::string path;
-  std::optional<uint32_t> rank;  // the file's own rank
-  bool local_rank = false;
-};
+namespace training_log_internal {
 
-class LogParser {
- public:
-  explicit LogParser(TrainingLog& log) : log_(log) {}
-
-  void ParseFile(const FileContext& file, string_view text) {
-    file_ = &file;
-    text_ = text;
-    const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    const size_t want = text.size() < (8u << 20) ? 1 : threads;
-    std::vector<size_t> cuts{0};
-    for (size_t i = 1; i < want; ++i) {
-      size_t cut = text.size() * i / want;
-      const size_t nl = text.find('\n', cut);
-      cut = nl == string_view::npos ? text.size() : nl + 1;
-      if (cut > cuts.back()) cuts.push_back(cut);
-    }
-    cuts.push_back(text.size());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    std::vector<ChunkScan> scans(cuts.size() - 1);
-    {
-      std::vector<std::thread> pool;
-      for (size_t i = 1; i < scans.size(); ++i) {
-        pool.emplace_back([&, i] { scans[i] = ScanChunk(text, cuts[i], cuts[i + 1]); });
-      }
-      if (!scans.empty()) scans[0] = ScanChunk(text, cuts[0], cuts[1]);
-      for (auto& t : pool) t.join();
-    }
-    uint64_t line_base = 0;
-    for (size_t i = 0; i < scans.size(); ++i) {
-      if (scans[i].nul) {
-        throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data (a NUL byte)",
-                                        file.path, *scans[i].nul));
-      }
-      for (const MarkedLine& m : scans[i].marked) {
-        ParseLine(line_base + m.line + 1, m.begin, string_view(text.data() + m.begin, m.end - m.begin));
-      }
-      line_base += scans[i].lines;
-    }
-    log_.lines += line_base;
-    // Lines per rank for a file of one rank.
-    if (file.rank) log_.ranks[*file.rank].lines += line_base;
+void LogParser::ParseFile(const FileContext& file, string_view text) {
+  file_ = &file;
+  text_ = text;
+  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  const size_t want = text.size() < (8u << 20) ? 1 : threads;
+  std::vector<size_t> cuts{0};
+  for (size_t i = 1; i < want; ++i) {
+    size_t cut = text.size() * i / want;
+    const size_t nl = text.find('\n', cut);
+    cut = nl == string_view::npos ? text.size() : nl + 1;
+    if (cut > cuts.back()) cuts.push_back(cut);
   }
-
- private:
-  LogPlace Here(uint64_t line) const { return LogPlace{file_->path, line}; }
-  std::string At(uint64_t line) const { return fmt::format("{}:{}", file_->path, line); }
-
-  // The rank of a line, by the most reliable source it has; `message_rank` is the `[Rank r]` of a world-group message.
-  std::optional<uint32_t> RankOf(const Prefixed& p, std::optional<uint32_t> message_rank) {
-    if (p.c10d_rank) return p.c10d_rank;
-    if (file_->rank) return file_->rank;
-    if (p.srun_rank) return p.srun_rank;
-    if (p.tee_rank) return p.tee_rank;
-    return message_rank;
+  cuts.push_back(text.size());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<ChunkScan> scans(cuts.size() - 1);
+  {
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < scans.size(); ++i) {
+      pool.emplace_back([&, i] { scans[i] = ScanChunk(text, cuts[i], cuts[i + 1]); });
+    }
+    if (!scans.empty()) scans[0] = ScanChunk(text, cuts[0], cuts[1]);
+    for (auto& t : pool) t.join();
   }
-
-  RankLog& Rank(uint32_t r) {
-    RankLog& rank = log_.ranks[r];
-    rank.rank = r;
-    if (file_->rank && *file_->rank == r && rank.source.empty()) rank.source = file_->path;
-    return rank;
+  uint64_t line_base = 0;
+  for (size_t i = 0; i < scans.size(); ++i) {
+    if (scans[i].nul) {
+      throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data (a NUL byte)",
+                                      file.path, *scans[i].nul));
+    }
+    for (const MarkedLine& m : scans[i].marked) {
+      ParseLine(line_base + m.line + 1, m.begin, string_view(text.data() + m.begin, m.end - m.begin));
+    }
+    line_base += scans[i].lines;
   }
-
-  void ParseLine(uint64_t number, size_t offset, string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const Prefixed p = SplitPrefixes(line);
-    const string_view rest = p.rest;
-    if (rest.find("Watchdog caught") != string_view::npos) return Watchdog(number, p);
-    if (rest.find("Timeout at NCCL work") != string_view::npos ||
-        rest.find("detected by watchdog at work") != string_view::npos) {
-      return WorkStatus(number, p);
-    }
-    if (rest.find("Heartbeat monitor") != string_view::npos) {
-      if (const auto r = RankOf(p, MessageRank(rest))) Rank(*r).heartbeat_timeout = true;
-      return;
-    }
-    if (const size_t at = rest.find("communicator was aborted"); at != string_view::npos) {
-      std::optional<uint32_t> on;
-      if (const auto r = UintAfter(rest, "aborted on rank ", at)) on = static_cast<uint32_t>(*r);
-      if (const auto r = RankOf(p, on)) Rank(*r).communicator_aborted = true;
-      return;
-    }
-    if (rest.find("Timed out waiting") != string_view::npos) return GlooTimeout(number, p);
-    if (rest.find("Traceback (most recent call last)") != string_view::npos) {
-      return Traceback(number, offset, line.size(), p);
-    }
-    if (rest.find("Epoch") != string_view::npos || rest.find("Iter") != string_view::npos) {
-      if (Iteration(number, p)) return;
-    }
-    if (rest.find("Set random seed to ") != string_view::npos) return Seed(number, rest);
-    if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) {
-      if (const auto n = UintAfter(rest, "gpu_ids = range(0, ", at)) {
-        SetWorldSize(*n, fmt::format("gpu_ids = range(0, {}) ({})", *n, At(number)));
-      }
-      return;
-    }
-    if (const auto n = UintAfter(rest, "global_world_sizes=[")) {
-      SetWorldSize(*n, fmt::format("torchrun's global_world_sizes ({})", At(number)));
-      return;
-    }
-    if (const auto n = UintAfter(rest, "GPU number: ")) {
-      SetWorldSize(*n, fmt::format("GPU number: {} ({})", *n, At(number)));
-      return;
-    }
-    if (rest.find("log_config") != string_view::npos) {
-      // `log_config = dict(interval=50, ...)`, or as mmcv's pretty_text prints it, over the next lines.
-      const string_view ahead = text_.substr(offset, 400);
-      const size_t close = ahead.find(')');
-      if (const auto n = UintAfter(ahead.substr(0, close), "interval=")) config_interval_ = *n;
-      return;
-    }
-    // torchrun's failure summary: `  rank      : 3 (local_rank: 3)` then `  exitcode  : -6 (pid: ...)`.
-    if (rest.find("local_rank:") != string_view::npos) {
-      const string_view t = Trim(rest);
-      if (t.rfind("rank", 0) == 0) {
-        if (const auto r = UintAfter(t, ": ")) summary_rank_ = static_cast<uint32_t>(*r);
-      }
-      return;
-    }
-    if (const size_t at = rest.find("exitcode"); at != string_view::npos && summary_rank_) {
-      ExitCode(rest.substr(at + 8));
-    }
-  }
-
-  // `Set random seed to S` (the line's first): one seed per job.
-  void Seed(uint64_t number, string_view rest) {
-    const std::optional<LoggedSeed> seed = FindLoggedSeed(rest);
-    if (!seed) return;
-    PETRSIM_ASSERT(seed->line == 1);  // `rest` is one line
-    const int64_t value = seed->seed;
-    if (log_.seed && *log_.seed != value) {
-      throw ScenarioError(fmt::format(
-          "{}: `Set random seed to {}`, but {} set the seed to {}: lines of two different jobs (or two runs) are "
-          "mixed in the log; give petrsim one run's log",
-          At(number), value, seed_at_, *log_.seed));
-    }
-    log_.seed = value;
-    seed_at_ = At(number);
-  }
-
-  // torchrun's summary `exitcode  : -6 (pid: ...)` (`after`: what follows "exitcode") of the rank the
-  // summary's line before named.
-  void ExitCode(string_view after) {
-    const string_view t = Trim(after);
-    size_t pos = t.find(':');
-    if (pos == string_view::npos) return;
-    ++pos;
-    while (pos < t.size() && t[pos] == ' ') ++pos;
-    const bool negative = pos < t.size() && t[pos] == '-';
-    if (negative) ++pos;
-    uint64_t code = 0;
-    if (ConsumeUint(t, pos, code)) {
-      Rank(*summary_rank_).exit_code = negative ? -static_cast<int64_t>(code) : static_cast<int64_t>(code);
-    }
-    summary_rank_.reset();
-  }
-
-  void SetWorldSize(uint64_t n, std::string from) {
-    if (n == 0 || n > (1u << 20)) return;
-    if (log_.world_size && *log_.world_size != n) {
-      throw ScenarioError(fmt::format(
-          "{}: world size {}, but {} says {}: lines of two different jobs are mixed in the log; give petrsim one "
-          "run's log",
-          from, n, log_.world_size_from, *log_.world_size));
-    }
-    log_.world_size = static_cast<uint32_t>(n);
-    log_.world_size_from = std::move(from);
-  }
-
-  // `[Rank r]` or `[PG ... Rank r]` of a message.
-  static std::optional<uint32_t> MessageRank(string_view rest) {
-    for (size_t at = rest.find("Rank "); at != string_view::npos; at = rest.find("Rank ", at + 1)) {
-      if (at > 0 && rest[at - 1] != '[' && rest[at - 1] != ' ') continue;
-      size_t pos = at + 5;
-      uint64_t r = 0;
-      if (ConsumeUint(rest, pos, r) && pos < rest.size() && rest[pos] == ']') return static_cast<uint32_t>(r);
-    }
-    return std::nullopt;
-  }
-
-  // `PG <name>` / `PG <name> (<desc>)` (2.3, 2.4) or `PG ID <id> PG GUID <guid>(<desc>)` (2.5) before ` Rank r]`.
-  static void MessageGroup(string_view rest, std::string& pg, std::string& desc) {
-    const size_t open = rest.find("[PG ");
-    if (open == string_view::npos) return;
-    const size_t close = rest.find(" Rank ", open);
-    if (close == string_view::npos) return;
-    string_view inside = rest.substr(open + 4, close - open - 4);
-    if (const size_t guid = inside.find("PG GUID "); guid != string_view::npos) inside = inside.substr(guid + 8);
-    const size_t paren = inside.find('(');
-    if (paren != string_view::npos) {
-      const size_t end = inside.find(')', paren);
-      desc = std::string(inside.substr(paren + 1, (end == string_view::npos ? inside.size() : end) - paren - 1));
-      inside = Trim(inside.substr(0, paren));
-    }
-    pg = std::string(Trim(inside));
-  }
-
-  void Watchdog(uint64_t number, const Prefixed& p) {
-    const string_view rest = p.rest;
-    const size_t at = rest.find("Watchdog caught");
-    // `[Rank r]` right before it (1.9-2.5) names the rank in the group.
-    const auto group_rank = MessageRank(rest.substr(0, at));
-    LogTimeout t;
-    t.group_rank = group_rank;
-    t.where = Here(number);
-    MessageGroup(rest, t.pg, t.pg_desc);
-    if (const size_t src = rest.find("ProcessGroupNCCL.cpp:"); src != string_view::npos && src < at) {
-      size_t pos = src + 21;
-      uint64_t n = 0;
-      if (ConsumeUint(rest, pos, n)) t.source_line = fmt::format("ProcessGroupNCCL.cpp:{}", n);
-    }
-    const size_t work = rest.find("WorkNCCL(", at);
-    bool complete = false;
-    if (work != string_view::npos) {
-      const string_view w = rest.substr(work);
-      t.seq = UintAfter(w, "SeqNum=");
-      if (const size_t op = w.find("OpType="); op != string_view::npos) {
-        size_t end = op + 7;
-        while (end < w.size() && (std::isalnum(static_cast<unsigned char>(w[end])) || w[end] == '_')) ++end;
-        t.op = std::string(w.substr(op + 7, end - op - 7));
-      }
-      t.numel_in = UintAfter(w, "NumelIn=");
-      t.numel_out = UintAfter(w, "NumelOut=");
-      t.timeout_ms = UintAfter(w, "Timeout(ms)=");
-      t.ran_for_ms = UintAfter(w, "ran for ");
-      complete = w.find("before timing out") != string_view::npos;
-    }
-    if (!complete) {
-      Note(fmt::format("{}: a watchdog line cut short; read what it holds", At(number)));
-    }
-    // The world group's `[Rank r]` is the global rank; another group's is not.
-    const bool world = t.pg == "0" || t.pg_desc == "default_pg";
-    const auto rank = RankOf(p, world ? group_rank : std::nullopt);
-    if (!rank) {
-      ++log_.unattributed;
-      Note(fmt::format("{}: a watchdog line of no known rank (group rank {}); left out", At(number),
-                       group_rank ? std::to_string(*group_rank) : "?"));
-      return;
-    }
-    Merge(*rank, std::move(t), number);
-  }
-
-  // 2.3+: the group, sequence numbers and progress of the work the watchdog caught.
-  void WorkStatus(uint64_t number, const Prefixed& p) {
-    const string_view rest = p.rest;
-    LogTimeout t;
-    t.where = Here(number);
-    t.group_rank = MessageRank(rest);
-    MessageGroup(rest, t.pg, t.pg_desc);
-    t.seq = rest.find("Timeout at NCCL work: ") != string_view::npos
-                ? UintAfter(rest, "Timeout at NCCL work: ")
-                : UintAfter(rest, "detected by watchdog at work: ");
-    t.last_enqueued = UintAfter(rest, "last enqueued NCCL work: ");
-    t.last_completed = UintAfter(rest, "last completed NCCL work: ");
-    const bool world = t.pg == "0" || t.pg_desc == "default_pg";
-    const auto rank = RankOf(p, world ? t.group_rank : std::nullopt);
-    if (!rank || !t.seq) return;
-    // 2.5 prints this line for errors too; it belongs to a timeout only when a watchdog line names the same work.
-    Merge(*rank, std::move(t), number, /*status_only=*/true);
-  }
-
-  void GlooTimeout(uint64_t number, const Prefixed& p) {
-    const string_view rest = p.rest;
-    LogTimeout t;
-    t.backend = "gloo";
-    t.where = Here(number);
-    t.group_rank = MessageRank(rest);
-    t.timeout_ms = UintAfter(rest, "Timed out waiting ");
-    // `Timed out waiting 5000ms for recv operation`: the transport wait, not the collective.
-    if (const size_t f = rest.find("ms for "); f != string_view::npos) {
-      const size_t end = rest.find(" operation", f);
-      if (end != string_view::npos) t.gloo_wait = std::string(rest.substr(f + 7, end - f - 7));
-    }
-    const auto rank = RankOf(p, t.group_rank);
-    if (!rank) {
-      ++log_.unattributed;
-      return;
-    }
-    Merge(*rank, std::move(t), number);
-  }
-
-  void Merge(uint32_t r, LogTimeout t, uint64_t number, bool status_only = false) {
-    RankLog& rank = Rank(r);
-    for (LogTimeout& have : rank.timeouts) {
-      const bool same = (t.seq && have.seq)
-                            ? *t.seq == *have.seq && (have.pg == t.pg || t.pg == "0" || have.pg == "0")
-                            : (t.op.empty() || have.op.empty() || t.op == have.op) &&
-                                  (!t.timeout_ms || !have.timeout_ms || *t.timeout_ms == *have.timeout_ms);
-      if (!same) continue;
-      // The same work printed again (what():, `watchdog thread terminated with exception: ...`): fill in.
-      if (have.pg == "0" && t.pg != "0") have.pg = t.pg;
-      if (have.pg_desc.empty()) have.pg_desc = t.pg_desc;
-      if (have.op.empty()) have.op = t.op;
-      if (!have.seq) have.seq = t.seq;
-      if (!have.numel_in) have.numel_in = t.numel_in;
-      if (!have.numel_out) have.numel_out = t.numel_out;
-      if (!have.timeout_ms) have.timeout_ms = t.timeout_ms;
-      if (!have.ran_for_ms) have.ran_for_ms = t.ran_for_ms;
-      if (!have.last_enqueued) have.last_enqueued = t.last_enqueued;
-      if (!have.last_completed) have.last_completed = t.last_completed;
-      if (have.source_line.empty()) have.source_line = t.source_line;
-      if (!have.group_rank) have.group_rank = t.group_rank;
-      return;
-    }
-    if (status_only) {
-      // A status line with no watchdog line yet: keep it; a watchdog line of the same work fills it in.
-      rank.timeouts.push_back(std::move(t));
-      return;
-    }
-    for (const LogTimeout& have : rank.timeouts) {
-      if (have.pg != t.pg || have.backend != t.backend || have.op.empty()) continue;
-      throw ScenarioError(fmt::format(
-          "{}: rank {} times out in {}{} on process group {}, but {}:{} has it time out in {}{}: one rank times out "
-          "once; lines of two different jobs (or two runs) are mixed in the log; give petrsim one run's log",
-          At(number), r, t.op.empty() ? "a collective" : t.op, t.seq ? fmt::format(" SeqNum {}", *t.seq) : "", t.pg,
-          have.where.file, have.where.line, have.op, have.seq ? fmt::format(" SeqNum {}", *have.seq) : ""));
-    }
-    rank.timeouts.push_back(std::move(t));
-  }
-
-  // `Epoch [e][i/n]`, `Epoch(train) [e][i/n]`, `Iter [i/n]`, `Iter(train) [i/n]` (mmengine pads with spaces): the
-  // first of them in `rest` into `it`, and where it ends (npos when there is none).
-  static size_t IterationMarker(string_view rest, LogIteration& it) {
-    for (const bool by_epoch : {true, false}) {
-      const string_view key = by_epoch ? "Epoch" : "Iter";
-      for (size_t at = rest.find(key); at != string_view::npos; at = rest.find(key, at + 1)) {
-        size_t q = at + key.size();
-        if (rest.substr(q, 7) == "(train)") q += 7;
-        while (q < rest.size() && rest[q] == ' ') ++q;
-        if (q >= rest.size() || rest[q] != '[') continue;
-        ++q;
-        uint64_t a = 0, b = 0, c = 0;
-        while (q < rest.size() && rest[q] == ' ') ++q;
-        if (!ConsumeUint(rest, q, a)) continue;
-        if (by_epoch) {
-          if (rest.substr(q, 2) != "][") continue;
-          q += 2;
-          while (q < rest.size() && rest[q] == ' ') ++q;
-          if (!ConsumeUint(rest, q, b)) continue;
-        } else {
-          b = a;
-        }
-        if (q >= rest.size() || rest[q] != '/') continue;
-        ++q;
-        if (!ConsumeUint(rest, q, c) || q >= rest.size() || rest[q] != ']') continue;
-        if (c == 0 || b > c || (by_epoch && a == 0)) continue;
-        it.by_epoch = by_epoch;
-        if (by_epoch) it.epoch = a;
-        it.inner = b;
-        it.of = c;
-        it.done = by_epoch ? (a - 1) * c + b : b;
-        return q;
-      }
-    }
-    return string_view::npos;
-  }
-
-  // An iteration line: the job's and its rank's last iteration, and the logging interval.
-  bool Iteration(uint64_t number, const Prefixed& p) {
-    const string_view rest = p.rest;
-    LogIteration it;
-    const size_t pos = IterationMarker(rest, it);
-    if (pos == string_view::npos) return false;
-    // The grammar takes only [i/n] with 0 < n and i <= n, and epochs from 1.
-    PETRSIM_ASSERT(it.of > 0);
-    PETRSIM_ASSERT(it.inner <= it.of);
-    if (it.by_epoch) PETRSIM_ASSERT(it.epoch.value_or(0) >= 1);
-    const string_view tail = rest.substr(pos);
-    it.time_s = DoubleAfter(tail, " time: ");
-    if (!it.time_s) it.time_s = DoubleAfter(tail, "\ttime: ");
-    it.data_time_s = DoubleAfter(tail, "data_time: ");
-    it.where = Here(number);
-    if (log_.last_iteration) {
-      const LogIteration& prev = *log_.last_iteration;
-      if (prev.by_epoch != it.by_epoch || prev.of != it.of) {
-        throw ScenarioError(fmt::format(
-            "{}: an iteration line of {} iterations {}, but {}:{} counts {} {}: lines of two different jobs are "
-            "mixed in the log; give petrsim one run's log",
-            At(number), it.of, it.by_epoch ? "per epoch" : "in all", prev.where.file, prev.where.line, prev.of,
-            prev.by_epoch ? "per epoch" : "in all"));
-      }
-      if (it.done < prev.done) {
-        throw ScenarioError(fmt::format(
-            "{}: iteration {} logged after iteration {} ({}:{}): the log goes back, so it holds two runs (a restart, "
-            "or two jobs); give petrsim the log of the run that hung",
-            At(number), it.done, prev.done, prev.where.file, prev.where.line));
-      }
-      if (it.done > prev.done && (!min_step_ || it.done - prev.done < *min_step_)) {
-        // An epoch's last, shorter interval is not the interval.
-        if (!(it.by_epoch && prev.epoch && it.epoch && *it.epoch != *prev.epoch)) min_step_ = it.done - prev.done;
-      }
-    }
-    // A log never goes back (refused above): the job's last iteration is the furthest.
-    if (log_.last_iteration) PETRSIM_ASSERT(it.done >= log_.last_iteration->done);
-    log_.last_iteration = it;
-    // mmcv and mmengine log from rank 0 only: an iteration line of no other rank is rank 0's.
-    Rank(RankOf(p, std::nullopt).value_or(0)).last_iteration = it;
-    return true;
-  }
-
-  // A traceback: read ahead, following the lines of the same rank (or, unprefixed, the next lines).
-  void Traceback(uint64_t number, size_t offset, size_t length, const Prefixed& head) {
-    const auto head_rank = RankOf(head, std::nullopt);
-    const bool by_prefix = head.c10d_rank || head.srun_rank || head.tee_rank;
-    LogTraceback tb;
-    tb.where = Here(number);
-    size_t pos = offset + length + 1;
-    int budget = 4000;  // lines looked at
-    bool expect_code = false;
-    while (pos < text_.size() && budget-- > 0) {
-      const size_t nl = text_.find('\n', pos);
-      string_view line = text_.substr(pos, (nl == string_view::npos ? text_.size() : nl) - pos);
-      pos = nl == string_view::npos ? text_.size() : nl + 1;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      const Prefixed p = SplitPrefixes(line);
-      if (by_prefix) {
-        const auto r = p.c10d_rank ? p.c10d_rank : p.srun_rank ? p.srun_rank : p.tee_rank;
-        if (!r || r != (head.c10d_rank ? head.c10d_rank : head.srun_rank ? head.srun_rank : head.tee_rank)) continue;
-      }
-      const string_view rest = p.rest;
-      if (rest.rfind("  File \"", 0) == 0) {
-        LogFrame f;
-        const size_t q = rest.find('"', 8);
-        if (q == string_view::npos) break;
-        f.file = std::string(rest.substr(8, q - 8));
-        if (const auto n = UintAfter(rest, ", line ", q)) f.line = *n;
-        if (const size_t in = rest.find(", in ", q); in != string_view::npos)
-          f.function = std::string(Trim(rest.substr(in + 5)));
-        tb.frames.push_back(std::move(f));
-        expect_code = true;
-        continue;
-      }
-      if (rest.rfind("    ", 0) == 0) {
-        const string_view code = Trim(rest);
-        const bool marker = !code.empty() && code.find_first_not_of("^~ ") == string_view::npos;
-        if (expect_code && !marker && !tb.frames.empty() && tb.frames.back().code.empty()) {
-          tb.frames.back().code = std::string(code);
-        }
-        continue;
-      }
-      if (Trim(rest).empty()) continue;
-      tb.exception = std::string(Trim(rest));
-      break;
-    }
-    std::optional<uint32_t> rank = head_rank;
-    if (!rank) {
-      // An unprefixed combined log: the exception may name the rank ("... aborted on rank 3.").
-      if (const auto r = UintAfter(tb.exception, "on rank ")) rank = static_cast<uint32_t>(*r);
-    }
-    if (!rank) {
-      ++log_.unattributed;
-      Note(fmt::format("{}: a Python traceback of no known rank ({}); left out", At(number),
-                       tb.exception.empty() ? "no exception line" : tb.exception));
-      return;
-    }
-    if (tb.exception.empty()) Note(fmt::format("{}: a Python traceback cut short", At(number)));
-    if (tb.exception.find("communicator was aborted") != std::string::npos) Rank(*rank).communicator_aborted = true;
-    Rank(*rank).tracebacks.push_back(std::move(tb));
-  }
-
-  void Note(std::string note) {
-    if (log_.notes.size() < 20) {
-      log_.notes.push_back(std::move(note));
-    } else if (log_.notes.size() == 20) {
-      log_.notes.push_back("(more notes left out)");
-    }
-  }
-
- public:
-  std::optional<uint64_t> config_interval_, min_step_;
-
- private:
-  TrainingLog& log_;
-  const FileContext* file_ = nullptr;
-  string_view text_;
-  std::string seed_at_;
-  std::optional<uint32_t> summary_rank_;
-};
-
-// The releases a watchdog line's format fits, from its fields and ProcessGroupNCCL.cpp line.
-// The first non-blank line of `text`, cut to 60 characters ("" when there is none).
-std::string FirstLine(string_view text) {
-  const size_t begin = text.find_first_not_of(" \t\r\n");
-  if (begin == string_view::npos) return "";
-  string_view line = text.substr(begin, text.find('\n', begin) - begin);
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  return line.size() > 60 ? std::string(line.substr(0, 57)) + "..." : std::string(line);
+  log_.lines += line_base;
+  // Lines per rank for a file of one rank.
+  if (file.rank) log_.ranks[*file.rank].lines += line_base;
 }
 
+LogPlace LogParser::Here(uint64_t line) const { return LogPlace{file_->path, line}; }
+
+std::string LogParser::At(uint64_t line) const { return fmt::format("{}:{}", file_->path, line); }
+
+// The rank of a line, by the most reliable source it has; `message_rank` is the `[Rank r]` of a world-group message.
+std::optional<uint32_t> LogParser::RankOf(const Prefixed& p, std::optional<uint32_t> message_rank) {
+  if (p.c10d_rank) return p.c10d_rank;
+  if (file_->rank) return file_->rank;
+  if (p.srun_rank) return p.srun_rank;
+  if (p.tee_rank) return p.tee_rank;
+  return message_rank;
+}
+
+RankLog& LogParser::Rank(uint32_t r) {
+  RankLog& rank = log_.ranks[r];
+  rank.rank = r;
+  if (file_->rank && *file_->rank == r && rank.source.empty()) rank.source = file_->path;
+  return rank;
+}
+
+void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const Prefixed p = SplitPrefixes(line);
+  const string_view rest = p.rest;
+  if (rest.find("Watchdog caught") != string_view::npos) return Watchdog(number, p);
+  if (rest.find("Timeout at NCCL work") != string_view::npos ||
+      rest.find("detected by watchdog at work") != string_view::npos) {
+    return WorkStatus(number, p);
+  }
+  if (rest.find("Heartbeat monitor") != string_view::npos) {
+    if (const auto r = RankOf(p, MessageRank(rest))) Rank(*r).heartbeat_timeout = true;
+    return;
+  }
+  if (const size_t at = rest.find("communicator was aborted"); at != string_view::npos) {
+    std::optional<uint32_t> on;
+    if (const auto r = UintAfter(rest, "aborted on rank ", at)) on = static_cast<uint32_t>(*r);
+    if (const auto r = RankOf(p, on)) Rank(*r).communicator_aborted = true;
+    return;
+  }
+  if (rest.find("Timed out waiting") != string_view::npos) return GlooTimeout(number, p);
+  if (rest.find("Traceback (most recent call last)") != string_view::npos) {
+    return Traceback(number, offset, line.size(), p);
+  }
+  if (rest.find("Epoch") != string_view::npos || rest.find("Iter") != string_view::npos) {
+    if (Iteration(number, p)) return;
+  }
+  if (rest.find("Set random seed to ") != string_view::npos) return Seed(number, rest);
+  if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) {
+    if (const auto n = UintAfter(rest, "gpu_ids = range(0, ", at)) {
+      SetWorldSize(*n, fmt::format("gpu_ids = range(0, {}) ({})", *n, At(number)));
+    }
+    return;
+  }
+  if (const auto n = UintAfter(rest, "global_world_sizes=[")) {
+    SetWorldSize(*n, fmt::format("torchrun's global_world_sizes ({})", At(number)));
+    return;
+  }
+  if (const auto n = UintAfter(rest, "GPU number: ")) {
+    SetWorldSize(*n, fmt::format("GPU number: {} ({})", *n, At(number)));
+    return;
+  }
+  if (rest.find("log_config") != string_view::npos) {
+    // `log_config = dict(interval=50, ...)`, or as mmcv's pretty_text prints it, over the next lines.
+    const string_view ahead = text_.substr(offset, 400);
+    const size_t close = ahead.find(')');
+    if (const auto n = UintAfter(ahead.substr(0, close), "interval=")) config_interval_ = *n;
+    return;
+  }
+  // torchrun's failure summary: `  rank      : 3 (local_rank: 3)` then `  exitcode  : -6 (pid: ...)`.
+  if (rest.find("local_rank:") != string_view::npos) {
+    const string_view t = Trim(rest);
+    if (t.rfind("rank", 0) == 0) {
+      if (const auto r = UintAfter(t, ": ")) summary_rank_ = static_cast<uint32_t>(*r);
+    }
+    return;
+  }
+  if (const size_t at = rest.find("exitcode"); at != string_view::npos && summary_rank_) {
+    ExitCode(rest.substr(at + 8));
+  }
+}
+
+// `Set random seed to S` (the line's first): one seed per job.
+void LogParser::Seed(uint64_t number, string_view rest) {
+  const std::optional<LoggedSeed> seed = FindLoggedSeed(rest);
+  if (!seed) return;
+  PETRSIM_ASSERT(seed->line == 1);  // `rest` is one line
+  const int64_t value = seed->seed;
+  if (log_.seed && *log_.seed != value) {
+    throw ScenarioError(fmt::format(
+        "{}: `Set random seed to {}`, but {} set the seed to {}: lines of two different jobs (or two runs) are "
+        "mixed in the log; give petrsim one run's log",
+        At(number), value, seed_at_, *log_.seed));
+  }
+  log_.seed = value;
+  seed_at_ = At(number);
+}
+
+// torchrun's summary `exitcode  : -6 (pid: ...)` (`after`: what follows "exitcode") of the rank the
+// summary's line before named.
+void LogParser::ExitCode(string_view after) {
+  const string_view t = Trim(after);
+  size_t pos = t.find(':');
+  if (pos == string_view::npos) return;
+  ++pos;
+  while (pos < t.size() && t[pos] == ' ') ++pos;
+  const bool negative = pos < t.size() && t[pos] == '-';
+  if (negative) ++pos;
+  uint64_t code = 0;
+  if (ConsumeUint(t, pos, code)) {
+    Rank(*summary_rank_).exit_code = negative ? -static_cast<int64_t>(code) : static_cast<int64_t>(code);
+  }
+  summary_rank_.reset();
+}
+
+void LogParser::SetWorldSize(uint64_t n, std::string from) {
+  if (n == 0 || n > (1u << 20)) return;
+  if (log_.world_size && *log_.world_size != n) {
+    throw ScenarioError(fmt::format(
+        "{}: world size {}, but {} says {}: lines of two different jobs are mixed in the log; give petrsim one "
+        "run's log",
+        from, n, log_.world_size_from, *log_.world_size));
+  }
+  log_.world_size = static_cast<uint32_t>(n);
+  log_.world_size_from = std::move(from);
+}
+
+// `[Rank r]` or `[PG ... Rank r]` of a message.
+std::optional<uint32_t> LogParser::MessageRank(string_view rest) {
+  for (size_t at = rest.find("Rank "); at != string_view::npos; at = rest.find("Rank ", at + 1)) {
+    if (at > 0 && rest[at - 1] != '[' && rest[at - 1] != ' ') continue;
+    size_t pos = at + 5;
+    uint64_t r = 0;
+    if (ConsumeUint(rest, pos, r) && pos < rest.size() && rest[pos] == ']') return static_cast<uint32_t>(r);
+  }
+  return std::nullopt;
+}
+
+// `PG <name>` / `PG <name> (<desc>)` (2.3, 2.4) or `PG ID <id> PG GUID <guid>(<desc>)` (2.5) before ` Rank r]`.
+void LogParser::MessageGroup(string_view rest, std::string& pg, std::string& desc) {
+  const size_t open = rest.find("[PG ");
+  if (open == string_view::npos) return;
+  const size_t close = rest.find(" Rank ", open);
+  if (close == string_view::npos) return;
+  string_view inside = rest.substr(open + 4, close - open - 4);
+  if (const size_t guid = inside.find("PG GUID "); guid != string_view::npos) inside = inside.substr(guid + 8);
+  const size_t paren = inside.find('(');
+  if (paren != string_view::npos) {
+    const size_t end = inside.find(')', paren);
+    desc = std::string(inside.substr(paren + 1, (end == string_view::npos ? inside.size() : end) - paren - 1));
+    inside = Trim(inside.substr(0, paren));
+  }
+  pg = std::string(Trim(inside));
+}
+
+void LogParser::Watchdog(uint64_t number, const Prefixed& p) {
+  const string_view rest = p.rest;
+  const size_t at = rest.find("Watchdog caught");
+  // `[Rank r]` right before it (1.9-2.5) names the rank in the group.
+  const auto group_rank = MessageRank(rest.substr(0, at));
+  LogTimeout t;
+  t.group_rank = group_rank;
+  t.where = Here(number);
+  MessageGroup(rest, t.pg, t.pg_desc);
+  if (const size_t src = rest.find("ProcessGroupNCCL.cpp:"); src != string_view::npos && src < at) {
+    size_t pos = src + 21;
+    uint64_t n = 0;
+    if (ConsumeUint(rest, pos, n)) t.source_line = fmt::format("ProcessGroupNCCL.cpp:{}", n);
+  }
+  const size_t work = rest.find("WorkNCCL(", at);
+  bool complete = false;
+  if (work != string_view::npos) {
+    const string_view w = rest.substr(work);
+    t.seq = UintAfter(w, "SeqNum=");
+    if (const size_t op = w.find("OpType="); op != string_view::npos) {
+      size_t end = op + 7;
+      while (end < w.size() && (std::isalnum(static_cast<unsigned char>(w[end])) || w[end] == '_')) ++end;
+      t.op = std::string(w.substr(op + 7, end - op - 7));
+    }
+    t.numel_in = UintAfter(w, "NumelIn=");
+    t.numel_out = UintAfter(w, "NumelOut=");
+    t.timeout_ms = UintAfter(w, "Timeout(ms)=");
+    t.ran_for_ms = UintAfter(w, "ran for ");
+    complete = w.find("before timing out") != string_view::npos;
+  }
+  if (!complete) {
+    Note(fmt::format("{}: a watchdog line cut short; read what it holds", At(number)));
+  }
+  // The world group's `[Rank r]` is the global rank; another group's is not.
+  const bool world = t.pg == "0" || t.pg_desc == "default_pg";
+  const auto rank = RankOf(p, world ? group_rank : std::nullopt);
+  if (!rank) {
+    ++log_.unattributed;
+    Note(fmt::format("{}: a watchdog line of no known rank (group rank {}); left out", At(number),
+                     group_rank ? std::to_string(*group_rank) : "?"));
+    return;
+  }
+  Merge(*rank, std::move(t), number);
+}
+
+// 2.3+: the group, sequence numbers and progress of the work the watchdog caught.
+void LogParser::WorkStatus(uint64_t number, const Prefixed& p) {
+  const string_view rest = p.rest;
+  LogTimeout t;
+  t.where = Here(number);
+  t.group_rank = MessageRank(rest);
+  MessageGroup(rest, t.pg, t.pg_desc);
+  t.seq = rest.find("Timeout at NCCL work: ") != string_view::npos ? UintAfter(rest, "Timeout at NCCL work: ")
+                                                                   : UintAfter(rest, "detected by watchdog at work: ");
+  t.last_enqueued = UintAfter(rest, "last enqueued NCCL work: ");
+  t.last_completed = UintAfter(rest, "last completed NCCL work: ");
+  const bool world = t.pg == "0" || t.pg_desc == "default_pg";
+  const auto rank = RankOf(p, world ? t.group_rank : std::nullopt);
+  if (!rank || !t.seq) return;
+  // 2.5 prints this line for errors too; it belongs to a timeout only when a watchdog line names the same work.
+  Merge(*rank, std::move(t), number, /*status_only=*/true);
+}
+
+void LogParser::GlooTimeout(uint64_t number, const Prefixed& p) {
+  const string_view rest = p.rest;
+  LogTimeout t;
+  t.backend = "gloo";
+  t.where = Here(number);
+  t.group_rank = MessageRank(rest);
+  t.timeout_ms = UintAfter(rest, "Timed out waiting ");
+  // `Timed out waiting 5000ms for recv operation`: the transport wait, not the collective.
+  if (const size_t f = rest.find("ms for "); f != string_view::npos) {
+    const size_t end = rest.find(" operation", f);
+    if (end != string_view::npos) t.gloo_wait = std::string(rest.substr(f + 7, end - f - 7));
+  }
+  const auto rank = RankOf(p, t.group_rank);
+  if (!rank) {
+    ++log_.unattributed;
+    return;
+  }
+  Merge(*rank, std::move(t), number);
+}
+
+void LogParser::Merge(uint32_t r, LogTimeout t, uint64_t number, bool status_only) {
+  RankLog& rank = Rank(r);
+  for (LogTimeout& have : rank.timeouts) {
+    const bool same = (t.seq && have.seq)
+                          ? *t.seq == *have.seq && (have.pg == t.pg || t.pg == "0" || have.pg == "0")
+                          : (t.op.empty() || have.op.empty() || t.op == have.op) &&
+                                (!t.timeout_ms || !have.timeout_ms || *t.timeout_ms == *have.timeout_ms);
+    if (!same) continue;
+    // The same work printed again (what():, `watchdog thread terminated with exception: ...`): fill in.
+    if (have.pg == "0" && t.pg != "0") have.pg = t.pg;
+    if (have.pg_desc.empty()) have.pg_desc = t.pg_desc;
+    if (have.op.empty()) have.op = t.op;
+    if (!have.seq) have.seq = t.seq;
+    if (!have.numel_in) have.numel_in = t.numel_in;
+    if (!have.numel_out) have.numel_out = t.numel_out;
+    if (!have.timeout_ms) have.timeout_ms = t.timeout_ms;
+    if (!have.ran_for_ms) have.ran_for_ms = t.ran_for_ms;
+    if (!have.last_enqueued) have.last_enqueued = t.last_enqueued;
+    if (!have.last_completed) have.last_completed = t.last_completed;
+    if (have.source_line.empty()) have.source_line = t.source_line;
+    if (!have.group_rank) have.group_rank = t.group_rank;
+    return;
+  }
+  if (status_only) {
+    // A status line with no watchdog line yet: keep it; a watchdog line of the same work fills it in.
+    rank.timeouts.push_back(std::move(t));
+    return;
+  }
+  for (const LogTimeout& have : rank.timeouts) {
+    if (have.pg != t.pg || have.backend != t.backend || have.op.empty()) continue;
+    throw ScenarioError(fmt::format(
+        "{}: rank {} times out in {}{} on process group {}, but {}:{} has it time out in {}{}: one rank times out "
+        "once; lines of two different jobs (or two runs) are mixed in the log; give petrsim one run's log",
+        At(number), r, t.op.empty() ? "a collective" : t.op, t.seq ? fmt::format(" SeqNum {}", *t.seq) : "", t.pg,
+        have.where.file, have.where.line, have.op, have.seq ? fmt::format(" SeqNum {}", *have.seq) : ""));
+  }
+  rank.timeouts.push_back(std::move(t));
+}
+
+// `Epoch [e][i/n]`, `Epoch(train) [e][i/n]`, `Iter [i/n]`, `Iter(train) [i/n]` (mmengine pads with spaces): the
+// first of them in `rest` into `it`, and where it ends (npos when there is none).
+size_t LogParser::IterationMarker(string_view rest, LogIteration& it) {
+  for (const bool by_epoch : {true, false}) {
+    const string_view key = by_epoch ? "Epoch" : "Iter";
+    for (size_t at = rest.find(key); at != string_view::npos; at = rest.find(key, at + 1)) {
+      size_t q = at + key.size();
+      if (rest.substr(q, 7) == "(train)") q += 7;
+      while (q < rest.size() && rest[q] == ' ') ++q;
+      if (q >= rest.size() || rest[q] != '[') continue;
+      ++q;
+      uint64_t a = 0, b = 0, c = 0;
+      while (q < rest.size() && rest[q] == ' ') ++q;
+      if (!ConsumeUint(rest, q, a)) continue;
+      if (by_epoch) {
+        if (rest.substr(q, 2) != "][") continue;
+        q += 2;
+        while (q < rest.size() && rest[q] == ' ') ++q;
+        if (!ConsumeUint(rest, q, b)) continue;
+      } else {
+        b = a;
+      }
+      if (q >= rest.size() || rest[q] != '/') continue;
+      ++q;
+      if (!ConsumeUint(rest, q, c) || q >= rest.size() || rest[q] != ']') continue;
+      if (c == 0 || b > c || (by_epoch && a == 0)) continue;
+      it.by_epoch = by_epoch;
+      if (by_epoch) it.epoch = a;
+      it.inner = b;
+      it.of = c;
+      it.done = by_epoch ? (a - 1) * c + b : b;
+      return q;
+    }
+  }
+  return string_view::npos;
+}
+
+// An iteration line: the job's and its rank's last iteration, and the logging interval.
+bool LogParser::Iteration(uint64_t number, const Prefixed& p) {
+  const string_view rest = p.rest;
+  LogIteration it;
+  const size_t pos = IterationMarker(rest, it);
+  if (pos == string_view::npos) return false;
+  // The grammar takes only [i/n] with 0 < n and i <= n, and epochs from 1.
+  PETRSIM_ASSERT(it.of > 0);
+  PETRSIM_ASSERT(it.inner <= it.of);
+  if (it.by_epoch) PETRSIM_ASSERT(it.epoch.value_or(0) >= 1);
+  const string_view tail = rest.substr(pos);
+  it.time_s = DoubleAfter(tail, " time: ");
+  if (!it.time_s) it.time_s = DoubleAfter(tail, "\ttime: ");
+  it.data_time_s = DoubleAfter(tail, "data_time: ");
+  it.where = Here(number);
+  if (log_.last_iteration) {
+    const LogIteration& prev = *log_.last_iteration;
+    if (prev.by_epoch != it.by_epoch || prev.of != it.of) {
+      throw ScenarioError(fmt::format(
+          "{}: an iteration line of {} iterations {}, but {}:{} counts {} {}: lines of two different jobs are "
+          "mixed in the log; give petrsim one run's log",
+          At(number), it.of, it.by_epoch ? "per epoch" : "in all", prev.where.file, prev.where.line, prev.of,
+          prev.by_epoch ? "per epoch" : "in all"));
+    }
+    if (it.done < prev.done) {
+      throw ScenarioError(fmt::format(
+          "{}: iteration {} logged after iteration {} ({}:{}): the log goes back, so it holds two runs (a restart, "
+          "or two jobs); give petrsim the log of the run that hung",
+          At(number), it.done, prev.done, prev.where.file, prev.where.line));
+    }
+    if (it.done > prev.done && (!min_step_ || it.done - prev.done < *min_step_)) {
+      // An epoch's last, shorter interval is not the interval.
+      if (!(it.by_epoch && prev.epoch && it.epoch && *it.epoch != *prev.epoch)) min_step_ = it.done - prev.done;
+    }
+  }
+  // A log never goes back (refused above): the job's last iteration is the furthest.
+  if (log_.last_iteration) PETRSIM_ASSERT(it.done >= log_.last_iteration->done);
+  log_.last_iteration = it;
+  // mmcv and mmengine log from rank 0 only: an iteration line of no other rank is rank 0's.
+  Rank(RankOf(p, std::nullopt).value_or(0)).last_iteration = it;
+  return true;
+}
+
+// A traceback: read ahead, following the lines of the same rank (or, unprefixed, the next lines).
+void LogParser::Traceback(uint64_t number, size_t offset, size_t length, const Prefixed& head) {
+  const auto head_rank = RankOf(head, std::nullopt);
+  const bool by_prefix = head.c10d_rank || head.srun_rank || head.tee_rank;
+  LogTraceback tb;
+  tb.where = Here(number);
+  size_t pos = offset + length + 1;
+  int budget = 4000;  // lines looked at
+  bool expect_code = false;
+  while (pos < text_.size() && budget-- > 0) {
+    const size_t nl = text_.find('\n', pos);
+    string_view line = text_.substr(pos, (nl == string_view::npos ? text_.size() : nl) - pos);
+    pos = nl == string_view::npos ? text_.size() : nl + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const Prefixed p = SplitPrefixes(line);
+    if (by_prefix) {
+      const auto r = p.c10d_rank ? p.c10d_rank : p.srun_rank ? p.srun_rank : p.tee_rank;
+      if (!r || r != (head.c10d_rank ? head.c10d_rank : head.srun_rank ? head.srun_rank : head.tee_rank)) continue;
+    }
+    const string_view rest = p.rest;
+    if (rest.rfind("  File \"", 0) == 0) {
+      LogFrame f;
+      const size_t q = rest.find('"', 8);
+      if (q == string_view::npos) break;
+      f.file = std::string(rest.substr(8, q - 8));
+      if (const auto n = UintAfter(rest, ", line ", q)) f.line = *n;
+      if (const size_t in = rest.find(", in ", q); in != string_view::npos)
+        f.function = std::string(Trim(rest.substr(in + 5)));
+      tb.frames.push_back(std::move(f));
+      expect_code = true;
+      continue;
+    }
+    if (rest.rfind("    ", 0) == 0) {
+      const string_view code = Trim(rest);
+      const bool marker = !code.empty() && code.find_first_not_of("^~ ") == string_view::npos;
+      if (expect_code && !marker && !tb.frames.empty() && tb.frames.back().code.empty()) {
+        tb.frames.back().code = std::string(code);
+      }
+      continue;
+    }
+    if (Trim(rest).empty()) continue;
+    tb.exception = std::string(Trim(rest));
+    break;
+  }
+  std::optional<uint32_t> rank = head_rank;
+  if (!rank) {
+    // An unprefixed combined log: the exception may name the rank ("... aborted on rank 3.").
+    if (const auto r = UintAfter(tb.exception, "on rank ")) rank = static_cast<uint32_t>(*r);
+  }
+  if (!rank) {
+    ++log_.unattributed;
+    Note(fmt::format("{}: a Python traceback of no known rank ({}); left out", At(number),
+                     tb.exception.empty() ? "no exception line" : tb.exception));
+    return;
+  }
+  if (tb.exception.empty()) Note(fmt::format("{}: a Python traceback cut short", At(number)));
+  if (tb.exception.find("communicator was aborted") != std::string::npos) Rank(*rank).communicator_aborted = true;
+  Rank(*rank).tracebacks.push_back(std::move(tb));
+}
+
+void LogParser::Note(std::string note) {
+  if (log_.notes.size() < 20) {
+    log_.notes.push_back(std::move(note));
+  } else if (log_.notes.size() == 20) {
+    log_.notes.push_back("(more notes left out)");
+  }
+}
+
+// The releases a watchdog line's format fits, from its fields and ProcessGroupNCCL.cpp line.
 std::string ReleaseOfFormat(const TrainingLog& log) {
   for (const auto& [r, rank] : log.ranks) {
     for (const LogTimeout& t : rank.timeouts) {
@@ -738,178 +706,7 @@ std::string ReleaseOfFormat(const TrainingLog& log) {
   return "";
 }
 
-}  // namespace
-
-bool LooksLikeTrainingLog(const std::string& path) {
-  // petrsim's own inputs are not logs, whatever their text.
-  for (const char* ext : {".pbtxt", ".pb", ".pbtrace", ".json", ".pkl", ".pickle"}) {
-    const size_t n = std::strlen(ext);
-    if (path.size() > n && path.compare(path.size() - n, n, ext) == 0) return false;
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  char head[512];
-  const ssize_t n = ::read(fd, head, sizeof head);
-  ::close(fd);
-  if (n <= 0) return HasLogName(path);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(head);
-  if (n >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) return true;
-  if (bytes[0] == 0x80) return false;  // a pickle
-  ssize_t i = 0;
-  while (i < n && std::isspace(bytes[i])) ++i;
-  if (i < n && bytes[i] == '{') return false;  // a JSON dump
-  if (i < n && bytes[i] == '[') {
-    ssize_t j = i + 1;
-    while (j < n && std::isspace(bytes[j])) ++j;
-    if (j >= n || bytes[j] == '{' || bytes[j] == ']') return false;  // a bare list of entries
-  }
-  return true;
-}
-
-bool IsTrainingLogPath(const std::string& path) {
-  namespace fs = std::filesystem;
-  const auto is_trace = [](const std::string& p) {
-    return p.size() > 8 && p.compare(p.size() - 8, 8, ".pbtrace") == 0;
-  };
-  std::error_code error;
-  if (fs::is_regular_file(path, error)) return !is_trace(path) && LooksLikeTrainingLog(path);
-  if (!fs::is_directory(path, error)) return false;
-  for (const auto& entry : fs::directory_iterator(path, error)) {
-    if (!entry.is_regular_file(error)) continue;
-    const std::string p = entry.path().string();
-    if (is_trace(p) || (!HasLogName(entry.path()) && !LooksLikeTrainingLog(p))) return false;
-  }
-  for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, error);
-       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
-    if (it->is_regular_file(error) && HasLogName(it->path())) return true;
-  }
-  return false;
-}
-
-namespace {
-
-// The files PATHS name: files as they are, directories searched for log names (sorted).
-std::vector<FileContext> ListLogFiles(const std::vector<std::string>& paths) {
-  namespace fs = std::filesystem;
-  std::vector<FileContext> files;
-  for (const std::string& path : paths) {
-    std::error_code error;
-    const fs::file_status status = fs::status(path, error);
-    if (error || !fs::exists(status)) throw ScenarioError(fmt::format("{}: no such file or directory", path));
-    if (fs::is_directory(status)) {
-      std::vector<std::string> found;
-      for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, error);
-           !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
-        if (it->is_regular_file(error) && HasLogName(it->path())) found.push_back(it->path().string());
-      }
-      if (error) throw ScenarioError(fmt::format("{}: cannot list: {}", path, error.message()));
-      if (found.empty()) {
-        throw ScenarioError(fmt::format(
-            "{}: the directory holds no training logs (*.log, *.txt, *.out, *.err, gzip too), traces or dumps", path));
-      }
-      std::sort(found.begin(), found.end());
-      for (std::string& f : found) files.push_back(FileContext{std::move(f), std::nullopt, false});
-    } else {
-      files.push_back(FileContext{path, std::nullopt, false});
-    }
-  }
-  return files;
-}
-
-// The environment block's `PyTorch: X` of one file: the first file's is used, another noted.
-void ReadTorchVersion(TrainingLog& log, string_view text, const std::string& path) {
-  if (const auto logged = FindLoggedTorchVersion(text)) {
-    const std::string from = fmt::format("{}:{}", path, logged->line);
-    if (log.torch_version.empty()) {
-      log.torch_version = logged->text;
-      log.torch_version_from = from;
-    } else if (logged->text != log.torch_version) {
-      log.notes.push_back(fmt::format("{} says PyTorch {}, {} PyTorch {}: the first is used", from, logged->text,
-                                      log.torch_version_from, log.torch_version));
-    }
-  }
-}
-
-// What was read, checked against how it was read: no rank counted more lines than the log has,
-// none logged an iteration past the job's last one, and a world size is never 0.
-void CheckReadLog(const TrainingLog& log) {
-  uint64_t rank_lines = 0;
-  for (const auto& [r, rank] : log.ranks) {
-    rank_lines += rank.lines;
-    if (rank.last_iteration) PETRSIM_ASSERT(log.last_iteration.has_value());
-    if (rank.last_iteration && log.last_iteration)
-      PETRSIM_ASSERT(rank.last_iteration->done <= log.last_iteration->done);
-  }
-  PETRSIM_ASSERT(rank_lines <= log.lines);
-  if (log.world_size) PETRSIM_ASSERT(*log.world_size >= 1);
-}
-
-}  // namespace
-
-TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
-  std::vector<FileContext> files = ListLogFiles(paths);
-  // A file's own rank counts only when every file has one (one file a rank, or stdout and stderr a rank).
-  bool all_ranked = files.size() > 1;
-  for (FileContext& f : files) {
-    f.rank = RankOfPath(f.path, &f.local_rank);
-    if (!f.rank) all_ranked = false;
-  }
-  TrainingLog log;
-  std::set<uint32_t> file_ranks;
-  for (FileContext& f : files) {
-    if (!all_ranked) {
-      f.rank.reset();
-    } else {
-      file_ranks.insert(*f.rank);
-    }
-  }
-  log.per_rank_files = static_cast<uint32_t>(file_ranks.size());
-  LogParser parser(log);
-  std::string first_line;  // the first file's first non-blank line, to say what a file that is no log looks like
-  for (const FileContext& f : files) {
-    const LogBuffer buffer(f.path);
-    const string_view text = buffer.text();
-    if (const auto at = BinaryOffset(text)) {
-      throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data{}", f.path, *at,
-                                      buffer.gzip() ? " (after gzip)" : ""));
-    }
-    if (!buffer.truncated_gzip().empty()) log.notes.push_back(buffer.truncated_gzip());
-    if (first_line.empty()) first_line = FirstLine(text);
-    log.files.push_back(f.path);
-    log.bytes += text.size();
-    parser.ParseFile(f, text);
-    ReadTorchVersion(log, text, f.path);
-    if (f.rank) log.ranks[*f.rank].rank = *f.rank;
-    if (f.rank && log.ranks[*f.rank].source.empty()) log.ranks[*f.rank].source = f.path;
-  }
-  log.log_interval = parser.config_interval_ ? parser.config_interval_ : parser.min_step_;
-  if (!log.world_size && log.per_rank_files > 0 && *file_ranks.rbegin() + 1 == log.per_rank_files) {
-    log.world_size = log.per_rank_files;
-    log.world_size_from = fmt::format("one file per rank, ranks 0-{}", log.per_rank_files - 1);
-  }
-  if (all_ranked && std::any_of(files.begin(), files.end(), [](const FileContext& f) { return f.local_rank; })) {
-    log.notes.push_back(
-        "the files' ranks are torchrun's local ranks (`<local_rank>/stderr.log`): the global ranks on one node");
-  }
-  log.torch_release = ReleaseOfFormat(log);
-  // Lines of no rank alone (a watchdog line quoted in a README) do not make a log.
-  const bool recognised = !log.ranks.empty() || log.seed || log.world_size || log.last_iteration ||
-                          !log.torch_version.empty() || parser.config_interval_ > 0;
-  if (!recognised) {
-    throw ScenarioError(fmt::format(
-        "{}: not a training log, a petrsim trace or a Flight Recorder dump: none of its {} line(s) is one petrsim "
-        "reads (an NCCL watchdog or Gloo timeout, an mmcv/mmengine iteration line, a traceback, the environment or "
-        "config block){}; {}",
-        fmt::join(log.files, ", "), log.lines,
-        log.unattributed > 0 ? fmt::format(" of a rank ({} such line(s) name no rank: {})", log.unattributed,
-                                           log.notes.empty() ? std::string("-") : log.notes.front())
-                             : std::string(),
-        first_line.empty() ? std::string("it holds only whitespace")
-                           : fmt::format("it starts with \"{}\"", first_line)));
-  }
-  CheckReadLog(log);
-  return log;
-}
+}  // namespace training_log_internal
 
 std::optional<LoggedSeed> FindLoggedSeed(std::string_view text) {
   const size_t at = text.find("Set random seed to ");
