@@ -77,175 +77,208 @@ std::string Loader(const Job& job, uint32_t worker) {
   return fmt::format("DataLoader worker {}", worker);
 }
 
+// Appends one line of the report; every section writes through it so each line ends the same way.
+void Line(std::string& out, const std::string& text) { out += text + "\n"; }
+
+// The header: what was checked (dataset, filters, grouping, sampler, job, comm, graph), so a
+// reader can tell the verdict below belongs to this configuration.
+void AppendCheckHeader(std::string& out, const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                       const CheckReport& report) {
+  const auto& job = scenario.job();
+  const auto& stats = report.statistics;
+  Line(out, fmt::format("petrsim check: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
+  std::string subs;
+  for (const auto& sub : dataset.subdatasets()) {
+    if (!subs.empty()) subs += ", ";
+    subs += fmt::format("{} [{}, {}) {} scenes", sub.name, sub.begin, sub.end, sub.scene_end - sub.scene_begin);
+  }
+  Line(out, fmt::format("  dataset   {} frames, {} scenes, {} sub-dataset(s): {}", dataset.size(),
+                        dataset.scenes().size(), dataset.subdatasets().size(), subs));
+  const auto classes = EffectiveClasses(scenario.filters());
+  Line(out, fmt::format("  filters   filter_empty_gt {}, use_valid_flag {}, {} classes, BEV ({}, {}) m",
+                        OnOff(RejectsEmptyFrames(scenario)), OnOff(scenario.filters().use_valid_flag()), classes.size(),
+                        scenario.filters().bev_range_min_m(), scenario.filters().bev_range_max_m()));
+  Line(out, fmt::format("            frames with zero GT after the filters: {} of {}{}", stats.frames_without_gt,
+                        stats.frames, RejectsEmptyFrames(scenario) ? "" : " (kept: filter_empty_gt is off)"));
+  Line(out, fmt::format("  grouping  {}: {} chunks ({} all without GT, {} partly), {} sampler groups",
+                        SplitDescription(scenario.grouping()), stats.chunks, stats.chunks_all_rejected,
+                        stats.chunks_partly_rejected, report.groups_num));
+  if (stats.chunks_dropped > 0) {
+    Line(out, fmt::format("            drop_empty_groups removed {} chunks ({} frames)", stats.chunks_dropped,
+                          stats.frames_dropped));
+  }
+  Line(out, fmt::format("  sampler   {}, seed {}, {} ranks x {} samples = global batch {}",
+                        SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(), job.samples_per_gpu(),
+                        report.global_batch));
+  Line(out, fmt::format("  job       {} iterations ({} per epoch: {}), {} workers per rank", report.job_iterations,
+                        report.iterations_per_epoch, IterationsPerEpochSource(scenario), job.workers_per_gpu()));
+  Line(out, fmt::format("  resample  {}{}", PolicyName(scenario.resample().policy()),
+                        scenario.resample().policy() == Resample::bounded
+                            ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())
+                            : ""));
+  Line(out, fmt::format("  comm      {}, timeout {} ms, {}", scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo",
+                        scenario.comm().timeout_ms(),
+                        TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
+  Line(out, fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices,
+                        report.graph_edges, report.closed_classes));
+  Line(out, "");
+}
+
+// Sampler problems come before the resample analysis because they fail the job before any
+// getitem runs: a sampler that cannot be built, or ranks with different batch counts.
+void AppendSamplerProblems(std::string& out, const CheckReport& report) {
+  if (!report.sampler_failure.empty()) {
+    Line(out, "SAMPLER FAILS: " + report.sampler_failure);
+    Line(out, "");
+  }
+  if (report.batches_equal) return;
+  std::string counts;
+  for (size_t r = 0; r < report.batches_per_epoch_by_rank.size(); ++r) {
+    if (report.batches_per_epoch_by_rank[r] == report.batches_per_epoch_by_rank.front() && r != 0) {
+      continue;
+    }
+    counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", r, report.batches_per_epoch_by_rank[r]);
+  }
+  Line(out, "UNEVEN BATCHES: ranks get different batch counts per epoch (" + counts +
+                "); the rank that runs out first stops issuing collectives and the others wait in one.");
+  Line(out, "");
+}
+
+// One trap pool: where it lies (within one scene, or across several), and when the sampler
+// first draws it, so the reader can find the frames and the iteration that hangs.
+void AppendPool(std::string& out, const Job& job, const CheckReport& report, size_t p, const TrapPool& pool) {
+  if (pool.scenes_spanned == 1) {
+    Line(out, fmt::format("  [{}] sub-dataset {} '{}', scene {} '{}', frames {}..{} of the scene "
+                          "(dataset indices {}..{}), group {}, {} frames",
+                          p + 1, pool.subdataset, pool.subdataset_name, pool.scene_index_in_subdataset, pool.scene_name,
+                          pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame, pool.last_frame,
+                          pool.group, pool.frames));
+  } else {
+    Line(out, fmt::format("  [{}] {} frames over {} scenes, dataset indices {}..{} (from sub-dataset "
+                          "{} '{}', scene '{}')",
+                          p + 1, pool.frames, pool.scenes_spanned, pool.first_frame, pool.last_frame, pool.subdataset,
+                          pool.subdataset_name, pool.scene_name));
+  }
+  if (pool.first_hit) {
+    const SamplerHit& hit = *pool.first_hit;
+    Line(out, fmt::format("      first hit: iteration {}, rank {}, slot {}, {} (index {}, "
+                          "sampler group {})",
+                          hit.iteration, hit.rank, hit.slot, Loader(job, hit.worker), hit.index, hit.group));
+  } else {
+    Line(out, fmt::format("      not drawn within the job's {} iterations for job.seed {}", report.job_iterations,
+                          job.seed()));
+  }
+}
+
+// The termination result: why the resample loop always ends, or every pool it can never leave.
+void AppendTermination(std::string& out, const Scenario& scenario, const CheckReport& report) {
+  const bool bounded = scenario.resample().policy() == Resample::bounded;
+  if (report.pools.empty() && !RejectsEmptyFrames(scenario)) {
+    Line(out, "TERMINATES: filter_empty_gt is off, so no frame is ever resampled.");
+  } else if (report.pools.empty()) {
+    Line(out, bounded ? "TERMINATES: every getitem ends, with a sample or with the bounded error."
+                      : "TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
+  } else {
+    Line(out,
+         fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",
+                     bounded ? "ERROR POOLS (bounded: every draw of them gives up)" : "LIVELOCK", report.pools.size()));
+    for (size_t p = 0; p < report.pools.size(); ++p) AppendPool(out, scenario.job(), report, p, report.pools[p]);
+  }
+}
+
+// What the first livelock hit does to the job: the stuck rank never starts the iteration, so
+// every other rank blocks in a collective until its watchdog fires.
+void AppendHangConsequence(std::string& out, const Scenario& scenario, const CheckReport& report) {
+  const auto& job = scenario.job();
+  const SamplerHit& hit = *report.first_hit;
+  Line(out, "");
+  std::string consequence;
+  if (job.world_size() == 1) {
+    consequence = "The only rank waits forever; no collective is pending, so no watchdog fires.";
+  } else {
+    const ExpandedPlan plan = ExpandPlan(scenario);
+    consequence = fmt::format(
+        "Every other rank blocks in its first collective of iteration {} (c10d sequence "
+        "number {} on default_pg{}) and its watchdog aborts after Timeout(ms)={}.",
+        hit.iteration, FirstSeqOfIteration(plan, hit.iteration), FirstCollectiveOfIteration(plan, hit.iteration),
+        scenario.comm().timeout_ms());
+  }
+  Line(out, fmt::format("Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
+                        "starts iteration {}. {}",
+                        hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index, hit.rank, hit.iteration,
+                        consequence));
+}
+
+// Under the bounded policy the replay tells whether some getitem actually gives up within the job.
+void AppendBoundedReplay(std::string& out, const Scenario& scenario, const CheckReport& report) {
+  if (report.first_bounded_error) {
+    const SamplerHit& hit = *report.first_bounded_error;
+    Line(out, "");
+    Line(out, fmt::format("Replayed with the workers' numpy draws: rank {}'s {} gives up on batch {} "
+                          "(slot {}, index {}) after {} loads and raises; the job fails at iteration "
+                          "{}.",
+                          hit.rank, Loader(scenario.job(), hit.worker), hit.iteration, hit.slot, hit.index,
+                          scenario.resample().attempts_max(), hit.iteration));
+  } else if (RejectsEmptyFrames(scenario)) {
+    Line(out, "");
+    Line(out, fmt::format("Replayed with the workers' numpy draws: no getitem gives up within the "
+                          "job's {} iterations.",
+                          report.job_iterations));
+  }
+}
+
+// The expected cost of resampling per epoch, which matters even when the job terminates.
+void AppendCheckStatistics(std::string& out, const Scenario& scenario, const CheckReport& report) {
+  const auto& stats = report.statistics;
+  const bool bounded = scenario.resample().policy() == Resample::bounded;
+  Line(out, "");
+  Line(out,
+       fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames, stats.epochs_in_job));
+  Line(out,
+       fmt::format("  draws of a frame without GT {:.0f}, expected extra loads {:.1f}, expected "
+                   "stream breaks {:.1f}{}",
+                   stats.resample_visits_per_epoch, stats.extra_loads_per_epoch, stats.stream_breaks_per_epoch,
+                   bounded ? fmt::format(", expected bounded errors {:.3g}", stats.bounded_errors_per_epoch) : ""));
+  if (!report.pools.empty() && !bounded) {
+    Line(out, "  (frames of the livelock pools are left out: their getitem never returns)");
+  }
+  Line(out, "");
+}
+
+// The verdict names the first thing that goes wrong, in the order the job would meet it.
+std::string CheckVerdict(const Scenario& scenario, const CheckReport& report, int exit_code) {
+  const bool bounded = scenario.resample().policy() == Resample::bounded;
+  if (exit_code == 0) return "proven: every getitem ends with a sample, and the sampler works";
+  if (!report.sampler_failure.empty()) return "the job fails when it builds its sampler";
+  if (report.first_hit && !bounded) return fmt::format("the job hangs at iteration {}", report.first_hit->iteration);
+  if (report.first_bounded_error) {
+    return fmt::format("the job fails at iteration {}", report.first_bounded_error->iteration);
+  }
+  if (!report.batches_equal) return "the ranks run out of batches at different iterations";
+  return "a livelock is possible (not drawn within this job for this seed)";
+}
+
 }  // namespace
 
 int CheckExitCode(const CheckReport& report) { return report.job_fails ? 1 : 0; }
 
 std::string FormatCheckReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
                               const CheckReport& report, const std::vector<Fix>& fixes) {
-  const auto& job = scenario.job();
-  const auto& stats = report.statistics;
-  std::string out;
-  auto line = [&](const std::string& text) { out += text + "\n"; };
-
-  line(fmt::format("petrsim check: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
-  std::string subs;
-  for (const auto& sub : dataset.subdatasets()) {
-    if (!subs.empty()) subs += ", ";
-    subs += fmt::format("{} [{}, {}) {} scenes", sub.name, sub.begin, sub.end, sub.scene_end - sub.scene_begin);
-  }
-  line(fmt::format("  dataset   {} frames, {} scenes, {} sub-dataset(s): {}", dataset.size(), dataset.scenes().size(),
-                   dataset.subdatasets().size(), subs));
-  const auto classes = EffectiveClasses(scenario.filters());
-  line(fmt::format("  filters   filter_empty_gt {}, use_valid_flag {}, {} classes, BEV ({}, {}) m",
-                   OnOff(RejectsEmptyFrames(scenario)), OnOff(scenario.filters().use_valid_flag()), classes.size(),
-                   scenario.filters().bev_range_min_m(), scenario.filters().bev_range_max_m()));
-  line(fmt::format("            frames with zero GT after the filters: {} of {}{}", stats.frames_without_gt,
-                   stats.frames, RejectsEmptyFrames(scenario) ? "" : " (kept: filter_empty_gt is off)"));
-  line(fmt::format("  grouping  {}: {} chunks ({} all without GT, {} partly), {} sampler groups",
-                   SplitDescription(scenario.grouping()), stats.chunks, stats.chunks_all_rejected,
-                   stats.chunks_partly_rejected, report.groups_num));
-  if (stats.chunks_dropped > 0) {
-    line(fmt::format("            drop_empty_groups removed {} chunks ({} frames)", stats.chunks_dropped,
-                     stats.frames_dropped));
-  }
-  line(fmt::format("  sampler   {}, seed {}, {} ranks x {} samples = global batch {}",
-                   SamplerKindName(scenario.sampler().kind()), job.seed(), job.world_size(), job.samples_per_gpu(),
-                   report.global_batch));
-  line(fmt::format("  job       {} iterations ({} per epoch: {}), {} workers per rank", report.job_iterations,
-                   report.iterations_per_epoch, IterationsPerEpochSource(scenario), job.workers_per_gpu()));
-  line(fmt::format("  resample  {}{}", PolicyName(scenario.resample().policy()),
-                   scenario.resample().policy() == Resample::bounded
-                       ? fmt::format(" (attempts_max {})", scenario.resample().attempts_max())
-                       : ""));
-  line(fmt::format("  comm      {}, timeout {} ms, {}", scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo",
-                   scenario.comm().timeout_ms(),
-                   TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
-  line(fmt::format("  graph     {} vertices, {} edges, {} closed classes", report.graph_vertices, report.graph_edges,
-                   report.closed_classes));
-  line("");
-
-  if (!report.sampler_failure.empty()) {
-    line("SAMPLER FAILS: " + report.sampler_failure);
-    line("");
-  }
-  if (!report.batches_equal) {
-    std::string counts;
-    for (size_t r = 0; r < report.batches_per_epoch_by_rank.size(); ++r) {
-      if (report.batches_per_epoch_by_rank[r] == report.batches_per_epoch_by_rank.front() && r != 0) {
-        continue;
-      }
-      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", r, report.batches_per_epoch_by_rank[r]);
-    }
-    line("UNEVEN BATCHES: ranks get different batch counts per epoch (" + counts +
-         "); the rank that runs out first stops issuing collectives and the others wait in one.");
-    line("");
-  }
-
   const bool bounded = scenario.resample().policy() == Resample::bounded;
-  if (report.pools.empty() && !RejectsEmptyFrames(scenario)) {
-    line("TERMINATES: filter_empty_gt is off, so no frame is ever resampled.");
-  } else if (report.pools.empty()) {
-    line(bounded ? "TERMINATES: every getitem ends, with a sample or with the bounded error."
-                 : "TERMINATES: every frame the resample loop can reach leads to a frame with GT.");
-  } else {
-    line(fmt::format("{}: {} pool(s) the resample loop can never leave (no frame with GT):",
-                     bounded ? "ERROR POOLS (bounded: every draw of them gives up)" : "LIVELOCK", report.pools.size()));
-    for (size_t p = 0; p < report.pools.size(); ++p) {
-      const TrapPool& pool = report.pools[p];
-      if (pool.scenes_spanned == 1) {
-        line(
-            fmt::format("  [{}] sub-dataset {} '{}', scene {} '{}', frames {}..{} of the scene "
-                        "(dataset indices {}..{}), group {}, {} frames",
-                        p + 1, pool.subdataset, pool.subdataset_name, pool.scene_index_in_subdataset, pool.scene_name,
-                        pool.first_frame_in_scene, pool.last_frame_in_scene, pool.first_frame, pool.last_frame,
-                        pool.group, pool.frames));
-      } else {
-        line(
-            fmt::format("  [{}] {} frames over {} scenes, dataset indices {}..{} (from sub-dataset "
-                        "{} '{}', scene '{}')",
-                        p + 1, pool.frames, pool.scenes_spanned, pool.first_frame, pool.last_frame, pool.subdataset,
-                        pool.subdataset_name, pool.scene_name));
-      }
-      if (pool.first_hit) {
-        const SamplerHit& hit = *pool.first_hit;
-        line(
-            fmt::format("      first hit: iteration {}, rank {}, slot {}, {} (index {}, "
-                        "sampler group {})",
-                        hit.iteration, hit.rank, hit.slot, Loader(job, hit.worker), hit.index, hit.group));
-      } else {
-        line(fmt::format("      not drawn within the job's {} iterations for job.seed {}", report.job_iterations,
-                         job.seed()));
-      }
-    }
-  }
-  if (report.first_hit && !bounded) {
-    const SamplerHit& hit = *report.first_hit;
-    line("");
-    std::string consequence;
-    if (job.world_size() == 1) {
-      consequence = "The only rank waits forever; no collective is pending, so no watchdog fires.";
-    } else {
-      const ExpandedPlan plan = ExpandPlan(scenario);
-      consequence = fmt::format(
-          "Every other rank blocks in its first collective of iteration {} (c10d sequence "
-          "number {} on default_pg{}) and its watchdog aborts after Timeout(ms)={}.",
-          hit.iteration, FirstSeqOfIteration(plan, hit.iteration), FirstCollectiveOfIteration(plan, hit.iteration),
-          scenario.comm().timeout_ms());
-    }
-    line(fmt::format(
-        "Rank {}'s {} spins forever on batch {} (slot {}, index {}): rank {} never "
-        "starts iteration {}. {}",
-        hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index, hit.rank, hit.iteration, consequence));
-  }
-  if (bounded && report.first_bounded_error) {
-    const SamplerHit& hit = *report.first_bounded_error;
-    line("");
-    line(
-        fmt::format("Replayed with the workers' numpy draws: rank {}'s {} gives up on batch {} "
-                    "(slot {}, index {}) after {} loads and raises; the job fails at iteration "
-                    "{}.",
-                    hit.rank, Loader(job, hit.worker), hit.iteration, hit.slot, hit.index,
-                    scenario.resample().attempts_max(), hit.iteration));
-  } else if (bounded && RejectsEmptyFrames(scenario)) {
-    line("");
-    line(
-        fmt::format("Replayed with the workers' numpy draws: no getitem gives up within the "
-                    "job's {} iterations.",
-                    report.job_iterations));
-  }
-  line("");
-  line(fmt::format("statistics per epoch ({} samples; the job runs {:.2f} epochs)", stats.frames, stats.epochs_in_job));
-  line(
-      fmt::format("  draws of a frame without GT {:.0f}, expected extra loads {:.1f}, expected "
-                  "stream breaks {:.1f}{}",
-                  stats.resample_visits_per_epoch, stats.extra_loads_per_epoch, stats.stream_breaks_per_epoch,
-                  bounded ? fmt::format(", expected bounded errors {:.3g}", stats.bounded_errors_per_epoch) : ""));
-  if (!report.pools.empty() && !bounded) {
-    line("  (frames of the livelock pools are left out: their getitem never returns)");
-  }
-  line("");
+  std::string out;
+  AppendCheckHeader(out, scenario, path, dataset, report);
+  AppendSamplerProblems(out, report);
+  AppendTermination(out, scenario, report);
+  if (report.first_hit && !bounded) AppendHangConsequence(out, scenario, report);
+  if (bounded) AppendBoundedReplay(out, scenario, report);
+  AppendCheckStatistics(out, scenario, report);
   if (!fixes.empty()) {
-    for (const auto& text : FixLines(fixes)) line(text);
-    line("");
+    for (const auto& text : FixLines(fixes)) Line(out, text);
+    Line(out, "");
   }
   const int exit_code = CheckExitCode(report);
-  std::string verdict;
-  if (exit_code == 0) {
-    verdict = "proven: every getitem ends with a sample, and the sampler works";
-  } else if (!report.sampler_failure.empty()) {
-    verdict = "the job fails when it builds its sampler";
-  } else if (report.first_hit && !bounded) {
-    verdict = fmt::format("the job hangs at iteration {}", report.first_hit->iteration);
-  } else if (report.first_bounded_error) {
-    verdict = fmt::format("the job fails at iteration {}", report.first_bounded_error->iteration);
-  } else if (!report.batches_equal) {
-    verdict = "the ranks run out of batches at different iterations";
-  } else {
-    verdict = "a livelock is possible (not drawn within this job for this seed)";
-  }
-  line(fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}", verdict, exit_code, scenario.seed(),
-                   job.seed()));
+  Line(out, fmt::format("verdict: {} (exit {}); reproduce with seed={} job.seed={}",
+                        CheckVerdict(scenario, report, exit_code), exit_code, scenario.seed(), scenario.job().seed()));
   return out;
 }
 

@@ -101,118 +101,137 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
-std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                            const sim::SimResult& result, std::optional<double> wall_ms,
-                            const std::vector<std::string>& sets) {
+namespace {
+
+// Appends one line of the report; every section writes through it so each line ends the same way.
+void Line(std::string& out, const std::string& text) { out += text + "\n"; }
+
+// The header: the job, its collective plan and the dataset, so the outcome below can be read
+// against the configuration that produced it.
+void AppendRunHeader(std::string& out, const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                     const sim::SimResult& result, const ExpandedPlan& plan) {
   const auto& job = scenario.job();
-  const ExpandedPlan plan = ExpandPlan(scenario);
-  std::string out;
-  auto line = [&](const std::string& text) { out += text + "\n"; };
+  Line(out, fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
+  Line(out,
+       fmt::format("  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
+                   "resample; {} iterations ({} per epoch: {})",
+                   job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
+                   SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()),
+                   result.job_iterations, IterationsPerEpoch(scenario, dataset), IterationsPerEpochSource(scenario)));
+  Line(out, fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, timeout {} ms, {}",
+                        plan.startup.size(), plan.per_iteration.size(), LeadingCounts(plan), plan.periodic.size(),
+                        scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().timeout_ms(),
+                        TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
+  Line(out, fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(), dataset.groups_num()));
+  Line(out, "");
+}
 
-  line(fmt::format("petrsim run: {} ({})", scenario.name().empty() ? "scenario" : scenario.name(), path));
-  line(
-      fmt::format("  job       {} ranks x {} samples, {} workers, prefetch {}, {} sampler, {} "
-                  "resample; {} iterations ({} per epoch: {})",
-                  job.world_size(), job.samples_per_gpu(), job.workers_per_gpu(), job.prefetch_factor(),
-                  SamplerKindName(scenario.sampler().kind()), PolicyName(scenario.resample().policy()),
-                  result.job_iterations, IterationsPerEpoch(scenario, dataset), IterationsPerEpochSource(scenario)));
-  line(fmt::format("  plan      {} collectives at startup, {} per iteration{}, {} periodic; {}, timeout {} ms, {}",
-                   plan.startup.size(), plan.per_iteration.size(), LeadingCounts(plan), plan.periodic.size(),
-                   scenario.comm().backend() == Comm::nccl ? "nccl" : "gloo", scenario.comm().timeout_ms(),
-                   TorchReleaseText(scenario.comm().has_torch_version(), scenario.comm().torch_version())));
-  line(fmt::format("  dataset   {} frames, {} sampler groups", dataset.size(), dataset.groups_num()));
-  line("");
-
-  const std::string outcome = OutcomeName(result.outcome);
+// The outcome line; a limit_reached run says the job itself was still running, so it is not
+// mistaken for a hang.
+void AppendOutcome(std::string& out, const sim::SimResult& result) {
   if (result.outcome == Outcome::kCompleted) {
-    line(fmt::format("outcome: completed ({} of {} iterations on every rank)", result.iterations_completed,
-                     result.job_iterations));
+    Line(out, fmt::format("outcome: completed ({} of {} iterations on every rank)", result.iterations_completed,
+                          result.job_iterations));
   } else if (result.outcome == Outcome::kLimitReached) {
-    line(
-        fmt::format("outcome: limit_reached: {}; the job itself was still running "
-                    "({} of {} iterations)",
-                    result.limit_note, result.iterations_completed, result.job_iterations));
+    Line(out, fmt::format("outcome: limit_reached: {}; the job itself was still running "
+                          "({} of {} iterations)",
+                          result.limit_note, result.iterations_completed, result.job_iterations));
   } else {
-    line(fmt::format("outcome: {} ({})", outcome, CauseName(result.cause)));
+    Line(out, fmt::format("outcome: {} ({})", OutcomeName(result.outcome), CauseName(result.cause)));
   }
+}
 
-  if (result.desync) {
-    const auto& d = *result.desync;
-    line(fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq, d.process_group,
-                     FormatVirtualTime(d.at_ns)));
-    line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
-                     OpTypeName(d.first.op), d.first.numel_in, Collective::Dtype_Name(d.first.dtype), d.first.step,
-                     d.first.iteration));
-    line(fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.other_rank,
-                     OpTypeName(d.other.op), d.other.numel_in, Collective::Dtype_Name(d.other.dtype), d.other.step,
-                     d.other.iteration));
-    if (result.cause == Cause::kConditionalCollective) {
-      line(
-          "    a rank whose local batch had no GT skipped the conditional collectives "
-          "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
-    }
-    line(
-        "    NCCL pairs the calls by sequence number and does not compare them: the real job "
-        "reduces mismatched buffers or hangs; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the "
-        "mismatch");
+// A desync shows both mismatched calls side by side, because the real job gives no error for
+// it: NCCL pairs calls by sequence number alone.
+void AppendDesync(std::string& out, const sim::SimResult& result) {
+  const auto& d = *result.desync;
+  Line(out, fmt::format("  collectives mismatch at seq {} on {}, at {} of virtual time:", d.seq, d.process_group,
+                        FormatVirtualTime(d.at_ns)));
+  Line(out, fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.first_rank,
+                        OpTypeName(d.first.op), d.first.numel_in, Collective::Dtype_Name(d.first.dtype), d.first.step,
+                        d.first.iteration));
+  Line(out, fmt::format("    rank {} issued {} NumelIn={} dtype {}: \"{}\", iteration {}", d.other_rank,
+                        OpTypeName(d.other.op), d.other.numel_in, Collective::Dtype_Name(d.other.dtype), d.other.step,
+                        d.other.iteration));
+  if (result.cause == Cause::kConditionalCollective) {
+    Line(out,
+         "    a rank whose local batch had no GT skipped the conditional collectives "
+         "(plan.streampetr.old_code_skips_dn_without_gt), so its sequence numbers ran ahead");
   }
+  Line(out,
+       "    NCCL pairs the calls by sequence number and does not compare them: the real job "
+       "reduces mismatched buffers or hangs; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the "
+       "mismatch");
+}
 
-  if (result.collective && result.outcome != Outcome::kCompleted) {
-    const auto& c = *result.collective;
-    if (!result.stuck_ranks.empty()) {
-      line(fmt::format("  {} {} never reached {}", result.stuck_ranks.size() == 1 ? "rank" : "ranks",
-                       RankList(result.stuck_ranks), DescribeCollective(c)));
-    }
-    if (!result.waiting_ranks.empty()) {
-      const bool one = result.waiting_ranks.size() == 1;
-      line(fmt::format("  {} {} {} in it; the last blocked at {}", one ? "rank" : "ranks",
-                       RankList(result.waiting_ranks), one ? "waits" : "wait",
-                       FormatVirtualTime(result.blocked_at_ns)));
-      if (!c.python_frame.empty()) line(fmt::format("  their Python traceback ends in {}", c.python_frame));
-    }
-    if (result.first_watchdog_ns >= 0) {
-      line(fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
-                       FormatVirtualTime(result.first_watchdog_ns), scenario.comm().timeout_ms(),
-                       scenario.comm().watchdog_poll_ms()));
-    }
+// The collective a failed run ended in: which ranks never reached it, which wait in it, and when
+// the watchdogs fire, which is what the real job's logs show.
+void AppendBlockedCollective(std::string& out, const Scenario& scenario, const sim::SimResult& result) {
+  const auto& c = *result.collective;
+  if (!result.stuck_ranks.empty()) {
+    Line(out, fmt::format("  {} {} never reached {}", result.stuck_ranks.size() == 1 ? "rank" : "ranks",
+                          RankList(result.stuck_ranks), DescribeCollective(c)));
   }
-  if (result.stuck) {
-    const auto& s = *result.stuck;
-    line(fmt::format("  stuck: rank {}, {}, batch of iteration {}, slot {}: the resample loop {}", s.rank,
-                     s.worker < 0 ? std::string("main process") : fmt::format("worker {}", s.worker), s.batch, s.slot,
-                     s.proven ? "never ends" : "ran past petrsim's attempts bound"));
-    line(fmt::format("    index {} of sampler group {}: sub-dataset {} '{}', scene '{}' (dataset scene {})", s.index,
-                     s.group, s.subdataset, s.subdataset_name, s.scene_name, s.scene));
-    line(
-        fmt::format("    its pool is frames {}..{} of the scene (dataset indices {}..{}), none with "
-                    "GT after the filters",
-                    s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
-    line(fmt::format("    spinning since {}: {} attempts when the run ended", FormatVirtualTime(s.since_ns),
-                     s.attempts));
+  if (!result.waiting_ranks.empty()) {
+    const bool one = result.waiting_ranks.size() == 1;
+    Line(out,
+         fmt::format("  {} {} {} in it; the last blocked at {}", one ? "rank" : "ranks", RankList(result.waiting_ranks),
+                     one ? "waits" : "wait", FormatVirtualTime(result.blocked_at_ns)));
+    if (!c.python_frame.empty()) Line(out, fmt::format("  their Python traceback ends in {}", c.python_frame));
   }
+  if (result.first_watchdog_ns >= 0) {
+    Line(out, fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
+                          FormatVirtualTime(result.first_watchdog_ns), scenario.comm().timeout_ms(),
+                          scenario.comm().watchdog_poll_ms()));
+  }
+}
+
+// The loader stuck in the resample loop, with the pool it cannot leave, so the frames to fix
+// can be found.
+void AppendStuckLoader(std::string& out, const sim::SimResult& result) {
+  const auto& s = *result.stuck;
+  Line(out, fmt::format("  stuck: rank {}, {}, batch of iteration {}, slot {}: the resample loop {}", s.rank,
+                        s.worker < 0 ? std::string("main process") : fmt::format("worker {}", s.worker), s.batch,
+                        s.slot, s.proven ? "never ends" : "ran past petrsim's attempts bound"));
+  Line(out, fmt::format("    index {} of sampler group {}: sub-dataset {} '{}', scene '{}' (dataset scene {})", s.index,
+                        s.group, s.subdataset, s.subdataset_name, s.scene_name, s.scene));
+  Line(out, fmt::format("    its pool is frames {}..{} of the scene (dataset indices {}..{}), none with "
+                        "GT after the filters",
+                        s.pool_first_in_scene, s.pool_last_in_scene, s.pool_first, s.pool_last));
+  Line(out,
+       fmt::format("    spinning since {}: {} attempts when the run ended", FormatVirtualTime(s.since_ns), s.attempts));
+}
+
+// Dead ranks, and why the others may outlive them: only torchrun's agent tears the job down.
+void AppendDeadRanks(std::string& out, const sim::SimResult& result) {
   for (const auto& rank : result.ranks) {
     if (rank.died_ns >= 0) {
-      line(fmt::format("  rank {} died at {}: {}", rank.rank, FormatVirtualTime(rank.died_ns), rank.died_why));
+      Line(out, fmt::format("  rank {} died at {}: {}", rank.rank, FormatVirtualTime(rank.died_ns), rank.died_why));
     }
   }
   if (result.outcome == Outcome::kRankDied) {
-    line(
-        "  under torchrun the agent tears the job down within seconds of a rank's exit; "
-        "without it the others wait until their watchdogs fire");
+    Line(out,
+         "  under torchrun the agent tears the job down within seconds of a rank's exit; "
+         "without it the others wait until their watchdogs fire");
   }
+}
 
-  if (!result.job_log.empty()) {
-    line("");
-    line(fmt::format("{} log (what the job prints, PyTorch {}; times aside):",
-                     scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo", scenario.comm().torch_version()));
-    for (const auto& text : result.job_log) line("  " + text);
-    if (!result.job_log_note.empty()) line("  (" + result.job_log_note + ")");
-  }
+// The log the real job would print, so the report can be matched against a real failure.
+void AppendJobLog(std::string& out, const Scenario& scenario, const sim::SimResult& result) {
+  if (result.job_log.empty()) return;
+  Line(out, "");
+  Line(out, fmt::format("{} log (what the job prints, PyTorch {}; times aside):",
+                        scenario.comm().backend() == Comm::nccl ? "NCCL" : "Gloo", scenario.comm().torch_version()));
+  for (const auto& text : result.job_log) Line(out, "  " + text);
+  if (!result.job_log_note.empty()) Line(out, "  (" + result.job_log_note + ")");
+}
 
-  line("");
-  line("per rank (virtual seconds):");
-  line("  rank  iterations  samples   data wait  collectives     compute  resample  breaks  state");
-  // Many ranks: the first 16 and every rank that is not simply waiting in the collective.
+// The per-rank table. With many ranks it shows the first 16 and every rank that is not simply
+// waiting in the collective, so the interesting rows are not lost among identical ones.
+void AppendRankTable(std::string& out, const sim::SimResult& result) {
+  Line(out, "");
+  Line(out, "per rank (virtual seconds):");
+  Line(out, "  rank  iterations  samples   data wait  collectives     compute  resample  breaks  state");
   constexpr size_t kRanksShown = 16;
   std::vector<bool> shown(result.ranks.size(), result.ranks.size() <= 2 * kRanksShown);
   for (size_t r = 0; r < result.ranks.size() && r < kRanksShown; ++r) shown[r] = true;
@@ -226,102 +245,95 @@ std::string FormatRunReport(const Scenario& scenario, const std::string& path, c
       ++hidden;
       continue;
     }
-    line(fmt::format("  {:>4}  {:>10}  {:>7}  {:>10}  {:>11}  {:>10}  {:>8}  {:>6}  {}", rank.rank,
-                     rank.iterations_completed, rank.samples, Seconds(rank.data_wait_ns),
-                     Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns), rank.resample_attempts,
-                     rank.stream_breaks, rank.state));
+    Line(out, fmt::format("  {:>4}  {:>10}  {:>7}  {:>10}  {:>11}  {:>10}  {:>8}  {:>6}  {}", rank.rank,
+                          rank.iterations_completed, rank.samples, Seconds(rank.data_wait_ns),
+                          Seconds(rank.collective_wait_ns), Seconds(rank.compute_ns), rank.resample_attempts,
+                          rank.stream_breaks, rank.state));
   }
-  if (hidden > 0) line(fmt::format("  ... {} more ranks (--json lists every rank)", hidden));
-  line("");
+  if (hidden > 0) Line(out, fmt::format("  ... {} more ranks (--json lists every rank)", hidden));
+  Line(out, "");
+}
+
+// The totals, and the command line that reproduces this run exactly (its trace hash included).
+void AppendRunTotals(std::string& out, const Scenario& scenario, const std::string& path, const sim::SimResult& result,
+                     std::optional<double> wall_ms, const std::vector<std::string>& sets) {
   uint64_t jumps = 0;
   for (const auto& rank : result.ranks) jumps += rank.resample_jumps;
-  line(fmt::format("iterations  {} of {} on every rank; virtual time {}", result.iterations_completed,
-                   result.job_iterations, FormatVirtualTime(result.end_ns)));
-  line(
-      fmt::format("throughput  {:.2f} iterations/s, {:.2f} samples/s (virtual, up to the last "
-                  "iteration every rank completed)",
-                  PerSecond(result.iterations_completed, result.last_iteration_end_ns),
-                  PerSecond(result.samples, result.last_iteration_end_ns)));
-  line(
-      fmt::format("data        {} samples, {} resample attempts, {} resample jumps, {} stream "
-                  "breaks (frames fed with prev_exists after another frame)",
-                  result.samples, result.resample_attempts, jumps, result.stream_breaks));
+  Line(out, fmt::format("iterations  {} of {} on every rank; virtual time {}", result.iterations_completed,
+                        result.job_iterations, FormatVirtualTime(result.end_ns)));
+  Line(out, fmt::format("throughput  {:.2f} iterations/s, {:.2f} samples/s (virtual, up to the last "
+                        "iteration every rank completed)",
+                        PerSecond(result.iterations_completed, result.last_iteration_end_ns),
+                        PerSecond(result.samples, result.last_iteration_end_ns)));
+  Line(out, fmt::format("data        {} samples, {} resample attempts, {} resample jumps, {} stream "
+                        "breaks (frames fed with prev_exists after another frame)",
+                        result.samples, result.resample_attempts, jumps, result.stream_breaks));
   if (wall_ms) {
-    line(fmt::format("engine      {} events in {:.1f} ms wall ({:.2f} M events/s)", result.events, *wall_ms,
-                     *wall_ms > 0 ? result.events / *wall_ms / 1e3 : 0.0));
+    Line(out, fmt::format("engine      {} events in {:.1f} ms wall ({:.2f} M events/s)", result.events, *wall_ms,
+                          *wall_ms > 0 ? result.events / *wall_ms / 1e3 : 0.0));
   } else {
-    line(fmt::format("engine      {} events", result.events));
+    Line(out, fmt::format("engine      {} events", result.events));
   }
   std::string command = "petrsim " + ShellQuote(path);
   for (const std::string& set : sets) command += " --set " + ShellQuote(set);
-  line(fmt::format("reproduce   {} (seed {}, job.seed {}, trace hash {:016x})", command, scenario.seed(), job.seed(),
-                   result.trace_hash));
-  return out;
+  Line(out, fmt::format("reproduce   {} (seed {}, job.seed {}, trace hash {:016x})", command, scenario.seed(),
+                        scenario.job().seed(), result.trace_hash));
 }
 
-std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
-                          const sim::SimResult& result, std::optional<double> wall_ms, const std::vector<Fix>& fixes) {
-  nlohmann::json j;
-  j["scenario"] = path;
-  j["name"] = scenario.name();
-  j["seed"] = scenario.seed();
-  j["job_seed"] = scenario.job().seed();
-  j["outcome"] = OutcomeName(result.outcome);
-  j["cause"] = CauseName(result.cause);
-  j["iterations_completed"] = result.iterations_completed;
-  j["job_iterations"] = result.job_iterations;
-  if (!result.limit_note.empty()) j["limit"] = result.limit_note;
+// The loader stuck in the resample loop, or null when no loader is (a rank died, or the hang is
+// in the collectives alone).
+nlohmann::json StuckJson(const sim::SimResult& result) {
+  if (!result.stuck) return nullptr;
+  const auto& s = *result.stuck;
+  return {{"rank", s.rank},
+          {"worker", s.worker},
+          {"batch", s.batch},
+          {"slot", s.slot},
+          {"index", s.index},
+          {"group", s.group},
+          {"subdataset", s.subdataset},
+          {"subdataset_name", s.subdataset_name},
+          {"scene", s.scene},
+          {"scene_name", s.scene_name},
+          {"first_frame", s.pool_first},
+          {"last_frame", s.pool_last},
+          {"first_frame_in_scene", s.pool_first_in_scene},
+          {"last_frame_in_scene", s.pool_last_in_scene},
+          {"since_ns", s.since_ns},
+          {"attempts_so_far", s.attempts},
+          {"proven", s.proven}};
+}
 
-  nlohmann::json hang = nullptr;
-  if (result.outcome == Outcome::kHang || result.outcome == Outcome::kRankDied) {
-    hang = nlohmann::json::object();
-    hang["cause"] = CauseName(result.cause);
-    hang["stuck_ranks"] = result.stuck_ranks;
-    hang["waiting_ranks"] = result.waiting_ranks;
-    hang["iteration"] = result.collective ? nlohmann::json(result.collective->iteration) : nullptr;
-    hang["collective"] = result.collective ? CollectiveJson(*result.collective) : nullptr;
-    hang["blocked_at_ns"] = result.blocked_at_ns;
-    hang["watchdog_fires_ns"] = result.first_watchdog_ns;
-    if (result.stuck) {
-      const auto& s = *result.stuck;
-      hang["stuck"] = {{"rank", s.rank},
-                       {"worker", s.worker},
-                       {"batch", s.batch},
-                       {"slot", s.slot},
-                       {"index", s.index},
-                       {"group", s.group},
-                       {"subdataset", s.subdataset},
-                       {"subdataset_name", s.subdataset_name},
-                       {"scene", s.scene},
-                       {"scene_name", s.scene_name},
-                       {"first_frame", s.pool_first},
-                       {"last_frame", s.pool_last},
-                       {"first_frame_in_scene", s.pool_first_in_scene},
-                       {"last_frame_in_scene", s.pool_last_in_scene},
-                       {"since_ns", s.since_ns},
-                       {"attempts_so_far", s.attempts},
-                       {"proven", s.proven}};
-    } else {
-      hang["stuck"] = nullptr;
-    }
-  }
-  j["hang"] = hang;
-  if (result.desync) {
-    const auto& d = *result.desync;
-    j["desync"] = {{"group", d.process_group},
-                   {"seq", d.seq},
-                   {"at_ns", d.at_ns},
-                   {"first_rank", d.first_rank},
-                   {"first", CollectiveJson(d.first)},
-                   {"other_rank", d.other_rank},
-                   {"other", CollectiveJson(d.other)}};
-  } else {
-    j["desync"] = nullptr;
-  }
-  j["nccl_log"] = result.nccl_log;
-  j["job_log"] = result.job_log;
-  j["torch_version"] = scenario.comm().torch_version();
-  j["torch_version_assumed"] = !scenario.comm().has_torch_version();
+// The hang, for a run that hung or lost a rank; null otherwise, so consumers test one field.
+nlohmann::json HangJson(const sim::SimResult& result) {
+  if (result.outcome != Outcome::kHang && result.outcome != Outcome::kRankDied) return nullptr;
+  nlohmann::json hang = nlohmann::json::object();
+  hang["cause"] = CauseName(result.cause);
+  hang["stuck_ranks"] = result.stuck_ranks;
+  hang["waiting_ranks"] = result.waiting_ranks;
+  hang["iteration"] = result.collective ? nlohmann::json(result.collective->iteration) : nullptr;
+  hang["collective"] = result.collective ? CollectiveJson(*result.collective) : nullptr;
+  hang["blocked_at_ns"] = result.blocked_at_ns;
+  hang["watchdog_fires_ns"] = result.first_watchdog_ns;
+  hang["stuck"] = StuckJson(result);
+  return hang;
+}
+
+// The mismatched pair of collectives, or null when the ranks' calls matched.
+nlohmann::json DesyncJson(const sim::SimResult& result) {
+  if (!result.desync) return nullptr;
+  const auto& d = *result.desync;
+  return {{"group", d.process_group},
+          {"seq", d.seq},
+          {"at_ns", d.at_ns},
+          {"first_rank", d.first_rank},
+          {"first", CollectiveJson(d.first)},
+          {"other_rank", d.other_rank},
+          {"other", CollectiveJson(d.other)}};
+}
+
+// Every rank, unlike the text table, which leaves out ranks that only wait.
+nlohmann::json RanksJson(const sim::SimResult& result) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : result.ranks) {
     nlohmann::json rank = {{"rank", r.rank},
@@ -343,8 +355,11 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
     rank["blocked_in"] = r.blocked_in ? CollectiveJson(*r.blocked_in) : nlohmann::json(nullptr);
     ranks.push_back(std::move(rank));
   }
-  j["ranks"] = std::move(ranks);
-  j["fixes"] = FixesJson(fixes);
+  return ranks;
+}
+
+// The run's totals and the engine's speed; wall_ms is null when the run was not timed.
+nlohmann::json RunStatsJson(const Dataset& dataset, const sim::SimResult& result, std::optional<double> wall_ms) {
   nlohmann::json stats;
   stats["events"] = result.events;
   stats["wall_ms"] = wall_ms ? nlohmann::json(*wall_ms) : nlohmann::json(nullptr);
@@ -356,7 +371,49 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
   stats["stream_breaks"] = result.stream_breaks;
   stats["trace_hash"] = fmt::format("{:016x}", result.trace_hash);
   stats["dataset_frames"] = dataset.size();
-  j["stats"] = std::move(stats);
+  return stats;
+}
+
+}  // namespace
+
+std::string FormatRunReport(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                            const sim::SimResult& result, std::optional<double> wall_ms,
+                            const std::vector<std::string>& sets) {
+  const ExpandedPlan plan = ExpandPlan(scenario);
+  std::string out;
+  AppendRunHeader(out, scenario, path, dataset, result, plan);
+  AppendOutcome(out, result);
+  if (result.desync) AppendDesync(out, result);
+  if (result.collective && result.outcome != Outcome::kCompleted) AppendBlockedCollective(out, scenario, result);
+  if (result.stuck) AppendStuckLoader(out, result);
+  AppendDeadRanks(out, result);
+  AppendJobLog(out, scenario, result);
+  AppendRankTable(out, result);
+  AppendRunTotals(out, scenario, path, result, wall_ms, sets);
+  return out;
+}
+
+std::string FormatRunJson(const Scenario& scenario, const std::string& path, const Dataset& dataset,
+                          const sim::SimResult& result, std::optional<double> wall_ms, const std::vector<Fix>& fixes) {
+  nlohmann::json j;
+  j["scenario"] = path;
+  j["name"] = scenario.name();
+  j["seed"] = scenario.seed();
+  j["job_seed"] = scenario.job().seed();
+  j["outcome"] = OutcomeName(result.outcome);
+  j["cause"] = CauseName(result.cause);
+  j["iterations_completed"] = result.iterations_completed;
+  j["job_iterations"] = result.job_iterations;
+  if (!result.limit_note.empty()) j["limit"] = result.limit_note;
+  j["hang"] = HangJson(result);
+  j["desync"] = DesyncJson(result);
+  j["nccl_log"] = result.nccl_log;
+  j["job_log"] = result.job_log;
+  j["torch_version"] = scenario.comm().torch_version();
+  j["torch_version_assumed"] = !scenario.comm().has_torch_version();
+  j["ranks"] = RanksJson(result);
+  j["fixes"] = FixesJson(fixes);
+  j["stats"] = RunStatsJson(dataset, result, wall_ms);
   return j.dump(2) + "\n";
 }
 

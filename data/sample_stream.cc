@@ -44,6 +44,96 @@ void SeedWorkers(const Scenario& scenario, uint32_t rank, std::vector<NumpyRando
   }
 }
 
+// The row status of a sample the dataset's __getitem__ was called for, from how GetItem ended.
+SampleStatus StatusOf(const GetItemResult& result) {
+  switch (result.outcome) {
+    case GetItemOutcome::kAccepted:
+      return result.attempts == 1 ? SampleStatus::kOk : SampleStatus::kResampled;
+    case GetItemOutcome::kLivelock:
+      return SampleStatus::kLivelock;
+    case GetItemOutcome::kAttemptsLimit:
+      return SampleStatus::kAttemptsLimit;
+    case GetItemOutcome::kAttemptsExhausted:
+      return SampleStatus::kError;
+  }
+  // Unreachable for a valid outcome; kOk is what a SampleRow holds when nothing sets its status.
+  return SampleStatus::kOk;
+}
+
+// What stays fixed over the whole stream, so that the per-rank loop takes one argument for it
+// rather than six.
+struct StreamSetup {
+  const Scenario& scenario;
+  const Dataset& dataset;
+  const ResamplePolicy& policy;
+  const DataLoaderShape& loader;
+  const PipelineDraws& pipeline;
+  const std::function<void(const SampleRow&)>& on_row;
+};
+
+// The rows of one rank, in order. draws and rngs are the caller's buffers, reused from rank to
+// rank so that no loop allocates them again.
+void StreamRank(const StreamSetup& setup, uint32_t rank, uint64_t iterations, std::vector<SlotDraw>& draws,
+                std::vector<NumpyRandomState>& rngs) {
+  const auto& job = setup.scenario.job();
+  const DataLoaderShape& loader = setup.loader;
+  const uint32_t batch = job.samples_per_gpu();
+  // Each rank has its own sampler state, so memory stays bounded for long jobs.
+  const auto sampler = MakeRankSampler(setup.scenario, setup.dataset, rank);
+  SeedWorkers(setup.scenario, rank, rngs);
+  std::vector<bool> worker_stuck(rngs.size(), false);
+  std::optional<uint64_t> blocked_at;  // the first batch the main process never gets
+  for (uint64_t k = 0; k < iterations; ++k) {
+    if (blocked_at) {
+      // Nothing past the prefetch window is dispatched, and a new epoch's iterator is never
+      // created, while the main process waits for batch *blocked_at.
+      if (k >= *blocked_at + loader.in_flight || loader.RestartsAt(k)) break;
+    } else if (loader.RestartsAt(k) && job.workers_per_gpu() > 0) {
+      // New workers, seeded again by worker_init_fn; the main process's RNG goes on.
+      SeedWorkers(setup.scenario, rank, rngs);
+      worker_stuck.assign(rngs.size(), false);
+    }
+    sampler->NextBatches(draws);
+    const uint32_t worker = loader.WorkerOf(k);
+    bool batch_raised = false;  // a bounded error aborts the rest of this batch's fetch
+    for (uint32_t b = 0; b < batch; ++b) {
+      SampleRow row;
+      row.iteration = k;
+      row.rank = rank;
+      row.slot = b;
+      row.worker = worker;
+      row.index = draws[b].index;
+      row.group = draws[b].group;
+      if (row.index < 0) {
+        row.status = SampleStatus::kPadding;
+      } else if (worker_stuck[worker] || batch_raised) {
+        row.status = SampleStatus::kBlocked;
+      } else {
+        const GetItemResult result = GetItem(setup.dataset, setup.policy, row.index, rngs[worker], setup.pipeline);
+        row.final_index = result.index;
+        row.attempts = result.attempts;
+        row.status = StatusOf(result);
+        if (result.outcome != GetItemOutcome::kAccepted) {
+          // The worker never returns this batch (it spins) or raises on it (bounded): the
+          // batch's later samples are not loaded and the main process never gets past it. A
+          // worker that raised goes on serving its next batches; a spinning one never does.
+          if (result.outcome == GetItemOutcome::kAttemptsExhausted) {
+            batch_raised = true;
+          } else {
+            worker_stuck[worker] = true;
+          }
+          if (!blocked_at || k < *blocked_at) blocked_at = k;
+        }
+      }
+      row.consumed = !blocked_at || k < *blocked_at;
+      setup.on_row(row);
+    }
+    // Without workers the main process loaded the batch; its forward (GridMask) draws from the
+    // same RNG before the next batch is loaded.
+    if (job.workers_per_gpu() == 0 && !blocked_at) setup.pipeline.Forward(rngs[0]);
+  }
+}
+
 }  // namespace
 
 void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, const SampleStreamOptions& options,
@@ -56,80 +146,13 @@ void GenerateSampleStream(const Scenario& scenario, const Dataset& dataset, cons
   const uint64_t iterations = options.iterations != 0 ? options.iterations : JobIterations(scenario, dataset);
   const auto policy = MakeResamplePolicy(scenario, dataset);
   const DataLoaderShape loader = MakeDataLoaderShape(scenario, dataset);
-  const uint32_t batch = job.samples_per_gpu();
   const PipelineDraws pipeline(scenario);
+  const StreamSetup setup{scenario, dataset, *policy, loader, pipeline, on_row};
 
-  std::vector<SlotDraw> draws(batch);
+  std::vector<SlotDraw> draws(job.samples_per_gpu());
   std::vector<NumpyRandomState> rngs;
-  for (const uint32_t rank : ranks) {
-    // Rank by rank, each with its own sampler state, so memory stays bounded for long jobs.
-    const auto sampler = MakeRankSampler(scenario, dataset, rank);
-    SeedWorkers(scenario, rank, rngs);
-    std::vector<bool> worker_stuck(rngs.size(), false);
-    std::optional<uint64_t> blocked_at;  // the first batch the main process never gets
-    for (uint64_t k = 0; k < iterations; ++k) {
-      if (blocked_at) {
-        // Nothing past the prefetch window is dispatched, and a new epoch's iterator is never
-        // created, while the main process waits for batch *blocked_at.
-        if (k >= *blocked_at + loader.in_flight || loader.RestartsAt(k)) break;
-      } else if (loader.RestartsAt(k) && job.workers_per_gpu() > 0) {
-        // New workers, seeded again by worker_init_fn; the main process's RNG goes on.
-        SeedWorkers(scenario, rank, rngs);
-        worker_stuck.assign(rngs.size(), false);
-      }
-      sampler->NextBatches(draws);
-      const uint32_t worker = loader.WorkerOf(k);
-      bool batch_raised = false;  // a bounded error aborts the rest of this batch's fetch
-      for (uint32_t b = 0; b < batch; ++b) {
-        SampleRow row;
-        row.iteration = k;
-        row.rank = rank;
-        row.slot = b;
-        row.worker = worker;
-        row.index = draws[b].index;
-        row.group = draws[b].group;
-        if (row.index < 0) {
-          row.status = SampleStatus::kPadding;
-        } else if (worker_stuck[worker] || batch_raised) {
-          row.status = SampleStatus::kBlocked;
-        } else {
-          const GetItemResult result = GetItem(dataset, *policy, row.index, rngs[worker], pipeline);
-          row.final_index = result.index;
-          row.attempts = result.attempts;
-          switch (result.outcome) {
-            case GetItemOutcome::kAccepted:
-              row.status = result.attempts == 1 ? SampleStatus::kOk : SampleStatus::kResampled;
-              break;
-            case GetItemOutcome::kLivelock:
-              row.status = SampleStatus::kLivelock;
-              break;
-            case GetItemOutcome::kAttemptsLimit:
-              row.status = SampleStatus::kAttemptsLimit;
-              break;
-            case GetItemOutcome::kAttemptsExhausted:
-              row.status = SampleStatus::kError;
-              break;
-          }
-          if (result.outcome != GetItemOutcome::kAccepted) {
-            // The worker never returns this batch (it spins) or raises on it (bounded): the
-            // batch's later samples are not loaded and the main process never gets past it. A
-            // worker that raised goes on serving its next batches; a spinning one never does.
-            if (result.outcome == GetItemOutcome::kAttemptsExhausted) {
-              batch_raised = true;
-            } else {
-              worker_stuck[worker] = true;
-            }
-            if (!blocked_at || k < *blocked_at) blocked_at = k;
-          }
-        }
-        row.consumed = !blocked_at || k < *blocked_at;
-        on_row(row);
-      }
-      // Without workers the main process loaded the batch; its forward (GridMask) draws from the
-      // same RNG before the next batch is loaded.
-      if (job.workers_per_gpu() == 0 && !blocked_at) pipeline.Forward(rngs[0]);
-    }
-  }
+  // Rank by rank, so that only one rank's sampler state is alive at a time.
+  for (const uint32_t rank : ranks) StreamRank(setup, rank, iterations, draws, rngs);
 }
 
 }  // namespace petrsim

@@ -477,27 +477,34 @@ Scenario ToScenario(const std::vector<ImportedSubDataset>& data, const ImportFil
   return scenario;
 }
 
-uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
-                           const std::string& description, const std::string& path, const ScenarioOverlay* overlay) {
-  if (ScenarioFileFormatOf(path) != ScenarioFileFormat::kText) {
-    const Scenario scenario = ToScenario(data, filters, description, overlay);
-    std::string bytes;
-    if (ScenarioFileFormatOf(path) == ScenarioFileFormat::kBinary) {
-      PETRSIM_ASSERT(scenario.SerializeToString(&bytes));
-    } else {
-      google::protobuf::util::JsonPrintOptions options;
-      options.add_whitespace = true;
-      const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
-      if (!status.ok())
-        throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
-    }
-    AtomicFile file(path);
-    file.Write(bytes);
-    file.Commit();
-    return bytes.size();
+namespace {
+
+// The binary and JSON files are small enough to build the whole Scenario message in memory and
+// write it at once; only the text file is streamed.
+uint64_t WriteEncodedScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                                  const std::string& description, const std::string& path,
+                                  const ScenarioOverlay* overlay) {
+  const Scenario scenario = ToScenario(data, filters, description, overlay);
+  std::string bytes;
+  if (ScenarioFileFormatOf(path) == ScenarioFileFormat::kBinary) {
+    PETRSIM_ASSERT(scenario.SerializeToString(&bytes));
+  } else {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    const auto status = google::protobuf::util::MessageToJsonString(scenario, &bytes, options);
+    if (!status.ok())
+      throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
   }
   AtomicFile file(path);
-  uint64_t written = 0;
+  file.Write(bytes);
+  file.Commit();
+  return bytes.size();
+}
+
+// The text file's opening: the comment that explains the format and, where the job was
+// overlaid, where each value came from; then the header fields and the start of the dataset.
+std::string TextScenarioOpening(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                                const std::string& description, const ScenarioOverlay* overlay) {
   std::string out =
       "# A petrsim scenario written by `petrsim import` (proto/scenario.proto documents every "
       "field).\n"
@@ -517,6 +524,54 @@ uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Im
   google::protobuf::TextFormat::PrintToString(Header(data, filters, description, overlay), &header);
   out += header;
   out += "dataset {\n";
+  return out;
+}
+
+// One frame with boxes, as text: its box_columns block, written by hand rather than through
+// TextFormat so that a large dataset is not built as messages first.
+void AppendFrameBoxColumns(std::string& out, const ImportedSubDataset& sub, const ImportedFrame& frame) {
+  out += "\n          box_columns {\n";
+  const auto column = [&](const char* name, auto value_of) {
+    out += "            ";
+    out += name;
+    out += ": [";
+    for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+      if (b != frame.box_begin) out += ", ";
+      value_of(sub.boxes[b]);
+    }
+    out += "]\n";
+  };
+  column("class_index", [&](const ImportedBox& box) { AppendInteger(out, box.class_index); });
+  column("x", [&](const ImportedBox& box) { AppendFloat(out, box.x); });
+  column("y", [&](const ImportedBox& box) { AppendFloat(out, box.y); });
+  column("num_lidar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_lidar_pts); });
+  if (HasRadarPoints(sub, frame)) {
+    column("num_radar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_radar_pts); });
+  }
+  std::string differs;
+  for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
+    if (sub.boxes[b].valid_flag < 0) continue;
+    if (!differs.empty()) differs += ", ";
+    AppendInteger(differs, b - frame.box_begin);
+  }
+  if (!differs.empty()) out += "            valid_flag_differs: [" + differs + "]\n";
+  out += "          }\n        }\n";
+}
+
+}  // namespace
+
+uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const ImportFilters& filters,
+                           const std::string& description, const std::string& path, const ScenarioOverlay* overlay) {
+  if (ScenarioFileFormatOf(path) != ScenarioFileFormat::kText) {
+    return WriteEncodedScenarioFile(data, filters, description, path, overlay);
+  }
+  // The temporary file is opened before the header is built, as before, so that any error comes in
+  // the same order.
+  AtomicFile file(path);
+  uint64_t written = 0;
+  std::string out = TextScenarioOpening(data, filters, description, overlay);
+  // The text is written in pieces of about 1 MiB so that a large dataset's file is never held
+  // whole in memory.
   const auto flush = [&] {
     file.Write(out);
     written += out.size();
@@ -539,32 +594,7 @@ uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Im
           out += " }\n";
           continue;
         }
-        out += "\n          box_columns {\n";
-        const auto column = [&](const char* name, auto value_of) {
-          out += "            ";
-          out += name;
-          out += ": [";
-          for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
-            if (b != frame.box_begin) out += ", ";
-            value_of(sub.boxes[b]);
-          }
-          out += "]\n";
-        };
-        column("class_index", [&](const ImportedBox& box) { AppendInteger(out, box.class_index); });
-        column("x", [&](const ImportedBox& box) { AppendFloat(out, box.x); });
-        column("y", [&](const ImportedBox& box) { AppendFloat(out, box.y); });
-        column("num_lidar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_lidar_pts); });
-        if (HasRadarPoints(sub, frame)) {
-          column("num_radar_pts", [&](const ImportedBox& box) { AppendInteger(out, box.num_radar_pts); });
-        }
-        std::string differs;
-        for (uint32_t b = frame.box_begin; b < frame.box_end; ++b) {
-          if (sub.boxes[b].valid_flag < 0) continue;
-          if (!differs.empty()) differs += ", ";
-          AppendInteger(differs, b - frame.box_begin);
-        }
-        if (!differs.empty()) out += "            valid_flag_differs: [" + differs + "]\n";
-        out += "          }\n        }\n";
+        AppendFrameBoxColumns(out, sub, frame);
         if (out.size() > (1u << 20)) flush();
       }
       out += "      }\n";

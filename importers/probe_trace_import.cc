@@ -200,6 +200,43 @@ std::string Signature(const std::vector<const Call*>& calls) {
   return out;
 }
 
+// The index of the first DDP collective in calls, or calls.size() when DDP issued none.
+size_t FirstDdpCall(const std::vector<const Call*>& calls) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i]->ddp) return i;
+  }
+  return calls.size();
+}
+
+// The backward passes from first_ddp on, as [begin, end) runs of gradient buckets in calls. A
+// pass is a maximal run, so the calls between two passes are one iteration's forward and step.
+std::vector<std::pair<size_t, size_t>> BackwardPasses(const std::vector<const Call*>& calls, size_t first_ddp) {
+  std::vector<std::pair<size_t, size_t>> passes;
+  for (size_t i = first_ddp; i < calls.size(); ++i) {
+    if (!calls[i]->bucket) continue;
+    size_t end = i;
+    while (end < calls.size() && calls[end]->bucket) ++end;
+    passes.emplace_back(i, end);
+    i = end - 1;
+  }
+  return passes;
+}
+
+// Window k holds the calls that are not DDP's between pass k-1 and pass k: those are the job's own
+// collectives of one iteration, which the plan replays.
+std::vector<std::vector<const Call*>> IterationWindows(const std::vector<const Call*>& calls,
+                                                       const std::vector<std::pair<size_t, size_t>>& passes) {
+  std::vector<std::vector<const Call*>> windows;
+  for (size_t k = 1; k < passes.size(); ++k) {
+    std::vector<const Call*> window;
+    for (size_t i = passes[k - 1].second; i < passes[k].first; ++i) {
+      if (!calls[i]->ddp) window.push_back(calls[i]);
+    }
+    windows.push_back(std::move(window));
+  }
+  return windows;
+}
+
 // Rank 0's collectives on DDP's group that are not DDP's: before DDP's construction (startup), and
 // of one steady iteration (the window between two backward passes' gradient buckets).
 void AddOtherCollectives(const RankFile& rank0, const std::string& group, CustomPlan* plan,
@@ -214,13 +251,7 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
     }
   }
   std::sort(calls.begin(), calls.end(), [](const Call* a, const Call* b) { return a->seq < b->seq; });
-  size_t first_ddp = calls.size();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (calls[i]->ddp) {
-      first_ddp = i;
-      break;
-    }
-  }
+  const size_t first_ddp = FirstDdpCall(calls);
   if (first_ddp == calls.size()) {
     summary->push_back(fmt::format(
         "note: {} recorded no DDP collective on '{}' ({} collective(s) of its own there): the job's collectives "
@@ -236,23 +267,8 @@ void AddOtherCollectives(const RankFile& rank0, const std::string& group, Custom
   for (size_t i = 0; i < first_ddp; ++i) {
     *plan->add_startup() = ToCollective(*calls[i], fmt::format("recorded before DDP: {}", calls[i]->text));
   }
-  // The backward passes: runs of gradient buckets; window k = the calls between pass k-1 and pass k.
-  std::vector<std::pair<size_t, size_t>> passes;  // [begin, end) in calls
-  for (size_t i = first_ddp; i < calls.size(); ++i) {
-    if (!calls[i]->bucket) continue;
-    size_t end = i;
-    while (end < calls.size() && calls[end]->bucket) ++end;
-    passes.emplace_back(i, end);
-    i = end - 1;
-  }
-  std::vector<std::vector<const Call*>> windows;
-  for (size_t k = 1; k < passes.size(); ++k) {
-    std::vector<const Call*> window;
-    for (size_t i = passes[k - 1].second; i < passes[k].first; ++i) {
-      if (!calls[i]->ddp) window.push_back(calls[i]);
-    }
-    windows.push_back(std::move(window));
-  }
+  const std::vector<std::pair<size_t, size_t>> passes = BackwardPasses(calls, first_ddp);
+  const std::vector<std::vector<const Call*>> windows = IterationWindows(calls, passes);
   if (windows.empty()) {
     summary->push_back(fmt::format(
         "plan.custom.per_iteration: empty ({} backward pass(es) with DDP gradient buckets recorded, fewer than 2: no "

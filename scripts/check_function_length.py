@@ -35,14 +35,18 @@ def functions(path):
     i = 0
     while i < len(lines):
         line = lines[i]
-        indent = len(line) - len(line.lstrip(" "))
-        if indent <= 2 and SIGNATURE_END.search(line) and not CONTROL.search(line) and "=" not in line.split("(")[0]:
+        if SIGNATURE_END.search(line):
             # The signature may start lines above: walk back to the line that opens the parameter list.
             start = i
             depth = line.count(")") - line.count("(")
             while depth > 0 and start > 0:
                 start -= 1
                 depth += lines[start].count(")") - lines[start].count("(")
+            first = lines[start]
+            indent = len(first) - len(first.lstrip(" "))
+            if indent > 2 or CONTROL.search(first) or "=" in first.split("(")[0]:
+                i += 1
+                continue
             head = " ".join(l.strip() for l in lines[start:i + 1])
             match = NAME.search(head)
             if match is None or lines[start].lstrip().startswith(("#", "//")):

@@ -223,6 +223,37 @@ std::optional<std::string> Format(const ConfigValue& v, const std::string& spec)
   return Pad(*out, f);
 }
 
+// Where a str.format field opening at `open` closes: its matching '}', counting nested braces
+// (a spec's own fields), or the end when unclosed.
+size_t FormatFieldClose(const std::string& format, size_t open) {
+  size_t j = open + 1;
+  int depth = 0;
+  for (; j < format.size(); ++j) {
+    if (format[j] == '{') ++depth;
+    if (format[j] == '}') {
+      if (depth == 0) break;
+      --depth;
+    }
+  }
+  return j;
+}
+
+// A field's text split into its name, `!` conversion and `:` spec; false for a shape Python would
+// reject (a missing conversion character, text after it), which is left unmodelled.
+bool SplitFormatField(const std::string& field, std::string* name, char* conversion, std::string* spec) {
+  size_t k = 0;
+  while (k < field.size() && field[k] != '!' && field[k] != ':') ++k;
+  *name = field.substr(0, k);
+  if (k < field.size() && field[k] == '!') {
+    if (k + 1 >= field.size()) return false;
+    *conversion = field[k + 1];
+    k += 2;
+  }
+  if (k < field.size() && field[k] == ':') *spec = field.substr(k + 1);
+  if (k < field.size() && field[k] != ':') return false;
+  return true;
+}
+
 }  // namespace
 
 ConfigValue Evaluator::JoinedStr(const Expr& e) {
@@ -262,9 +293,7 @@ std::optional<std::string> Evaluator::StrFormat(const std::string& format, const
                                                 const std::vector<std::pair<std::string, ConfigValue>>& kwargs,
                                                 const Expr& at, int nesting) {
   std::string out;
-  size_t auto_index = 0;
-  bool used_auto = false;
-  bool used_manual = false;
+  FormatNumbering numbering;
   for (size_t i = 0; i < format.size();) {
     const char c = format[i];
     if (c == '}') {
@@ -285,86 +314,108 @@ std::optional<std::string> Evaluator::StrFormat(const std::string& format, const
       i += 2;
       continue;
     }
-    // The field up to its matching '}'.
-    size_t j = i + 1;
-    int depth = 0;
-    for (; j < format.size(); ++j) {
-      if (format[j] == '{') ++depth;
-      if (format[j] == '}') {
-        if (depth == 0) break;
-        --depth;
-      }
-    }
+    const size_t j = FormatFieldClose(format, i);
     if (j >= format.size()) Fail(at, "Single '{' encountered in format string (Python raises ValueError)");
     const std::string field = format.substr(i + 1, j - i - 1);
     i = j + 1;
-    size_t k = 0;
-    while (k < field.size() && field[k] != '!' && field[k] != ':') ++k;
-    const std::string name = field.substr(0, k);
-    char conversion = 0;
-    std::string spec;
-    if (k < field.size() && field[k] == '!') {
-      if (k + 1 >= field.size()) return std::nullopt;
-      conversion = field[k + 1];
-      k += 2;
-    }
-    if (k < field.size() && field[k] == ':') spec = field.substr(k + 1);
-    if (k < field.size() && field[k] != ':') return std::nullopt;
-    const ConfigValue* value = nullptr;
-    if (name.empty()) {
-      if (used_manual) Fail(at, "cannot switch from manual field numbering to automatic (Python raises ValueError)");
-      used_auto = true;
-      if (auto_index >= args.size()) Fail(at, "Replacement index out of range for format() (Python raises IndexError)");
-      value = &args[auto_index++];
-    } else if (std::all_of(name.begin(), name.end(),
-                           [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
-      if (used_auto) Fail(at, "cannot switch from automatic field numbering to manual (Python raises ValueError)");
-      used_manual = true;
-      const size_t index = std::stoul(name.substr(0, 9));
-      if (index >= args.size()) Fail(at, "Replacement index out of range for format() (Python raises IndexError)");
-      value = &args[index];
-    } else {
-      if (name.find_first_of(".[") != std::string::npos) return std::nullopt;
-      for (const auto& [key, v] : kwargs) {
-        if (key == name) value = &v;
-      }
-      if (value == nullptr) Fail(at, "KeyError: '" + name + "' (a format field with no such argument)");
-    }
-    if (value->is_unknown()) return std::nullopt;
-    if (spec.find('{') != std::string::npos) {
-      if (nesting > 0) return std::nullopt;
-      // Nested fields share the numbering: format the spec with the remaining arguments.
-      std::vector<ConfigValue> rest(args.begin() + static_cast<std::ptrdiff_t>(std::min(auto_index, args.size())),
-                                    args.end());
-      const size_t before = rest.size();
-      (void)before;
-      std::optional<std::string> s = StrFormat(spec, used_manual ? args : rest, kwargs, at, nesting + 1);
-      if (!s) return std::nullopt;
-      if (used_auto) {
-        size_t fields = 0;
-        for (size_t p = 0; p < spec.size(); ++p) fields += spec[p] == '{';
-        auto_index += fields;
-      }
-      spec = *s;
-    }
-    ConfigValue v = *value;
-    if (conversion == 'r' || conversion == 'a') {
-      v = ConfigValue{v.Repr(), v.where};
-      if (conversion == 'a' && std::any_of(v.AsString()->begin(), v.AsString()->end(),
-                                           [](char d) { return static_cast<unsigned char>(d) >= 0x80; })) {
-        return std::nullopt;
-      }
-    } else if (conversion == 's') {
-      v = ConfigValue{PyStr(v), v.where};
-    } else if (conversion != 0) {
-      Fail(at, std::string("Unknown conversion specifier ") + conversion + " (Python raises ValueError)");
-    }
-    if (FindUnknown(v) != nullptr) return std::nullopt;
-    std::optional<std::string> formatted = Format(v, spec);
+    std::optional<std::string> formatted = FormatField(field, args, kwargs, at, nesting, &numbering);
     if (!formatted) return std::nullopt;
     out += *formatted;
   }
   return out;
+}
+
+// One str.format field's text (between its braces) formatted, or nullopt where the result is not
+// known or the field uses what is not modelled (attribute or index lookups, a bad conversion).
+std::optional<std::string> Evaluator::FormatField(const std::string& field, const std::vector<ConfigValue>& args,
+                                                  const std::vector<std::pair<std::string, ConfigValue>>& kwargs,
+                                                  const Expr& at, int nesting, FormatNumbering* numbering) {
+  std::string name;
+  char conversion = 0;
+  std::string spec;
+  if (!SplitFormatField(field, &name, &conversion, &spec)) return std::nullopt;
+  const ConfigValue* value = FormatArgument(name, args, kwargs, at, numbering);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_unknown()) return std::nullopt;
+  if (spec.find('{') != std::string::npos) {
+    if (nesting > 0) return std::nullopt;
+    std::optional<std::string> s = FormatNestedSpec(spec, args, kwargs, at, nesting, numbering);
+    if (!s) return std::nullopt;
+    spec = *s;
+  }
+  std::optional<ConfigValue> v = FormatConversion(*value, conversion, at);
+  if (!v) return std::nullopt;
+  if (FindUnknown(*v) != nullptr) return std::nullopt;
+  return Format(*v, spec);
+}
+
+// The argument a field's name selects: automatic (`{}`) or manual (`{0}`) numbering, which Python
+// forbids mixing, or a keyword. Null for attribute and index lookups, which are not modelled.
+const ConfigValue* Evaluator::FormatArgument(const std::string& name, const std::vector<ConfigValue>& args,
+                                             const std::vector<std::pair<std::string, ConfigValue>>& kwargs,
+                                             const Expr& at, FormatNumbering* numbering) {
+  const ConfigValue* value = nullptr;
+  if (name.empty()) {
+    if (numbering->used_manual) {
+      Fail(at, "cannot switch from manual field numbering to automatic (Python raises ValueError)");
+    }
+    numbering->used_auto = true;
+    if (numbering->auto_index >= args.size()) {
+      Fail(at, "Replacement index out of range for format() (Python raises IndexError)");
+    }
+    value = &args[numbering->auto_index++];
+  } else if (std::all_of(name.begin(), name.end(),
+                         [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
+    if (numbering->used_auto) {
+      Fail(at, "cannot switch from automatic field numbering to manual (Python raises ValueError)");
+    }
+    numbering->used_manual = true;
+    const size_t index = std::stoul(name.substr(0, 9));
+    if (index >= args.size()) Fail(at, "Replacement index out of range for format() (Python raises IndexError)");
+    value = &args[index];
+  } else {
+    if (name.find_first_of(".[") != std::string::npos) return nullptr;
+    for (const auto& [key, v] : kwargs) {
+      if (key == name) value = &v;
+    }
+    if (value == nullptr) Fail(at, "KeyError: '" + name + "' (a format field with no such argument)");
+  }
+  return value;
+}
+
+// A spec with nested fields (`{:{}}`), formatted first; the nested fields share the numbering, so
+// automatic ones take the remaining arguments and advance the outer count.
+std::optional<std::string> Evaluator::FormatNestedSpec(const std::string& spec, const std::vector<ConfigValue>& args,
+                                                       const std::vector<std::pair<std::string, ConfigValue>>& kwargs,
+                                                       const Expr& at, int nesting, FormatNumbering* numbering) {
+  std::vector<ConfigValue> rest(
+      args.begin() + static_cast<std::ptrdiff_t>(std::min(numbering->auto_index, args.size())), args.end());
+  std::optional<std::string> s = StrFormat(spec, numbering->used_manual ? args : rest, kwargs, at, nesting + 1);
+  if (!s) return std::nullopt;
+  if (numbering->used_auto) {
+    size_t fields = 0;
+    for (size_t p = 0; p < spec.size(); ++p) fields += spec[p] == '{';
+    numbering->auto_index += fields;
+  }
+  return s;
+}
+
+// A field's `!r`, `!a` or `!s` applied; nullopt where `!a` would escape non-ASCII text, which is
+// not modelled.
+std::optional<ConfigValue> Evaluator::FormatConversion(const ConfigValue& value, char conversion, const Expr& at) {
+  ConfigValue v = value;
+  if (conversion == 'r' || conversion == 'a') {
+    v = ConfigValue{v.Repr(), v.where};
+    if (conversion == 'a' && std::any_of(v.AsString()->begin(), v.AsString()->end(),
+                                         [](char d) { return static_cast<unsigned char>(d) >= 0x80; })) {
+      return std::nullopt;
+    }
+  } else if (conversion == 's') {
+    v = ConfigValue{PyStr(v), v.where};
+  } else if (conversion != 0) {
+    Fail(at, std::string("Unknown conversion specifier ") + conversion + " (Python raises ValueError)");
+  }
+  return v;
 }
 
 }  // namespace petrsim::pyconfig::evaluator_internal

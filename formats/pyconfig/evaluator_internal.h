@@ -179,6 +179,23 @@ class Evaluator {
   std::optional<std::string> StrFormat(const std::string& format, const std::vector<ConfigValue>& args,
                                        const std::vector<std::pair<std::string, ConfigValue>>& kwargs, const Expr& at,
                                        int nesting = 0);
+  // Which arguments a str.format call's automatic and manual fields have used, shared with the
+  // fields nested in a spec.
+  struct FormatNumbering {
+    size_t auto_index = 0;
+    bool used_auto = false;
+    bool used_manual = false;
+  };
+  std::optional<std::string> FormatField(const std::string& field, const std::vector<ConfigValue>& args,
+                                         const std::vector<std::pair<std::string, ConfigValue>>& kwargs, const Expr& at,
+                                         int nesting, FormatNumbering* numbering);
+  const ConfigValue* FormatArgument(const std::string& name, const std::vector<ConfigValue>& args,
+                                    const std::vector<std::pair<std::string, ConfigValue>>& kwargs, const Expr& at,
+                                    FormatNumbering* numbering);
+  std::optional<std::string> FormatNestedSpec(const std::string& spec, const std::vector<ConfigValue>& args,
+                                              const std::vector<std::pair<std::string, ConfigValue>>& kwargs,
+                                              const Expr& at, int nesting, FormatNumbering* numbering);
+  std::optional<ConfigValue> FormatConversion(const ConfigValue& value, char conversion, const Expr& at);
 
   // ---- calls
   struct Args {

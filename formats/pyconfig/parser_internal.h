@@ -160,6 +160,15 @@ class Parser {
   void FString(const Token& t, Expr* joined, std::string* pending, int nesting);
   void FStringPart(const Token& t, const std::string& body, size_t begin, size_t end, Expr* joined,
                    std::string* pending, int nesting);
+  [[noreturn]] void FStringFail(const Token& t, const std::string& body, size_t offset, const std::string& message);
+  void FStringFlush(const Token& t, Expr* joined, std::string* pending);
+  void FStringLiteral(const Token& t, const std::string& body, size_t from, size_t upto, std::string* pending);
+  size_t FStringField(const Token& t, const std::string& body, size_t open, size_t end, Expr* joined,
+                      std::string* pending, int nesting);
+  size_t FStringExpressionEnd(const Token& t, const std::string& body, size_t expr_begin, size_t end, size_t* self_doc);
+  ExprPtr FStringExpression(const Token& t, const std::string& body, size_t expr_begin, size_t expr_end);
+  size_t FStringSpec(const Token& t, const std::string& body, size_t open, size_t colon, size_t end, Expr* fv,
+                     int nesting);
 
   std::vector<Token> toks_;
   std::vector<std::string> strings_;
