@@ -86,6 +86,8 @@ class FakeBackend : public Backend {
   uint32_t rank() const override { return rank_; }
   uint32_t world_size() const override { return world_->world_size_; }
 
+  using Backend::Issue;  // the overload with options ignores them: Wait() blocks
+
   std::unique_ptr<Work> Issue(const Collective& collective, std::span<const double> input) override {
     std::lock_guard<std::mutex> lock(world_->mutex_);
     if (const auto it = world_->failures_.find(rank_); it != world_->failures_.end()) {

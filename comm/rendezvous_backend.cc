@@ -110,12 +110,14 @@ class RendezvousBackend : public comm::Backend {
   uint32_t rank() const override { return rank_; }
   uint32_t world_size() const override { return world_->world_size_; }
 
+  using comm::Backend::Issue;  // the overload with options ignores them: Wait() blocks
+
   std::unique_ptr<comm::Work> Issue(const Collective& collective, std::span<const double> input) override {
     std::lock_guard<std::mutex> lock(world_->mutex_);
     const uint32_t group = world_->GroupId(collective.process_group());
     const uint64_t seq = ++world_->next_seq_[rank_][group];
     const CollectiveSignature signature{collective.op(), collective.dtype(), collective.numel()};
-    const auto arrival = world_->rendezvous_.Arrive(group, seq, rank_, signature, &collective, 0, 0);
+    const auto arrival = world_->rendezvous_.Arrive(group, seq, rank_, signature, &collective, 0, 0, rank_);
     const RendezvousWorld::Key key{group, seq};
     RendezvousWorld::Payload& payload = world_->payloads_[key];
     payload.inputs.resize(world_->world_size_);

@@ -163,4 +163,42 @@ std::string DescribeCall(const Collective& collective) {
                      collective.process_group());
 }
 
+std::unique_ptr<Work> Backend::Issue(const Collective& collective, std::span<const double> input,
+                                     const IssueOptions& /*options*/) {
+  return Issue(collective, input);
+}
+
+namespace {
+
+// OnAllCompleted's default: a chain through the works, each callback registering the next
+// pending work's, so one callback runs at a time (on whichever thread) and no count is shared.
+struct CompletionChain {
+  std::vector<Work*> works;
+  size_t next = 0;
+  std::function<void()> done;
+};
+
+void FollowChain(const std::shared_ptr<CompletionChain>& chain) {
+  while (chain->next < chain->works.size()) {
+    Work* work = chain->works[chain->next++];
+    if (!work->IsCompleted()) {
+      work->OnCompletion([chain] { FollowChain(chain); });
+      return;
+    }
+  }
+  chain->done();
+}
+
+}  // namespace
+
+void Backend::OnAllCompleted(std::span<const std::unique_ptr<Work>> works, std::function<void()> done) {
+  auto chain = std::make_shared<CompletionChain>();
+  for (const auto& work : works) {
+    PETRSIM_ASSERT(work != nullptr);
+    chain->works.push_back(work.get());
+  }
+  chain->done = std::move(done);
+  FollowChain(chain);
+}
+
 }  // namespace petrsim::comm

@@ -10,12 +10,13 @@
 // one exactly, and the implementation converts to the collective's dtype before it reduces, as
 // c10d does with the tensor it is given. No LibTorch here: plan/ must not include it.
 //
-// The discrete-event simulator does not issue through this interface yet: it drives the same
-// matcher (sim/rendezvous.h) from its event loop and follows the same wait rule
-// (RankProgram::Step::wait_at_once). A simulated rank cannot block in Wait(); OnCompletion is how
-// it would wait, but a virtual Work object per collective measured 1.4x (8 ranks, 51
-// collectives an iteration) to 1.6x (4,096 ranks) slower, so the simulator keeps its direct path
-// until the seam costs little per collective (docs/design.md, "Seams").
+// The discrete-event simulator implements it on its network (sim/sim_backend.h: SimBackend on
+// SimNet, with its own contract test in virtual time): its works complete in virtual time and
+// call back from the event that completes them, so a simulated rank waits through OnCompletion /
+// OnAllCompleted where a real one blocks in Wait(). The simulator's own rank loop drives SimNet
+// through its engine-side interface (no object or callback per collective), with the same issue
+// and wait rules (RankProgram::Step::wait_at_once, IssueOptions::async_op); docs/design.md,
+// "Seams", says why.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,13 @@ class Work {
   virtual std::vector<double> ResultHead(uint64_t count) const;
 };
 
+// How a collective is issued, as c10d's per-op options: `async_op` is torch.distributed's flag of
+// that name (false: the caller waits for the work at once, as RankProgram::Step::wait_at_once
+// says). A backend that blocks in Wait() may ignore it; the simulator's wakes its rank by it.
+struct IssueOptions {
+  bool async_op = true;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -89,6 +97,14 @@ class Backend {
   // large collective whose tail is padding needs only its head given). The input is copied: the
   // caller may reuse it at once.
   virtual std::unique_ptr<Work> Issue(const Collective& collective, std::span<const double> input) = 0;
+  // The same, with the caller's options; this one ignores them.
+  virtual std::unique_ptr<Work> Issue(const Collective& collective, std::span<const double> input,
+                                      const IssueOptions& options);
+  // Calls `done` once every work of `works` has completed or failed (c10d's
+  // torch.futures.collect_all(...).then()): at once, on this thread, when they all have. This one
+  // follows them one by one through OnCompletion (so none may have a callback already); a
+  // backend may do it more cheaply. The works must outlive the call back.
+  virtual void OnAllCompleted(std::span<const std::unique_ptr<Work>> works, std::function<void()> done);
 };
 
 // The values `input` becomes in `dtype` (c10d converts the tensor it is given): float32, float16

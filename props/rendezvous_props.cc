@@ -108,7 +108,7 @@ struct Arrive : Command {
     const size_t live_after = (it == m.instances.end() ? 0 : it->second.live.size()) + 1;
     const CollectiveSignature signature = g_ignore_signatures ? Usual(group, seq) : Signature(m);
     const auto arrival = system.rendezvous.Arrive(group, seq, rank, signature, &system.tag,
-                                                  /*iteration=*/0, m.now + 1);
+                                                  /*iteration=*/0, m.now + 1, /*waiter=*/rank);
     using Outcome = Rendezvous<Tag>::Outcome;
     if (mismatch) {
       RC_ASSERT(arrival.outcome == Outcome::kMismatch);

@@ -56,6 +56,7 @@ class C10dBackend : public comm::Backend {
   // A c10d call on the collective's process group with a tensor of its dtype on the comm device
   // made from `input`. Errors the call or its wait raise become comm::CommError, sorted by their
   // message (Gloo's and NCCL's timeouts, a closed connection).
+  using comm::Backend::Issue;  // the overload with options ignores them: Wait() blocks
   std::unique_ptr<comm::Work> Issue(const Collective& collective, std::span<const double> input) override;
 
  private:

@@ -40,7 +40,8 @@ CollectiveIssuer::CollectiveIssuer(comm::Backend& comm, JobControl& control, Ran
 }
 
 CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64_t iteration,
-                                                  const std::vector<double>& input, Done done) {
+                                                  const std::vector<double>& input, Done done,
+                                                  comm::IssueOptions options) {
   Issued issued;
   issued.step = &step;
   issued.seq = ++seqs_[step.process_group()];
@@ -57,7 +58,7 @@ CollectiveIssuer::Issued CollectiveIssuer::Launch(const Collective& step, uint64
   ++issued_;
   recorder_.OpenCollective(step, issued.seq, iteration, issued.start_ns);
   try {
-    issued.work = comm_.Issue(step, input);
+    issued.work = comm_.Issue(step, input, options);
   } catch (const comm::CommError& error) {
     Fail(issued, error.what(), error.kind() == comm::CommError::Kind::kTimeout);
   } catch (const std::exception& error) {

@@ -54,7 +54,9 @@ class CollectiveIssuer {
 
   // Issues `step` of `iteration` with `input` (the head of its values: zeros follow); does not
   // wait.
-  Issued Launch(const Collective& step, uint64_t iteration, const std::vector<double>& input, Done done = {});
+  // `options` as the rank program says (async_op false: waited for at once).
+  Issued Launch(const Collective& step, uint64_t iteration, const std::vector<double>& input, Done done = {},
+                comm::IssueOptions options = {});
   // Waits for it, records its completion and calls its Done.
   void Complete(Issued& issued);
 

@@ -396,7 +396,8 @@ class RankLoop {
         input = PeriodicInput(collective);
         break;
     }
-    CollectiveIssuer::Issued issued = issuer_.Launch(collective, at.iteration, input, std::move(done));
+    CollectiveIssuer::Issued issued = issuer_.Launch(collective, at.iteration, input, std::move(done),
+                                                     comm::IssueOptions{.async_op = !at.wait_at_once});
     if (at.wait_at_once) {
       issuer_.Complete(issued);
     } else {

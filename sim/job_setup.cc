@@ -19,7 +19,7 @@ uint32_t JobSim::ProcessGroupId(const std::string& name) {
     if (process_group_names_[i] == name) return i;
   }
   process_group_names_.push_back(name);
-  rendezvous_.AddGroup();
+  net_.AddGroup();
   return static_cast<uint32_t>(process_group_names_.size() - 1);
 }
 
@@ -67,6 +67,9 @@ PlanStep JobSim::Resolve(const Collective& collective, int32_t nonblocking_ordin
 }
 
 void JobSim::Setup() {
+  // A rank the network returns (from a collective it blocked in, or its wait for its works in
+  // flight) goes on with its program.
+  net_.SetWaker([](void* job, uint32_t rank) { static_cast<JobSim*>(job)->Resume(rank); }, this);
   const auto& cost = scenario_.cost();
   sample_load_ns_ = static_cast<int64_t>(cost.sample_load_ns());
   step_compute_ns_ = static_cast<int64_t>(cost.step_compute_ns());
@@ -125,7 +128,6 @@ void JobSim::SetupRanks() {
     rank.stats.rank = r;
     rank.sampler = samplers.ForRank(r);
     rank.draws.resize(batch_size_);
-    rank.next_seq.assign(process_group_names_.size(), 1);
     rank.batches.resize(ring);
     rank.batch_draws.resize(ring * batch_size_);
     rank.batch_final.resize(ring * batch_size_);
@@ -142,7 +144,6 @@ void JobSim::SetupRanks() {
     rank.iterations_total =
         job.has_iterations() ? job_iterations : job_iterations - std::min(job_iterations, epochs * fewer);
     rank.program.emplace(plan_, r, rank.iterations_total);
-    rank.outstanding.reserve(*std::max_element(nonblocking_steps_.begin(), nonblocking_steps_.end()) + 1);
   }
 }
 

@@ -2,8 +2,9 @@
 // and collective, and JobSim, the one object that holds them and handles the engine's events.
 // Its members are defined by concept: job_setup.cc (the plan resolved, ranks and workers built),
 // loader.cc (DataLoader workers and the resample loop), main_process.cc (each rank's training
-// loop and its collectives), watchdog.cc (timeouts and the lines they print) and simulator.cc
-// (the run, and how it ended). Internal to sim/.
+// loop and its collectives, issued on the simulated network of sim_backend.h), watchdog.cc
+// (timeouts and the lines they print) and simulator.cc (the run, and how it ended). Internal to
+// sim/.
 #pragma once
 
 #include <fmt/format.h>
@@ -27,6 +28,7 @@
 #include "scenario/torch_version.h"
 #include "sim/engine.h"
 #include "sim/rendezvous.h"
+#include "sim/sim_backend.h"
 #include "sim/simulator.h"
 
 namespace petrsim::sim::internal {
@@ -37,7 +39,8 @@ enum EventKind : uint32_t {
   kWatchdog = 2,        // the earliest watchdog deadline of any rank
   kRankDies = 3,        // fault: actor rank
   kWorkerDies = 4,      // fault: actor rank, payload worker
-  kCollectiveDone = 5,  // a collective completes: actor process group, payload seq
+  kCollectiveDone = 5,  // a collective completes: actor process group, payload seq (SimNet's)
+  kWorkDone = 6,        // the seam's callback on an async work (SimNet's; the rank loop uses none)
 };
 
 constexpr int64_t kPpm = 1'000'000;
@@ -65,27 +68,7 @@ inline int64_t ScalePpm(int64_t ns, int64_t ppm) {
 
 inline int64_t FactorPpm(double factor) { return static_cast<int64_t>(factor * kPpm + 0.5); }
 
-// A collective of the plan, resolved once: its process group id, signature and place.
-struct PlanStep {
-  const Collective* collective = nullptr;
-  uint32_t pg = 0;
-  int32_t nonblocking_ordinal = -1;  // index among the iteration's non-blocking steps
-  int64_t duration_ns = 0;
-  uint64_t numel_in = 0;
-  uint64_t numel_out = 0;
-};
-
-using Instance = Rendezvous<PlanStep>::Instance;
-
-struct OutstandingWork {
-  uint32_t pg = 0;
-  uint64_t seq = 0;
-  int64_t issue_ns = 0;
-  int64_t complete_ns = -1;  // -1: not yet
-  int64_t started_ns = -1;   // every member had joined (the transfer began); -1: not yet
-  const PlanStep* step = nullptr;
-  uint64_t iteration = 0;
-};
+using Instance = SimNet::Collectives::Instance;
 
 enum class Phase : uint8_t {
   kStartup,          // issuing the startup collectives
@@ -128,13 +111,9 @@ struct RankState {
   uint64_t iterations_total = 0;
   int64_t slow_ppm = kPpm;
   int64_t iteration_compute_ns = 0;
-  std::vector<uint64_t> next_seq;  // per process group: the seq its next collective gets
-  // The blocking collective it waits in.
-  // The blocking collective it waits in (phase kBlocked); complete_ns is set when the instance
-  // completes, before the rank wakes.
-  OutstandingWork blocked;
-  std::vector<OutstandingWork> outstanding;
-  uint32_t outstanding_open = 0;
+  // (Its collectives in flight are the network's, net_: the one it blocks in while phase is
+  // kBlocked, and its async ones, DDP's buckets, waited for at kWaitOutstanding.)
+
   // The data loader.
   std::unique_ptr<RankSampler> sampler;
   std::vector<SlotDraw> draws;         // scratch for one batch
@@ -174,7 +153,7 @@ class JobSim {
         world_(scenario.job().world_size()),
         batch_size_(scenario.job().samples_per_gpu()),
         engine_(4 * world_ + 64),
-        rendezvous_(world_) {}
+        net_(engine_, world_, SimEventKinds{kCollectiveDone, kRankWake, kWorkDone}, options.wake_each_rank) {}
 
   SimResult Run();
 
@@ -190,6 +169,7 @@ class JobSim {
 
   // Main process.
   void Advance(RankState& rank);
+  void Resume(uint32_t rank) { Advance(ranks_[rank]); }
   // Advance's parts: the wake from a wait, then one per RankProgram::Kind; each returns false
   // when the rank has to wait.
   bool ResumeFromWait(RankState& rank, int64_t now);
@@ -200,10 +180,11 @@ class JobSim {
   bool StepCheckpoint(RankState& rank);
   bool BeginIteration(RankState& rank);
   bool CountFed(RankState& rank, uint64_t k);
-  // `wait_at_once`: the program's rule (RankProgram::Step): the rank blocks in it until it completes.
-  bool Issue(RankState& rank, const PlanStep& step, uint64_t iteration, bool wait_at_once);
-  void Complete(uint32_t pg, Instance& instance);
-  void OnCollectiveDone(uint32_t pg, uint64_t seq);
+  // The program's collective step on the simulated network, with the program's wait rule
+  // (RankProgram::Step::wait_at_once). Returns false when the rank has to wait (or a desync ended
+  // the job).
+  bool Issue(RankState& rank, const RankProgram::Step& at, const PlanStep& step);
+  void ReportDesync(const RankState& rank, const SimNet::Mismatch& mismatch);
   void Die(RankState& rank, Cause cause, const std::string& why);
   void EndIteration(RankState& rank);
   void NextStep(RankState& rank);  // the program moves on; the next step has spent no compute
@@ -224,7 +205,7 @@ class JobSim {
   BatchEntry& Entry(RankState& rank, uint64_t batch) { return rank.batches[batch % rank.batches.size()]; }
 
   // Watchdog.
-  int64_t OldestIncompleteIssue(const RankState& rank, OutstandingWork* work) const;
+  int64_t OldestIncompleteIssue(const RankState& rank, WorkRecord* work) const;
   int64_t FireTime(int64_t issue_ns) const;
   void ArmWatchdog(int64_t fire_ns);
   bool OnWatchdog();
@@ -242,7 +223,7 @@ class JobSim {
   CollectiveRef Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint64_t iteration) const;
   // What rank `rank` prints when its watchdog finds `work` past its timeout at `fire_ns`: the
   // watchdog line first (formats/torch_logs/watchdog_lines.h for NCCL, Gloo's one line otherwise).
-  std::vector<std::string> WatchdogLines(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const;
+  std::vector<std::string> WatchdogLines(uint32_t rank, const WorkRecord& work, int64_t fire_ns) const;
   // Records are built only when a sink listens (tracing_): the hot path pays nothing otherwise.
   void Trace(const TraceRecord& record) { options_.trace->Record(record); }
   // The loads of one getitem, kept while it runs so that only getitems that resampled are
@@ -284,7 +265,7 @@ class JobSim {
     }
   }
   // A collective's slice from its issue to end_ns; non-blocking ones on the async track.
-  void TraceCollective(uint32_t rank, const OutstandingWork& work, int64_t end_ns, bool completed) {
+  void TraceCollective(uint32_t rank, const WorkRecord& work, int64_t end_ns, bool completed) {
     const Collective& collective = *work.step->collective;
     TraceRecord record;
     record.kind = TraceKind::kCollective;
@@ -315,9 +296,9 @@ class JobSim {
   const uint32_t world_;
   const uint32_t batch_size_;
   Engine engine_;
+  SimNet net_;
 
   std::vector<std::string> process_group_names_;
-  Rendezvous<PlanStep> rendezvous_;
   std::vector<PlanStep> startup_steps_;
   // Per phase of the plan (ExpandedPlan::Phase).
   std::vector<std::vector<PlanStep>> iteration_steps_;
@@ -335,7 +316,6 @@ class JobSim {
   PipelineDraws pipeline_;
   uint64_t job_iterations_ = 0;
   std::vector<RankState> ranks_;
-  std::vector<uint32_t> wake_scratch_;
   std::vector<std::pair<uint64_t, int64_t>> stragglers_;  // per rank: iteration, delay (kNone)
   int64_t watchdog_armed_ns_ = -1;
   int64_t first_watchdog_ns_ = -1;

@@ -89,13 +89,7 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   if (rank.phase == Phase::kDead) return;
   const int64_t now = engine_.now_ns();
   // Collectives it joined but that had not completed never complete now: its process is gone.
-  auto withdraw = [&](uint32_t pg, uint64_t seq) { rendezvous_.Withdraw(pg, seq); };
-  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0) {
-    withdraw(rank.blocked.pg, rank.blocked.seq);
-  }
-  for (const auto& work : rank.outstanding) {
-    if (work.complete_ns < 0) withdraw(work.pg, work.seq);
-  }
+  net_.RankDied(rank.rank);
   rank.phase = Phase::kDead;
   rank.stats.died_ns = now;
   rank.stats.died_why = why;
@@ -114,111 +108,54 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
   }
 }
 
-// Issues one collective at now. Returns true when the rank goes on at once (not waited for at
-// once; one that completed with this arrival is handled by a wake event).
-bool JobSim::Issue(RankState& rank, const PlanStep& step, uint64_t iteration, bool wait_at_once) {
-  const int64_t now = engine_.now_ns();
-  const uint64_t seq = rank.next_seq[step.pg]++;
+// The program's collective step, issued on the simulated network at now: waited for at once, the
+// rank blocks in it until its completion returns the rank; otherwise it stays in flight until
+// kWaitOutstanding. The watchdog watches every work, blocking or not, from its issue.
+bool JobSim::Issue(RankState& rank, const RankProgram::Step& at, const PlanStep& step) {
   ++rank.stats.collectives;
-  const CollectiveSignature signature{step.collective->op(), step.collective->dtype(), step.numel_in};
-  const auto arrival = rendezvous_.Arrive(step.pg, seq, rank.rank, signature, &step, iteration, now);
-  Instance* instance = arrival.instance;
-  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kMismatch) {
-    Desync desync;
-    desync.process_group = process_group_names_[step.pg];
-    desync.seq = seq;
-    desync.first_rank = instance->first_rank;
-    desync.first = Ref(*instance->first, step.pg, seq, instance->first_iteration);
-    desync.other_rank = rank.rank;
-    desync.other = Ref(step, step.pg, seq, iteration);
-    desync.at_ns = now;
-    desync_ = desync;
-    if (tracing_) {
-      TraceRecord record;
-      record.kind = TraceKind::kDesync;
-      record.rank = rank.rank;
-      record.start_ns = record.end_ns = now;
-      record.iteration = iteration;
-      record.process_group = process_group_names_[step.pg];
-      record.seq = seq;
-      record.text = "collective mismatch";
-      Trace(record);
-      // The mismatched call was issued (c10d enqueues it; NCCL would pair it): record it as a
-      // collective pending at the end, with this rank's own signature.
-      TraceCollective(rank.rank, OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration}, now, false);
-    }
-    stop_ = true;
+  const SimNet::Posted posted = net_.Post(rank.rank, step, rank.iteration, /*async_op=*/!at.wait_at_once);
+  if (posted == SimNet::Posted::kMismatch) {
+    ReportDesync(rank, net_.mismatch());
     return false;
   }
-  if (wait_at_once) {
+  const int64_t now = engine_.now_ns();
+  if (at.wait_at_once) {
     rank.phase = Phase::kBlocked;
     rank.phase_since_ns = now;
-    rank.blocked = OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration};
-  } else {
-    rank.outstanding.push_back(OutstandingWork{step.pg, seq, now, -1, -1, &step, iteration});
-    ++rank.outstanding_open;
   }
-  if (arrival.outcome == Rendezvous<PlanStep>::Outcome::kCompleted) {
-    Complete(step.pg, *instance);
-  } else if (watchdog_armed_ns_ < 0) {
-    // The watchdog watches every work, blocking or not, from its issue. An armed watchdog
-    // fires no later than this work's deadline (issue times only grow).
-    ArmWatchdog(FireTime(now));
-  }
-  return !wait_at_once;
+  // Not complete with this arrival: an armed watchdog fires no later than its deadline (issue
+  // times only grow).
+  if (posted == SimNet::Posted::kPending && watchdog_armed_ns_ < 0) ArmWatchdog(FireTime(now));
+  return !at.wait_at_once;
 }
 
-// Every rank has arrived: the collective ends one duration after the last arrival.
-// Every rank has arrived: the collective ends one duration after the last arrival. Non-blocking
-// arrivals learn their completion time now; the ranks blocked in it all return at `done`
-// through one event, which wakes them in arrival order (as one wake event per rank, scheduled
-// back to back, would: nothing else can run between them).
-void JobSim::Complete(uint32_t pg, Instance& instance) {
-  const int64_t done = SaturatingAdd(instance.last_arrival_ns, instance.first->duration_ns);
-  bool blocked = false;
-  for (const uint32_t r : instance.waiters) {
-    RankState& rank = ranks_[r];
-    if (rank.phase == Phase::kDead) continue;
-    if (rank.phase == Phase::kBlocked && rank.blocked.pg == pg && rank.blocked.seq == instance.seq) {
-      rank.blocked.complete_ns = done;
-      rank.blocked.started_ns = instance.last_arrival_ns;
-      blocked = true;
-      if (options_.wake_each_rank) engine_.Schedule(done, kRankWake, r, 0);
-      continue;
-    }
-    for (auto& work : rank.outstanding) {
-      if (work.pg == pg && work.seq == instance.seq && work.complete_ns < 0) {
-        work.complete_ns = done;
-        work.started_ns = instance.last_arrival_ns;
-        --rank.outstanding_open;
-        if (rank.phase == Phase::kWaitOutstanding && rank.outstanding_open == 0) {
-          int64_t last = done;
-          for (const auto& w : rank.outstanding) last = std::max(last, w.complete_ns);
-          engine_.Schedule(std::max(last, engine_.now_ns()), kRankWake, r, 0);
-        }
-        break;
-      }
-    }
+// The members of a collective issued different ones at its sequence number: the job is over.
+void JobSim::ReportDesync(const RankState& rank, const SimNet::Mismatch& mismatch) {
+  const WorkRecord& issued = mismatch.issued;
+  Desync desync;
+  desync.process_group = process_group_names_[issued.pg];
+  desync.seq = issued.seq;
+  desync.first_rank = mismatch.first_rank;
+  desync.first = Ref(*mismatch.first, issued.pg, issued.seq, mismatch.first_iteration);
+  desync.other_rank = rank.rank;
+  desync.other = Ref(*issued.step, issued.pg, issued.seq, issued.iteration);
+  desync.at_ns = issued.issue_ns;
+  desync_ = desync;
+  if (tracing_) {
+    TraceRecord record;
+    record.kind = TraceKind::kDesync;
+    record.rank = rank.rank;
+    record.start_ns = record.end_ns = issued.issue_ns;
+    record.iteration = issued.iteration;
+    record.process_group = process_group_names_[issued.pg];
+    record.seq = issued.seq;
+    record.text = "collective mismatch";
+    Trace(record);
+    // The mismatched call was issued (c10d enqueues it; NCCL would pair it): record it as a
+    // collective pending at the end, with this rank's own signature.
+    TraceCollective(rank.rank, issued, issued.issue_ns, false);
   }
-  if (blocked && !options_.wake_each_rank) {
-    engine_.Schedule(done, kCollectiveDone, pg, instance.seq);
-  } else {
-    rendezvous_.Close(pg, instance.seq);
-  }
-}
-
-void JobSim::OnCollectiveDone(uint32_t pg, uint64_t seq) {
-  Instance* instance = rendezvous_.Find(pg, seq);
-  PETRSIM_ASSERT(instance != nullptr);
-  // Waking a rank may open instances of this group (and grow its ring): work from a copy.
-  wake_scratch_.assign(instance->waiters.begin(), instance->waiters.end());
-  rendezvous_.Close(pg, seq);
-  for (const uint32_t r : wake_scratch_) {
-    RankState& rank = ranks_[r];
-    if (rank.phase == Phase::kBlocked && rank.blocked.pg == pg && rank.blocked.seq == seq) {
-      Advance(rank);
-    }
-  }
+  stop_ = true;
 }
 
 void JobSim::EndIteration(RankState& rank) {
@@ -282,16 +219,14 @@ void JobSim::Advance(RankState& rank) {
 // what it waits for has completed. Returns false while it still waits.
 inline bool JobSim::ResumeFromWait(RankState& rank, int64_t now) {
   if (rank.phase == Phase::kBlocked) {
-    if (rank.blocked.complete_ns < 0 || rank.blocked.complete_ns > now) return false;
+    if (!net_.BlockedCompleted(rank.rank)) return false;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
-    if (tracing_) TraceCollective(rank.rank, rank.blocked, now, /*completed=*/true);
+    if (tracing_) TraceCollective(rank.rank, net_.blocked(rank.rank), now, /*completed=*/true);
+    net_.Return(rank.rank);
     rank.phase = Phase::kRunning;
     NextStep(rank);
   } else if (rank.phase == Phase::kWaitOutstanding) {
-    if (rank.outstanding_open != 0) return false;
-    int64_t last = now;
-    for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
-    if (last > now) return false;
+    if (!net_.AllCompleted(rank.rank)) return false;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;
     rank.phase = Phase::kRunning;
   }
@@ -323,9 +258,9 @@ inline int64_t JobSim::ComputeBefore(const RankState& rank, const RankProgram::S
 // RankProgram::Kind::kCollective. Returns false when the rank has to wait.
 inline bool JobSim::StepCollective(RankState& rank, const RankProgram::Step& at) {
   if (at.section != RankProgram::Section::kPerIteration) {
-    const bool startup = at.section == RankProgram::Section::kStartup;
+    const bool startup = at.section == RankProgram::Section::kStartup;  // no compute before it
     const PlanStep& step = startup ? startup_steps_[at.index] : periodic_steps_[at.index];
-    if (!Issue(rank, step, startup ? 0 : rank.iteration, at.wait_at_once)) return false;
+    if (!Issue(rank, at, step)) return false;
     NextStep(rank);
     return true;
   }
@@ -344,7 +279,7 @@ inline bool JobSim::StepCollective(RankState& rank, const RankProgram::Step& at)
     NextStep(rank);
     return true;
   }
-  if (!Issue(rank, step, rank.iteration, at.wait_at_once)) return false;
+  if (!Issue(rank, at, step)) return false;
   NextStep(rank);
   return true;
 }
@@ -389,21 +324,19 @@ inline bool JobSim::StepWaitOutstanding(RankState& rank, const RankProgram::Step
       return false;
     }
   }
-  int64_t last = engine_.now_ns();
-  for (const auto& work : rank.outstanding) last = std::max(last, work.complete_ns);
-  if (rank.outstanding_open > 0 || last > engine_.now_ns()) {
+  if (!net_.AllCompleted(rank.rank)) {
     rank.phase = Phase::kWaitOutstanding;
     rank.phase_since_ns = engine_.now_ns();
     // Incomplete works armed the watchdog when they were issued.
-    if (rank.outstanding_open == 0) engine_.Schedule(last, kRankWake, rank.rank, 0);
+    net_.WaitAll(rank.rank);
     return false;
   }
   if (tracing_) {
-    for (const auto& work : rank.outstanding) {
+    for (const WorkRecord& work : net_.in_flight(rank.rank)) {
       TraceCollective(rank.rank, work, work.complete_ns, /*completed=*/true);
     }
   }
-  rank.outstanding.clear();
+  net_.Collect(rank.rank);
   NextStep(rank);
   return true;
 }

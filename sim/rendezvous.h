@@ -8,8 +8,9 @@
 // Open instances of a group live in a power-of-two ring indexed by sequence number that grows
 // when ranks run further apart than it holds; instance storage (the waiters list included) is
 // reused, so the steady state allocates nothing. Tag is the caller's description of a
-// collective (the simulator's plan step); the rendezvous only stores a pointer to it. Not
-// thread-safe.
+// collective (the simulator's plan step); the rendezvous only stores a pointer to it. Waiter is
+// what each arrival leaves in the instance's waiters list: its rank, or the simulator's work
+// handle (sim/sim_backend.h), which is then reached without a search. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct CollectiveSignature {
   bool operator==(const CollectiveSignature&) const = default;
 };
 
-template <class Tag>
+template <class Tag, class Waiter = uint32_t>
 class Rendezvous {
  public:
   struct Instance {
@@ -42,7 +43,7 @@ class Rendezvous {
     int64_t last_arrival_ns = 0;
     uint32_t arrived = 0;
     bool complete = false;
-    std::vector<uint32_t> waiters;  // every rank that arrived, in arrival order
+    std::vector<Waiter> waiters;  // every arrival, in arrival order
   };
 
   enum class Outcome {
@@ -65,9 +66,9 @@ class Rendezvous {
   }
   uint32_t groups() const { return static_cast<uint32_t>(groups_.size()); }
 
-  // `rank` arrives at `seq` (>= 1) of `group` at time now_ns.
+  // `rank` arrives at `seq` (>= 1) of `group` at time now_ns, leaving `waiter` in the instance.
   Arrival Arrive(uint32_t group, uint64_t seq, uint32_t rank, const CollectiveSignature& signature, const Tag* tag,
-                 uint64_t iteration, int64_t now_ns) {
+                 uint64_t iteration, int64_t now_ns, Waiter waiter) {
     PETRSIM_ASSERT(seq >= 1);
     Instance* instance = Find(group, seq);
     if (instance == nullptr) {
@@ -83,7 +84,7 @@ class Rendezvous {
     PETRSIM_ASSERT(!instance->complete);
     ++instance->arrived;
     instance->last_arrival_ns = now_ns;
-    instance->waiters.push_back(rank);
+    instance->waiters.push_back(waiter);
     if (instance->arrived == world_size_) {
       instance->complete = true;
       return Arrival{Outcome::kCompleted, instance};

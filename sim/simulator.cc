@@ -69,7 +69,7 @@ void JobSim::FinishRanks(SimResult& result, int64_t end) {
   std::vector<Line> lines;
   for (RankState& rank : ranks_) {
     RankStats& stats = rank.stats;
-    OutstandingWork work;
+    WorkRecord work;
     const int64_t issue = OldestIncompleteIssue(rank, &work);
     if (issue >= 0) {
       stats.blocked_in = Ref(*work.step, work.pg, work.seq, work.iteration);
@@ -118,12 +118,14 @@ void JobSim::FinishRankState(RankState& rank, int64_t end) {
       stats.state = fmt::format("waiting for batch {}", rank.iteration);
       stats.data_wait_ns += end - rank.phase_since_ns;
       break;
-    case Phase::kBlocked:
-      stats.state = fmt::format("in collective {} seq {} ({}){}", process_group_names_[rank.blocked.pg],
-                                rank.blocked.seq, rank.blocked.step->collective->name(),
-                                rank.blocked.complete_ns >= 0 ? ", complete, returning" : "");
+    case Phase::kBlocked: {
+      const WorkRecord& blocked = net_.blocked(rank.rank);
+      stats.state =
+          fmt::format("in collective {} seq {} ({}){}", process_group_names_[blocked.pg], blocked.seq,
+                      blocked.step->collective->name(), blocked.complete_ns >= 0 ? ", complete, returning" : "");
       stats.collective_wait_ns += end - rank.phase_since_ns;
       break;
+    }
     case Phase::kWaitOutstanding:
       if (stats.blocked_in) {
         stats.state = fmt::format("in collective {} seq {} ({})", stats.blocked_in->process_group,
@@ -204,18 +206,18 @@ void JobSim::FinishBlame(SimResult& result, uint64_t skipped) {
   // oldest one a live rank has joined (found by the property suite: a rank that opened a
   // non-blocking broadcast and then died made the report name the live rank waiting elsewhere).
   if (oldest == nullptr) {
-    oldest = rendezvous_.OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
+    oldest = net_.collectives().OldestIncomplete(&oldest_group, [&](uint32_t g, const Instance& instance) {
       for (const RankState& rank : ranks_) {
-        if (rank.phase != Phase::kDead && rank.next_seq[g] > instance.seq) return true;
+        if (rank.phase != Phase::kDead && net_.next_seq(rank.rank, g) > instance.seq) return true;
       }
       return false;
     });
   }
-  if (oldest == nullptr) oldest = rendezvous_.OldestIncomplete(&oldest_group);
+  if (oldest == nullptr) oldest = net_.collectives().OldestIncomplete(&oldest_group);
   if (oldest != nullptr) {
     result.collective = Ref(*oldest->first, oldest_group, oldest->seq, oldest->first_iteration);
     for (const RankState& rank : ranks_) {
-      if (rank.next_seq[oldest_group] > oldest->seq && rank.phase != Phase::kDead) {
+      if (net_.next_seq(rank.rank, oldest_group) > oldest->seq && rank.phase != Phase::kDead) {
         result.waiting_ranks.push_back(rank.rank);
         result.blocked_at_ns = std::max(result.blocked_at_ns, rank.stats.blocked_since_ns);
       } else {
@@ -244,11 +246,11 @@ const Instance* JobSim::SkippedCollective(uint32_t* group) {
     const Instance* instance = nullptr;
   };
   std::optional<Candidate> best;
-  rendezvous_.OldestIncomplete(nullptr, [&](uint32_t g, const Instance& instance) {
+  net_.collectives().OldestIncomplete(nullptr, [&](uint32_t g, const Instance& instance) {
     Candidate candidate{false, 0, g, &instance};
     bool skipper_missing = false;
     for (const RankState& rank : ranks_) {
-      if (rank.phase == Phase::kDead || rank.next_seq[g] > instance.seq) continue;
+      if (rank.phase == Phase::kDead || net_.next_seq(rank.rank, g) > instance.seq) continue;
       ++candidate.missing;
       if (rank.stats.collectives_skipped > 0) {
         skipper_missing = true;

@@ -25,21 +25,20 @@ void JobSim::ArmWatchdog(int64_t fire_ns) {
 }
 
 // The issue time of the rank's oldest collective that has not completed, or -1.
-int64_t JobSim::OldestIncompleteIssue(const RankState& rank, OutstandingWork* work) const {
+int64_t JobSim::OldestIncompleteIssue(const RankState& rank, WorkRecord* work) const {
   if (rank.phase == Phase::kDead || rank.phase == Phase::kDone) return -1;
   int64_t oldest = -1;
-  for (const auto& w : rank.outstanding) {
+  for (const WorkRecord& w : net_.in_flight(rank.rank)) {
     if (w.complete_ns < 0) {
       oldest = w.issue_ns;
       if (work != nullptr) *work = w;
       break;
     }
   }
-  if (rank.phase == Phase::kBlocked && rank.blocked.complete_ns < 0 && (oldest < 0 || rank.blocked.issue_ns < oldest)) {
-    oldest = rank.blocked.issue_ns;
-    if (work != nullptr) {
-      *work = rank.blocked;
-    }
+  const WorkRecord& blocked = net_.blocked(rank.rank);
+  if (rank.phase == Phase::kBlocked && blocked.complete_ns < 0 && (oldest < 0 || blocked.issue_ns < oldest)) {
+    oldest = blocked.issue_ns;
+    if (work != nullptr) *work = blocked;
   }
   return oldest;
 }
@@ -72,7 +71,9 @@ bool JobSim::OnWatchdog() {
 bool JobSim::Handle(const Event& event) {
   switch (event.kind) {
     case kRankWake:
-      Advance(ranks_[event.actor]);
+      // SimNet's (a wait for works in flight, or wake_each_rank's return from a collective), or
+      // the rank's own (compute done, a checkpoint written).
+      if (!net_.OnRankWake(event.actor)) Advance(ranks_[event.actor]);
       break;
     case kBatchLoaded: {
       RankState& rank = ranks_[event.actor];
@@ -83,7 +84,10 @@ bool JobSim::Handle(const Event& event) {
       if (!OnWatchdog()) return false;
       break;
     case kCollectiveDone:
-      OnCollectiveDone(event.actor, event.payload);
+      net_.OnCollectiveDone(event.actor, event.payload);
+      break;
+    case kWorkDone:
+      net_.OnWorkDone(event.actor, event.payload);
       break;
     case kRankDies:
       Die(ranks_[event.actor], Cause::kRankDied,
@@ -139,7 +143,7 @@ CollectiveRef JobSim::Ref(const PlanStep& step, uint32_t pg, uint64_t seq, uint6
   return ref;
 }
 
-std::vector<std::string> JobSim::WatchdogLines(uint32_t rank, const OutstandingWork& work, int64_t fire_ns) const {
+std::vector<std::string> JobSim::WatchdogLines(uint32_t rank, const WorkRecord& work, int64_t fire_ns) const {
   CollectiveTimeout timeout;
   timeout.backend = scenario_.comm().backend();
   timeout.version = torch_version_;
@@ -151,7 +155,7 @@ std::vector<std::string> JobSim::WatchdogLines(uint32_t rank, const OutstandingW
   timeout.numel = WorkNumel{work.step->numel_in, work.step->numel_out};
   timeout.timeout_ms = scenario_.comm().timeout_ms();
   timeout.ran_for_ms = static_cast<uint64_t>((fire_ns - work.issue_ns) / 1'000'000);
-  timeout.last_enqueued_seq = ranks_[rank].next_seq[work.pg] - 1;
+  timeout.last_enqueued_seq = net_.next_seq(rank, work.pg) - 1;
   timeout.last_completed_seq = work.seq - 1;
   timeout.timestamp = LogTimestampOfVirtualTime(fire_ns);
   return CollectiveTimeoutLines(timeout);

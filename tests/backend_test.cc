@@ -328,6 +328,44 @@ TYPED_TEST(BackendContract, OnCompletionCallsBackWhenTheWorkFails) {
   });
 }
 
+TYPED_TEST(BackendContract, OnAllCompletedCallsBackOnceAfterTheLastWork) {
+  std::latch rank0_waiting(kWorld);
+  std::atomic<int> calls{0};
+  this->Run([&](uint32_t rank, Backend& comm) {
+    const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
+    const Collective other = Call(Collective::allreduce, Collective::max, 2, Collective::float32, "other");
+    std::vector<std::unique_ptr<Work>> works;
+    if (rank != 0) {
+      // Only the first is issued before rank 0 waits: the second keeps it waiting.
+      works.push_back(comm.Issue(sum, std::vector<double>{1.0}));
+      rank0_waiting.arrive_and_wait();
+      works.push_back(comm.Issue(other, std::vector<double>{2.0, 3.0}));
+    } else {
+      works.push_back(comm.Issue(sum, std::vector<double>{1.0}));
+      works.push_back(comm.Issue(other, std::vector<double>{2.0, 3.0}));
+      comm.OnAllCompleted(works, [&] { ++calls; });
+      EXPECT_FALSE(works[1]->IsCompleted()) << "ranks 1 and 2 have not issued it";
+      EXPECT_EQ(calls.load(), 0);
+      rank0_waiting.arrive_and_wait();
+      EXPECT_TRUE(Eventually(calls)) << "the callback never ran";
+    }
+    for (const auto& work : works) work->Wait();
+    EXPECT_EQ(works[0]->Result(), (std::vector<double>{3}));
+    EXPECT_EQ(works[1]->Result(), (std::vector<double>{2, 3}));
+    // Every one of them over (or none given): at once, on this thread.
+    int at_once = 0;
+    std::vector<std::unique_ptr<Work>> done;
+    done.push_back(comm.Issue(sum, std::vector<double>{1.0}));
+    done.back()->Wait();
+    comm.OnAllCompleted(done, [&] { ++at_once; });
+    comm.OnAllCompleted({}, [&] { ++at_once; });
+    EXPECT_EQ(at_once, 2);
+  });
+  if (!::testing::Test::IsSkipped()) {
+    EXPECT_EQ(calls.load(), 1);
+  }
+}
+
 TEST(CollectiveOutput, ConvertsToTheDtypeAndReducesInIt) {
   // The values real torch 1.13 gives for torch.tensor(v, dtype=float64).to(dtype).
   EXPECT_EQ(ToDtype(Collective::float16, 1.0 + 1.0 / 4096), 1.0);              // below half precision's step
