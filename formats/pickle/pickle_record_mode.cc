@@ -53,12 +53,25 @@ constexpr OpcodeGroup kOpcodeGroups[] = {
     {"ci", {Skip::kTwoLines}},
 };
 
-Argument ArgumentOf(uint8_t op) {
-  for (const OpcodeGroup& group : kOpcodeGroups) {
-    if (group.ops.find(static_cast<char>(op)) != std::string_view::npos) return group.argument;
+// The groups as a table by opcode, built once: the scan looks up every opcode of the file.
+struct ArgumentTable {
+  Argument by_op[256];
+  constexpr ArgumentTable() {
+    for (Argument& argument : by_op) argument = Argument{Skip::kUnsized};
+    bool seen[256] = {};
+    for (const OpcodeGroup& group : kOpcodeGroups) {
+      for (const char op : group.ops) {
+        // An opcode in two groups does not compile (a throw in a constant expression).
+        if (seen[static_cast<uint8_t>(op)]) throw "an opcode in two groups";
+        seen[static_cast<uint8_t>(op)] = true;
+        by_op[static_cast<uint8_t>(op)] = group.argument;
+      }
+    }
   }
-  return {Skip::kUnsized};
-}
+};
+constexpr ArgumentTable kArguments;
+
+Argument ArgumentOf(uint8_t op) { return kArguments.by_op[op]; }
 
 }  // namespace
 
