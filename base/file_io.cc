@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/input_files.h"
 
 namespace petrsim {
 const char* FileKindName(unsigned mode) {
@@ -46,6 +47,7 @@ std::string ReadRegularFile(const std::string& path, const std::string& what, ui
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + FileKindName(info.st_mode));
   }
+  NoteInputFile(path, fd);
   // Read to the end, not to the stat'ed size: a file that grew since is still bounded.
   std::string content;
   content.reserve(static_cast<size_t>(info.st_size));

@@ -1,14 +1,17 @@
 // The registry of temporary files and the Ctrl-C handler that removes them; see temp_files.h.
 #include "base/temp_files.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "base/error.h"
+#include "base/input_files.h"
 
 namespace petrsim {
 namespace {
@@ -130,10 +133,28 @@ TerminationSignalsHeld::TerminationSignalsHeld() {
 
 TerminationSignalsHeld::~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
-AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_path_(path + ".tmp"), registration_(tmp_path_) {
-  file_ = std::fopen(tmp_path_.c_str(), "wb");
+namespace {
+
+std::string TempPath(const std::string& path, AtomicFile::TempName temp_name) {
+  if (temp_name == AtomicFile::TempName::kFixed) return path + ".tmp";
+  static std::atomic<uint64_t> next{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(next.fetch_add(1));
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path, TempName temp_name)
+    : path_(path), tmp_path_(TempPath(path, temp_name)), registration_(tmp_path_) {
+  if (temp_name == TempName::kFixed) {
+    file_ = std::fopen(tmp_path_.c_str(), "wb");
+  } else {
+    const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    file_ = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+    if (fd >= 0 && file_ == nullptr) ::close(fd);
+  }
   if (file_ == nullptr) {
-    throw ScenarioError(tmp_path_ + ": cannot open for writing: " + std::strerror(errno));
+    // Named as "<path>.tmp" either way: the process id in a unique name says nothing to the user.
+    throw ScenarioError(path + ".tmp: cannot open for writing: " + std::strerror(errno));
   }
 }
 
@@ -151,6 +172,9 @@ void AtomicFile::Write(std::string_view data) {
 }
 
 void AtomicFile::Commit() {
+  // The inode this rename puts at path_: what this process wrote there (base/input_files.h).
+  const bool flushed = std::fflush(file_) == 0;
+  const std::optional<FileIdentity> written = flushed ? IdentifyOpenFile(::fileno(file_)) : std::nullopt;
   const int closed = std::fclose(file_);
   file_ = nullptr;
   if (closed != 0) {
@@ -163,10 +187,11 @@ void AtomicFile::Commit() {
     std::remove(tmp_path_.c_str());
     throw ScenarioError(path_ + ": cannot rename " + tmp_path_ + " onto it: " + std::strerror(error));
   }
+  if (written) NoteOutputFile(path_, *written);
 }
 
-void WriteFileAtomically(const std::string& path, std::string_view bytes) {
-  AtomicFile file(path);
+void WriteFileAtomically(const std::string& path, std::string_view bytes, AtomicFile::TempName temp_name) {
+  AtomicFile file(path, temp_name);
   file.Write(bytes);
   file.Commit();
 }

@@ -70,7 +70,11 @@ class TerminationSignalsHeld {
 // ScenarioError naming the file and the system's reason.
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& path);
+  // kFixed: the temporary file is "<path>.tmp". kUnique: "<path>.tmp.<pid>.<n>", created
+  // exclusively, so that runs writing the same output at once never write into one file (the
+  // last rename wins, whole).
+  enum class TempName { kFixed, kUnique };
+  explicit AtomicFile(const std::string& path, TempName temp_name = TempName::kFixed);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -86,6 +90,7 @@ class AtomicFile {
 };
 
 // `bytes` as the whole of `path`, through an AtomicFile.
-void WriteFileAtomically(const std::string& path, std::string_view bytes);
+void WriteFileAtomically(const std::string& path, std::string_view bytes,
+                         AtomicFile::TempName temp_name = AtomicFile::TempName::kFixed);
 
 }  // namespace petrsim

@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
                                         petrsim::SupportedTorchVersions() + "; comm.torch_version picks one)");
   Commands commands;
   AddCommands(app, commands);
+  // What a cached import is keyed by (importers/import_cache.h): the words after the program's name.
+  commands.import_flags.command_line.assign(argv + std::min(argc, 1), argv + argc);
   if (SaidTypo(app, argc, argv)) return kExitBadInput;
   try {
     app.parse(argc, argv);

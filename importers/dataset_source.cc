@@ -13,6 +13,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/input_files.h"
 #include "formats/pyconfig/lexer.h"
 #include "formats/pyconfig/parser.h"
 
@@ -128,6 +129,7 @@ class PluginSources {
       if (it->file_size(error) <= kMaxSourceBytes) files.push_back(it->path());
     }
     std::sort(files.begin(), files.end());
+    NoteInputDirectory(root_.string());
     for (const fs::path& file : files) {
       const std::string text = ReadRegularFile(file.string(), "dataset source", kMaxSourceBytes);
       ScanTrainScript(text, file.string());

@@ -7,15 +7,20 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/input_files.h"
 #include "base/progress_line.h"
 #include "formats/mmcv/config.h"
 #include "formats/torch_logs/training_log.h"
+#include "importers/import_cache.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
@@ -33,6 +38,11 @@ std::vector<std::string> SplitList(const std::string& text) {
     if (!item.empty()) out.push_back(std::move(item));
   }
   return out;
+}
+
+void AddNoCacheFlag(CLI::App& command, ImportFlags& flags) {
+  command.add_flag("--no-cache", flags.no_cache,
+                   "import even when OUT.petrsim-cache says the inputs are unchanged since OUT was written");
 }
 
 void AddFilterOptions(CLI::App& command, ImportFlags& flags) {
@@ -53,6 +63,7 @@ void AddFilterOptions(CLI::App& command, ImportFlags& flags) {
   command.add_option("--seq-split-num", flags.seq_split_num, "seq_split_num of your config (default 2)");
   command.add_flag("--quiet", flags.quiet,
                    "no progress bar on stderr (a long import draws one when stderr is a terminal)");
+  AddNoCacheFlag(command, flags);
 }
 
 // The progress bar of the files being read (base/progress_line.h), in bytes.
@@ -309,6 +320,7 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
                      "the job's PyTorch release, e.g. 1.13.1+cu117 (default: the log's environment block; else 1.9 "
                      "assumed, said in the summary)");
   config->add_flag("--quiet", flags.quiet, "no progress bar on stderr");
+  AddNoCacheFlag(*config, flags);
   CLI::App* nuscenes =
       import->add_subcommand("nuscenes", "the nuScenes tables (DIR/VERSION/*.json); each split becomes a sub-dataset");
   nuscenes->add_option("--dataroot", flags.dataroot, "the nuScenes directory (holding VERSION/)")->required();
@@ -322,9 +334,76 @@ CLI::App* AddImportCommand(CLI::App& app, ImportFlags& flags) {
   return import;
 }
 
+namespace {
+
+// The summary an import prints, kept to be recorded as well.
+class CapturedOutput {
+ public:
+  CapturedOutput() : file_(::open_memstream(&buffer_, &size_)) {
+    if (file_ == nullptr)
+      throw ScenarioError(fmt::format("cannot capture the import's summary: {}", std::strerror(errno)));
+  }
+  ~CapturedOutput() {
+    if (file_ != nullptr) std::fclose(file_);
+    std::free(buffer_);
+  }
+  CapturedOutput(const CapturedOutput&) = delete;
+  CapturedOutput& operator=(const CapturedOutput&) = delete;
+  std::FILE* file() { return file_; }
+  // What was written, once; the stream is closed.
+  std::string Take() {
+    std::fclose(file_);
+    file_ = nullptr;
+    return std::string(buffer_, size_);
+  }
+
+ private:
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+  std::FILE* file_;
+};
+
+int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* out);
+
+}  // namespace
+
 int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
-  if (import.get_subcommand("mmdet3d-config")->parsed()) return RunConfigImport(flags, out);
   if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(flags.probe_trace, out);
+  if (!flags.no_cache) {
+    if (const std::optional<std::string> summary = FindCachedImport(flags.output, flags.command_line)) {
+      std::fwrite(summary->data(), 1, summary->size(), out);
+      if (!flags.quiet) {
+        fmt::print(stderr,
+                   "petrsim import: every input is unchanged since {} was written: kept it ({}; --no-cache "
+                   "imports again)\n",
+                   flags.output, ImportCachePath(flags.output));
+      }
+      return 0;
+    }
+  }
+  // The files read from here on are what the new record depends on.
+  ClearInputFilesRead();
+  CapturedOutput captured;
+  int code = 0;
+  try {
+    code = RunImportOnce(import, flags, captured.file());
+  } catch (...) {
+    const std::string partial = captured.Take();
+    std::fwrite(partial.data(), 1, partial.size(), out);
+    throw;
+  }
+  const std::string summary = captured.Take();
+  std::fwrite(summary.data(), 1, summary.size(), out);
+  if (code == 0 && !flags.no_cache) {
+    StoreCachedImport(flags.output, flags.command_line, InputFilesRead(), InputDirectoriesListed(), summary);
+  }
+  return code;
+}
+
+namespace {
+
+int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
+  if (import.get_subcommand("mmdet3d-config")->parsed()) return RunConfigImport(flags, out);
   const CLI::App* source = import.get_subcommand("mmdet3d-infos")->parsed() ? import.get_subcommand("mmdet3d-infos")
                                                                             : import.get_subcommand("nuscenes");
   const ImportFilters filters = ToFilters(flags, source->get_option("--seq-split-num")->count() > 0);
@@ -387,5 +466,7 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
   NoteLargeTextScenario(flags.output, bytes);
   return 0;
 }
+
+}  // namespace
 
 }  // namespace petrsim

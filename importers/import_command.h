@@ -10,9 +10,11 @@
 //   --classes car,truck,...  --range -51.2,-51.2,-5,51.2,51.2,3  --no-valid-flag
 //   --no-filter-empty-gt  --seq-split-num N
 // The scenario is written atomically (nothing is left of it, not even its .tmp, when the import
-// fails or is interrupted); the summary (frames, scenes, groups, frames and groups with zero GT
-// after the filters) goes to standard output. While the files are read, a progress bar with an
-// ETA is drawn on stderr when it is a terminal (not with --quiet).
+// fails or is interrupted). mmdet3d-infos, mmdet3d-config and nuscenes record what they read in
+// OUT.petrsim-cache (importers/import_cache.h): run again on unchanged files, they keep OUT and
+// print its summary again (--no-cache: import anyway). The summary (frames, scenes, groups, frames and groups with zero
+// GT after the filters) goes to standard output. While the files are read, a progress bar with an ETA is drawn on
+// stderr when it is a terminal (not with --quiet).
 #pragma once
 
 #include <cstdio>
@@ -50,6 +52,10 @@ struct ImportFlags {
   std::string log;                    // --log: the job's training log (seed, release, ranks), beside a .py config
   std::string torch_version;          // --torch-version: the job's PyTorch release
   ProbeTraceImportFlags probe_trace;  // probe-trace
+  // The import cache (importers/import_cache.h): the command line it is keyed by (main's argv
+  // after the program name), and --no-cache.
+  std::vector<std::string> command_line;
+  bool no_cache = false;
 };
 
 // Adds `import` with its sources to `app`; returns the `import` subcommand.

@@ -495,7 +495,7 @@ uint64_t WriteEncodedScenarioFile(const std::vector<ImportedSubDataset>& data, c
     if (!status.ok())
       throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
   }
-  AtomicFile file(path);
+  AtomicFile file(path, AtomicFile::TempName::kUnique);
   file.Write(bytes);
   file.Commit();
   return bytes.size();
@@ -567,7 +567,7 @@ uint64_t WriteScenarioFile(const std::vector<ImportedSubDataset>& data, const Im
   }
   // The temporary file is opened before the header is built, as before, so that any error comes in
   // the same order.
-  AtomicFile file(path);
+  AtomicFile file(path, AtomicFile::TempName::kUnique);
   uint64_t written = 0;
   std::string out = TextScenarioOpening(data, filters, description, overlay);
   // The text is written in pieces of about 1 MiB so that a large dataset's file is never held

@@ -16,6 +16,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/input_files.h"
 #include "formats/pickle/pickle.h"
 
 namespace petrsim {
@@ -470,6 +471,7 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
     ::close(fd);
     throw ScenarioError(fmt::format("{}: not a regular file", path));
   }
+  NoteInputFile(path, fd);
   const auto size = static_cast<size_t>(info.st_size);
   if (size == 0) {
     ::close(fd);

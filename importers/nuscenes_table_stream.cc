@@ -1,6 +1,7 @@
 // Streaming a nuScenes table (nuscenes_table_stream.h): the file in chunks through nlohmann's
 // SAX parser, each record's wanted fields kept in the Table.
 #include "importers/nuscenes_table_stream.h"
+#include "base/input_files.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -191,6 +192,7 @@ void Table::Read(const std::function<void(uint64_t bytes)>& on_bytes, const OnRe
     std::FILE* file;
     ~Closer() { std::fclose(file); }
   } closer{file};
+  NoteInputFile(path_, ::fileno(file));
   ChunkedFile chunks(file, on_bytes);
   TableSax sax(*this, on_record);
   const bool ok = nlohmann::json::sax_parse(ChunkedFile::Iterator(&chunks), ChunkedFile::Iterator(), &sax);

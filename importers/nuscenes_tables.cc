@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "base/error.h"
+#include "base/input_files.h"
 #include "importers/nuscenes_splits.h"
 #include "importers/nuscenes_table_stream.h"
 
@@ -200,6 +201,7 @@ class TablesReader {
     if (file == nullptr) {
       throw ScenarioError(fmt::format("{}: cannot open split file: {}", options_.split_file, std::strerror(errno)));
     }
+    NoteInputFile(options_.split_file, ::fileno(file));
     nlohmann::ordered_json json;
     try {
       json = nlohmann::ordered_json::parse(file);

@@ -628,7 +628,10 @@ TEST(ImportedDataset, TheWrittenScenarioReadsBackAsTheSameMessage) {
   for (const std::string suffix : {".pbtxt", ".pb", ".json"}) {
     const std::string path = testing::TempDir() + "/imported" + suffix;
     WriteScenarioFile(data, filters, "round trip", path);
-    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+    // No temporary file is left ("<path>.tmp.<pid>.<n>").
+    for (const auto& entry : std::filesystem::directory_iterator(testing::TempDir())) {
+      EXPECT_EQ(entry.path().string().find(path + ".tmp"), std::string::npos) << entry.path();
+    }
     const Scenario got = LoadScenarioFile(path);
     std::string difference;
     google::protobuf::util::MessageDifferencer differ;

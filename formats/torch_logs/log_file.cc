@@ -18,12 +18,14 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/input_files.h"
 
 namespace petrsim::log_file {
 
 LogBuffer::LogBuffer(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open the log: {}", path, std::strerror(errno)));
+  NoteInputFile(path, fd);
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
