@@ -54,6 +54,7 @@ class RankProgram {
   void Next();
   // After kLoadBatch: whether any sample of the rank's batch has ground truth.
   void SetLocalBatchHasGt(bool has_gt) { local_batch_has_gt_ = has_gt; }
+  bool local_batch_has_gt() const { return local_batch_has_gt_; }
 
  private:
   void BeginIteration();                // kLoadBatch, or kDone after the last iteration

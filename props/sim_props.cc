@@ -234,6 +234,52 @@ void DeterminismBody(bool mutant) {
 
 RC_GTEST_PROP(SimProps, SameSeedSameTraceAndJitterNeverChangesTheSamples, ()) { DeterminismBody(false); }
 
+// 5b. Chains of blocking collectives completed as one (SimOptions::fuse_collective_chains, what
+// sweeps run) give the same run as one collective at a time, faults and all: only the event
+// count may differ.
+RC_GTEST_PROP(SimProps, FusedCollectiveChainsGiveTheSameRun, ()) {
+  props::CountCase();
+  const Scenario scenario = *GenScenario(GenOptions{.faults = true});
+  const auto dataset = TryBuild(scenario);
+  RC_PRE(dataset.has_value());
+  CounterexampleOnFailure guard(scenario, "FusedCollectiveChainsGiveTheSameRun");
+  sim::SimOptions plain;
+  plain.run_seed = *rc::gen::inRange<uint64_t>(0, 1000);
+  sim::SimOptions fused = plain;
+  fused.fuse_collective_chains = true;
+  const sim::SimResult a = sim::Simulate(scenario, *dataset, plain);
+  const sim::SimResult b = sim::Simulate(scenario, *dataset, fused);
+  RC_TAG(b.events < a.events ? "fused" : "nothing fused");
+  RC_ASSERT(b.events <= a.events);
+  RC_ASSERT(a.outcome == b.outcome);
+  RC_ASSERT(a.cause == b.cause);
+  RC_ASSERT(a.end_ns == b.end_ns);
+  RC_ASSERT(a.last_iteration_end_ns == b.last_iteration_end_ns);
+  RC_ASSERT(a.iterations_completed == b.iterations_completed);
+  RC_ASSERT(a.stuck_ranks == b.stuck_ranks);
+  RC_ASSERT(a.waiting_ranks == b.waiting_ranks);
+  RC_ASSERT(a.blocked_at_ns == b.blocked_at_ns);
+  RC_ASSERT(a.first_watchdog_ns == b.first_watchdog_ns);
+  RC_ASSERT(a.nccl_log == b.nccl_log);
+  RC_ASSERT(a.job_log == b.job_log);
+  RC_ASSERT(a.collective.has_value() == b.collective.has_value());
+  if (a.collective) RC_ASSERT(a.collective->seq == b.collective->seq);
+  RC_ASSERT(a.desync.has_value() == b.desync.has_value());
+  RC_ASSERT(a.samples == b.samples);
+  RC_ASSERT(a.resample_attempts == b.resample_attempts);
+  RC_ASSERT(a.stream_breaks == b.stream_breaks);
+  RC_ASSERT(a.ranks.size() == b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    RC_ASSERT(a.ranks[r].iterations_completed == b.ranks[r].iterations_completed);
+    RC_ASSERT(a.ranks[r].collective_wait_ns == b.ranks[r].collective_wait_ns);
+    RC_ASSERT(a.ranks[r].data_wait_ns == b.ranks[r].data_wait_ns);
+    RC_ASSERT(a.ranks[r].compute_ns == b.ranks[r].compute_ns);
+    RC_ASSERT(a.ranks[r].collectives == b.ranks[r].collectives);
+    RC_ASSERT(a.ranks[r].state == b.ranks[r].state);
+    RC_ASSERT(a.ranks[r].died_ns == b.ranks[r].died_ns);
+  }
+}
+
 TEST(SimPropsMutants, PolicyWithHiddenStateIsCaughtByDeterminism) {
   EXPECT_FALSE(rc::check("a policy with state across runs must break determinism", [] { DeterminismBody(true); }));
 }

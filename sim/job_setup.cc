@@ -105,6 +105,29 @@ void JobSim::ResolvePlan() {
   for (const auto& p : plan_.periodic) {
     periodic_steps_.push_back(Resolve(p.collective(), -1));
   }
+  ResolveChains();
+}
+
+// Each per-iteration step's chain: the blocking steps right after it on its group that no compute
+// precedes (index > 0: the forward pass and a straggler's delay come before step 0 only).
+void JobSim::ResolveChains() {
+  chains_.assign(iteration_steps_.size(), {});
+  for (size_t phase = 0; phase < iteration_steps_.size(); ++phase) {
+    const std::vector<PlanStep>& steps = iteration_steps_[phase];
+    std::vector<Chain>& chains = chains_[phase];
+    chains.assign(steps.size(), Chain{});
+    for (size_t i = steps.size(); i-- > 0;) {
+      if (i + 1 >= steps.size()) continue;
+      const PlanStep& next = steps[i + 1];
+      const Collective& c = *next.collective;
+      if (!c.blocking() || next.nonblocking_ordinal >= 0 || c.compute_before_ns() != 0 || next.pg != steps[i].pg) {
+        continue;
+      }
+      chains[i].steps = 1 + chains[i + 1].steps;
+      chains[i].duration_ns = SaturatingAdd(next.duration_ns, chains[i + 1].duration_ns);
+      chains[i].conditional = c.only_when_local_batch_has_gt() || chains[i + 1].conditional;
+    }
+  }
 }
 
 // Every rank's state: its sampler, program, data loader ring, workers and random streams.
@@ -149,6 +172,11 @@ void JobSim::SetupRanks() {
 
 // The scenario's faults: slow ranks and workers, stragglers, and the deaths as events.
 void JobSim::ApplyFaults() {
+  for (const Fault& fault : scenario_.faults()) {
+    if (fault.has_dead_worker()) fault_times_.push_back(static_cast<int64_t>(fault.dead_worker().at_ns()));
+    if (fault.has_dead_rank()) fault_times_.push_back(static_cast<int64_t>(fault.dead_rank().at_ns()));
+  }
+  std::sort(fault_times_.begin(), fault_times_.end());
   for (const Fault& fault : scenario_.faults()) {
     if (fault.has_slow_rank()) {
       ranks_[fault.slow_rank().rank()].slow_ppm = FactorPpm(fault.slow_rank().factor());

@@ -130,6 +130,9 @@ struct RankState {
   uint64_t natural_epoch_batches = 0;
   uint64_t epoch_batches = 0;
   std::vector<int64_t> last_fed;  // per slot: the frame fed last (stream continuity)
+  // The steps after the collective it blocks in that completed with it (fuse_collective_chains):
+  // its program moves past them when it returns.
+  uint32_t fused_steps = 0;
   bool pending_raise = false;
   Cause raise_cause = Cause::kNone;
   std::string raise_why;
@@ -184,6 +187,13 @@ class JobSim {
   // (RankProgram::Step::wait_at_once). Returns false when the rank has to wait (or a desync ended
   // the job).
   bool Issue(RankState& rank, const RankProgram::Step& at, const PlanStep& step);
+  // fuse_collective_chains: what `rank` completing its next collective, the first of a chain,
+  // may complete with it (null: only that one): when every other rank waits in it at the same
+  // step, none skips a step of the chain or has other work in flight, and no fault, limit or
+  // trace can see the steps in between.
+  std::optional<SimNet::Extension> ChainExtension(const RankState& rank, const RankProgram::Step& at,
+                                                  const PlanStep& step);
+  void ResolveChains();
   void ReportDesync(const RankState& rank, const SimNet::Mismatch& mismatch);
   void Die(RankState& rank, Cause cause, const std::string& why);
   void EndIteration(RankState& rank);
@@ -304,6 +314,15 @@ class JobSim {
   std::vector<std::vector<PlanStep>> iteration_steps_;
   std::vector<PlanStep> periodic_steps_;
   std::vector<uint32_t> nonblocking_steps_;  // per phase
+  // fuse_collective_chains: per phase and step, the blocking collectives that follow it with no
+  // compute between them on its group (a chain), and their durations; whether any is conditional.
+  struct Chain {
+    uint32_t steps = 0;
+    int64_t duration_ns = 0;
+    bool conditional = false;
+  };
+  std::vector<std::vector<Chain>> chains_;
+  std::vector<int64_t> fault_times_;  // when a rank or worker dies, sorted
   int64_t sample_load_ns_ = 0;
   int64_t step_compute_ns_ = 0;
   int64_t jitter_ppm_ = 0;

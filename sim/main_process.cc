@@ -113,10 +113,20 @@ void JobSim::Die(RankState& rank, Cause cause, const std::string& why) {
 // kWaitOutstanding. The watchdog watches every work, blocking or not, from its issue.
 bool JobSim::Issue(RankState& rank, const RankProgram::Step& at, const PlanStep& step) {
   ++rank.stats.collectives;
-  const SimNet::Posted posted = net_.Post(rank.rank, step, rank.iteration, /*async_op=*/!at.wait_at_once);
+  const std::optional<SimNet::Extension> chain = ChainExtension(rank, at, step);
+  const SimNet::Posted posted =
+      net_.Post(rank.rank, step, rank.iteration, /*async_op=*/!at.wait_at_once, chain ? &*chain : nullptr);
   if (posted == SimNet::Posted::kMismatch) {
     ReportDesync(rank, net_.mismatch());
     return false;
+  }
+  if (chain) {
+    // Every rank completes the chain's steps with this one (their issues are counted here).
+    PETRSIM_ASSERT(posted == SimNet::Posted::kCompleted);
+    for (RankState& member : ranks_) {
+      member.fused_steps = static_cast<uint32_t>(chain->extra_seqs);
+      member.stats.collectives += chain->extra_seqs;
+    }
   }
   const int64_t now = engine_.now_ns();
   if (at.wait_at_once) {
@@ -127,6 +137,37 @@ bool JobSim::Issue(RankState& rank, const RankProgram::Step& at, const PlanStep&
   // times only grow).
   if (posted == SimNet::Posted::kPending && watchdog_armed_ns_ < 0) ArmWatchdog(FireTime(now));
   return !at.wait_at_once;
+}
+
+std::optional<SimNet::Extension> JobSim::ChainExtension(const RankState& rank, const RankProgram::Step& at,
+                                                        const PlanStep& step) {
+  if (!options_.fuse_collective_chains || tracing_ || !at.wait_at_once ||
+      at.section != RankProgram::Section::kPerIteration) {
+    return std::nullopt;
+  }
+  const Chain& chain = chains_[plan_.Phase(at.iteration)][at.index];
+  // This issue must complete the collective: every other rank waits in it.
+  if (chain.steps == 0 || net_.Arrived(rank.rank, step.pg) + 1 != world_) return std::nullopt;
+  const int64_t now = engine_.now_ns();
+  const int64_t end = SaturatingAdd(SaturatingAdd(now, step.duration_ns), chain.duration_ns);
+  if (end > options_.virtual_time_max_ns ||
+      engine_.processed() + 4 * (chain.steps + 1) * world_ >= options_.events_max) {
+    return std::nullopt;
+  }
+  // No rank or worker dies before the chain ends (a worker's death raises at the next return).
+  const auto fault = std::upper_bound(fault_times_.begin(), fault_times_.end(), now - 1);
+  if (fault != fault_times_.end() && *fault <= end) return std::nullopt;
+  for (const RankState& member : ranks_) {
+    if (member.pending_raise || net_.dead(member.rank) || net_.async_open(member.rank) != 0) return std::nullopt;
+    if (chain.conditional && !member.program->local_batch_has_gt()) return std::nullopt;
+    if (member.rank == rank.rank) continue;
+    const RankProgram::Step& there = member.program->current();
+    if (member.phase != Phase::kBlocked || there.kind != RankProgram::Kind::kCollective ||
+        there.section != at.section || there.index != at.index || there.iteration != at.iteration) {
+      return std::nullopt;
+    }
+  }
+  return SimNet::Extension{chain.duration_ns, chain.steps};
 }
 
 // The members of a collective issued different ones at its sequence number: the job is over.
@@ -225,6 +266,7 @@ inline bool JobSim::ResumeFromWait(RankState& rank, int64_t now) {
     net_.Return(rank.rank);
     rank.phase = Phase::kRunning;
     NextStep(rank);
+    for (; rank.fused_steps > 0; --rank.fused_steps) NextStep(rank);
   } else if (rank.phase == Phase::kWaitOutstanding) {
     if (!net_.AllCompleted(rank.rank)) return false;
     rank.stats.collective_wait_ns += now - rank.phase_since_ns;

@@ -44,8 +44,12 @@ uint32_t SimNet::AddGroup() {
 // works learn their completion time now; the members blocked in it all return at that time
 // through one event, which returns them in arrival order (as one event per member, scheduled
 // back to back, would: nothing else can run between them).
-void SimNet::Complete(uint32_t pg, Collectives::Instance& instance) {
-  const int64_t done = CompletionTime(instance.last_arrival_ns, instance.first->duration_ns);
+void SimNet::Complete(uint32_t pg, Collectives::Instance& instance, const Extension* extension) {
+  int64_t done = CompletionTime(instance.last_arrival_ns, instance.first->duration_ns);
+  if (extension != nullptr) {
+    done = CompletionTime(done, extension->extra_ns);
+    for (const uint64_t waiter : instance.waiters) ranks_[WaiterRank(waiter)].next_seq[pg] += extension->extra_seqs;
+  }
   bool blocked = false;
   for (const uint64_t waiter : instance.waiters) {
     const uint32_t r = WaiterRank(waiter);

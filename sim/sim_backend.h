@@ -110,10 +110,26 @@ class SimNet {
   uint32_t world_size() const { return world_size_; }
   int64_t now_ns() const { return engine_->now_ns(); }
 
+  // A run of collectives that complete as one (SimOptions::fuse_collective_chains): when the
+  // issue completes its collective, the end moves `extra_ns` later and every member's sequence
+  // numbers on its group move `extra_seqs` on, as the run's next collectives would have made them.
+  struct Extension {
+    int64_t extra_ns = 0;
+    uint64_t extra_seqs = 0;
+  };
   // `rank` issues `step` at the present time in `iteration` (what its record and the reports
   // say). async_op false: the rank blocks in it (it must block in nothing else); otherwise it
   // joins the rank's async works.
-  Posted Post(uint32_t rank, const PlanStep& step, uint64_t iteration, bool async_op);
+  Posted Post(uint32_t rank, const PlanStep& step, uint64_t iteration, bool async_op,
+              const Extension* extension = nullptr);
+  // How many members have arrived at `rank`'s next collective on `group` (0: none, or it is not
+  // open yet).
+  uint32_t Arrived(uint32_t rank, uint32_t group) {
+    const Collectives::Instance* instance = collectives_.Find(group, ranks_[rank].next_seq[group]);
+    return instance == nullptr || instance->complete ? 0 : instance->arrived;
+  }
+  // Its async works whose completion is not known yet.
+  uint32_t async_open(uint32_t rank) const { return ranks_[rank].async_open; }
   const Mismatch& mismatch() const { return mismatch_; }
 
   // The collective `rank` blocks in, while it does.
@@ -187,7 +203,7 @@ class SimNet {
     std::vector<AsyncDone> async_done;
   };
 
-  void Complete(uint32_t pg, Collectives::Instance& instance);
+  void Complete(uint32_t pg, Collectives::Instance& instance, const Extension* extension = nullptr);
   void ScheduleAllDone(RankNet& rank, uint32_t r, int64_t last);
   void ScheduleWorkDone(uint32_t r, RankNet::AsyncDone& entry, int64_t complete_ns);
   void Resume(uint32_t r, std::function<void()>& done);
@@ -206,7 +222,8 @@ class SimNet {
 };
 
 // Inline: the simulator's rank loop issues every collective through it.
-inline SimNet::Posted SimNet::Post(uint32_t r, const PlanStep& step, uint64_t iteration, bool async_op) {
+inline SimNet::Posted SimNet::Post(uint32_t r, const PlanStep& step, uint64_t iteration, bool async_op,
+                                   const Extension* extension) {
   PETRSIM_ASSERT(r < world_size_ && step.pg < collectives_.groups());
   RankNet& rank = ranks_[r];
   PETRSIM_ASSERT(!rank.dead && !rank.blocking);
@@ -227,7 +244,7 @@ inline SimNet::Posted SimNet::Post(uint32_t r, const PlanStep& step, uint64_t it
   rank.async_open += async_op;
   rank.blocking = !async_op;
   if (arrival.outcome == Collectives::Outcome::kCompleted) {
-    Complete(step.pg, *arrival.instance);
+    Complete(step.pg, *arrival.instance, extension);
     return Posted::kCompleted;
   }
   return Posted::kPending;

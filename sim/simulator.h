@@ -97,6 +97,13 @@ struct SimOptions {
   // (true). Both give the same run (times, sequence numbers, outcome, report); only the event
   // count and trace hash differ. The test of that equality is the reason the option exists.
   bool wake_each_rank = false;
+  // Runs of blocking collectives that follow one another with no compute between them (the
+  // StreamPETR plan's loss all-reduces: 44 an iteration) complete as one when every rank is in
+  // the first and nothing else can happen to them before the last ends: no fault due, no other
+  // work in flight, no trace recorded. The run is the same (times, sequence numbers, outcome,
+  // report; tests/simulator_test.cc checks); only the event count and trace hash differ, so
+  // `petrsim SCENARIO` keeps it off and sweeps turn it on.
+  bool fuse_collective_chains = false;
   // Replaces the scenario's resample policy (not owned; it must be built over the same
   // dataset). A seam for the property suite's mutants (a policy that forgets its bound must be
   // caught); null: the scenario's policy.

@@ -109,6 +109,8 @@ RunRecord RunOne(const Scenario& base, const SweepIdentity& identity, uint64_t r
   scenario.mutable_job()->set_seed(job_seed);
   sim::SimOptions options;
   options.run_seed = scenario_seed;
+  // The same runs in fewer events (sim/simulator.h); a run's `events` counts those.
+  options.fuse_collective_chains = true;
   const std::string context =
       fmt::format("run {} ({}, seed index {}: run seed {}, job.seed {}): ", run,
                   identity.vary.empty() ? std::string("no --vary") : identity.Describe(c), i, scenario_seed, job_seed);
