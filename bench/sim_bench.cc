@@ -4,6 +4,9 @@
 // are bench/sim_process.sh. Run: build/bench/sim_bench
 #include <benchmark/benchmark.h>
 
+#include <queue>
+#include <vector>
+
 #include "data/dataset.h"
 #include "data/random_streams.h"
 #include "scenario/scenario_loader.h"
@@ -44,6 +47,92 @@ void BM_EngineCoreTrivialEvent(benchmark::State& state) {
   state.counters["pending"] = static_cast<double>(engine.queue().size());
 }
 BENCHMARK(BM_EngineCoreTrivialEvent)->Arg(10'000);
+
+// The anchor for the engine core (issue 31): the same loop, the same Event, the same workload
+// and the same per-event work (limit checks, clock, trace hash, handler) over a binary heap,
+// std::priority_queue of Event ordered by (time_ns, sequence). bench/user_path.sh prints the
+// ratio of the two.
+class BinaryHeapEngine {
+ public:
+  explicit BinaryHeapEngine(size_t reserve) {
+    std::vector<Event> storage;
+    storage.reserve(reserve);
+    queue_ = Queue(Later{}, std::move(storage));
+  }
+
+  uint64_t processed() const { return processed_; }
+  size_t size() const { return queue_.size(); }
+
+  void Schedule(int64_t time_ns, uint32_t kind, uint32_t actor, uint64_t payload) {
+    PETRSIM_ASSERT(time_ns >= now_ns_);
+    queue_.push(Event{time_ns, next_sequence_++, kind, actor, payload});
+  }
+
+  template <class Handler>
+  StopReason Run(Handler&& handler, const EngineLimits& limits) {
+    while (!queue_.empty()) {
+      if (processed_ >= limits.events_max) return StopReason::kEventsLimit;
+      const Event event = queue_.top();
+      if (event.time_ns > limits.time_max_ns) return StopReason::kTimeLimit;
+      queue_.pop();
+      now_ns_ = event.time_ns;
+      ++processed_;
+      Mix(event);
+      if (!handler(event)) return StopReason::kHandlerStopped;
+    }
+    return StopReason::kQueueEmpty;
+  }
+
+ private:
+  struct Later {  // the heap's "less": the later event, so the earliest is on top
+    bool operator()(const Event& a, const Event& b) const {
+      return a.time_ns != b.time_ns ? a.time_ns > b.time_ns : a.sequence > b.sequence;
+    }
+  };
+  using Queue = std::priority_queue<Event, std::vector<Event>, Later>;
+
+  void Mix(const Event& event) {  // as Engine::Mix
+    uint64_t h = trace_hash_;
+    h = (h ^ static_cast<uint64_t>(event.time_ns)) * 0x100000001B3ULL;
+    h = (h ^ (uint64_t{event.kind} << 32 | event.actor)) * 0x100000001B3ULL;
+    h = (h ^ event.payload) * 0x100000001B3ULL;
+    trace_hash_ = h;
+  }
+
+  Queue queue_;
+  int64_t now_ns_ = 0;
+  uint64_t processed_ = 0;
+  uint64_t next_sequence_ = 0;
+  uint64_t trace_hash_ = 0xCBF29CE484222325ULL;
+};
+
+void BM_BinaryHeapTrivialEvent(benchmark::State& state) {
+  const auto pending = static_cast<uint64_t>(state.range(0));
+  BinaryHeapEngine engine(pending + 16);
+  Rng rng(1);
+  for (uint64_t i = 0; i < pending; ++i) {
+    engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4), static_cast<uint32_t>(i),
+                    0);
+  }
+  uint64_t counters[4] = {0, 0, 0, 0};
+  uint64_t delay_state = 12345;
+  auto handler = [&](const Event& event) {
+    ++counters[event.kind];
+    delay_state = delay_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    engine.Schedule(event.time_ns + 1 + static_cast<int64_t>(delay_state >> 44), event.kind, event.actor, 0);
+    return true;
+  };
+  const uint64_t batch = 1 << 16;
+  for (auto _ : state) {
+    EngineLimits limits;
+    limits.events_max = engine.processed() + batch;
+    engine.Run(handler, limits);
+  }
+  benchmark::DoNotOptimize(counters);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
+  state.counters["pending"] = static_cast<double>(engine.size());
+}
+BENCHMARK(BM_BinaryHeapTrivialEvent)->Arg(10'000);
 
 Scenario Shipped(const std::string& name, const std::vector<std::string>& sets = {}) {
   Scenario scenario = LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) + "/scenarios/" + name);
