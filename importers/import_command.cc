@@ -5,14 +5,18 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "base/file_io.h"
@@ -81,6 +85,60 @@ class ImportProgress {
   Clock::time_point start_;
   ProgressLine line_;
 };
+
+// An info file to read, and how.
+struct InfoFileRead {
+  std::string path;
+  Mmdet3dInfosOptions options;
+};
+
+// The info files read at once, one thread each (at most the cores there are, in file order), the
+// bar summing their bytes. An error is the first file's in the given order, as reading them one
+// after another would report it.
+std::vector<ImportedSubDataset> ReadInfoFiles(std::vector<InfoFileRead> reads, ImportProgress& bar) {
+  const size_t n = reads.size();
+  std::vector<ImportedSubDataset> data(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::atomic<uint64_t>> done(n);
+  std::vector<uint64_t> sizes(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(reads[i].path, error);
+    if (!error) sizes[i] = size;
+  }
+  std::mutex bar_mutex;
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      if (bar.enabled()) {
+        reads[i].options.progress = [&, i](uint64_t read, uint64_t) {
+          done[i] = read;
+          uint64_t all = 0, total = 0;
+          for (size_t k = 0; k < n; ++k) {
+            all += done[k];
+            total += sizes[k];
+          }
+          std::lock_guard<std::mutex> lock(bar_mutex);
+          bar.Show(all, std::max(total, all));
+        };
+      }
+      try {
+        data[i] = ReadMmdet3dInfos(reads[i].path, reads[i].options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return data;
+}
 
 // Above this, a text scenario gets a note that the binary form reads much faster.
 constexpr uint64_t kLargeTextScenarioBytes = uint64_t{16} << 20;
@@ -242,9 +300,9 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     ApplyLogFacts(job, log_text, flags.config, flags.gpus > 0);
   }
   ApplyRelease(job, flags.torch_version);
-  std::vector<ImportedSubDataset> data;
   std::string description = "petrsim import mmdet3d-config: " + flags.config + "; infos:";
   ImportProgress bar(flags.quiet);
+  std::vector<InfoFileRead> reads(job.info_files.size());
   for (size_t i = 0; i < job.info_files.size(); ++i) {
     std::error_code error;
     if (!std::filesystem::exists(job.info_files[i], error)) {
@@ -253,14 +311,13 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
           "this machine, or --infos FILE ... with the {} info file(s) in ann_file order",
           job.info_files[i], job.info_file_origins[i], job.info_files.size()));
     }
-    Mmdet3dInfosOptions infos;
-    infos.name = job.subdataset_names[i];
-    infos.use_valid_flag = job.filters.use_valid_flag;
-    infos.interval_test = job.interval_test;
-    if (bar.enabled()) infos.progress = [&](uint64_t done, uint64_t size) { bar.Show(done, size); };
-    data.push_back(ReadMmdet3dInfos(job.info_files[i], infos));
+    reads[i].path = job.info_files[i];
+    reads[i].options.name = job.subdataset_names[i];
+    reads[i].options.use_valid_flag = job.filters.use_valid_flag;
+    reads[i].options.interval_test = job.interval_test;
     description += " " + job.info_files[i];
   }
+  std::vector<ImportedSubDataset> data = ReadInfoFiles(std::move(reads), bar);
   std::set<std::string> seen;
   for (auto& sub : data) {
     std::string name = sub.name;
@@ -411,34 +468,22 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
   std::string description;
   ImportProgress bar(flags.quiet);
   if (import.get_subcommand("mmdet3d-infos")->parsed()) {
-    // The bar counts the bytes of every file (one that cannot be read is its reader's to report).
-    uint64_t total = 0, before = 0;
-    for (const std::string& path : flags.infos) {
-      std::error_code error;
-      const auto size = std::filesystem::file_size(path, error);
-      if (!error) total += size;
-    }
     const std::vector<std::string> names = SplitList(flags.names);
     if (!names.empty() && names.size() != flags.infos.size()) {
       throw ScenarioError(
           fmt::format("--name {}: {} name(s) for {} file(s)", flags.names, names.size(), flags.infos.size()));
     }
+    std::vector<InfoFileRead> reads(flags.infos.size());
+    for (size_t i = 0; i < reads.size(); ++i) {
+      reads[i].path = flags.infos[i];
+      reads[i].options.name = names.empty() ? "" : names[i];
+      reads[i].options.use_valid_flag = filters.use_valid_flag;
+    }
+    data = ReadInfoFiles(std::move(reads), bar);
     description = "petrsim import mmdet3d-infos:";
     for (size_t i = 0; i < flags.infos.size(); ++i) {
-      Mmdet3dInfosOptions options;
-      options.name = names.empty() ? "" : names[i];
-      options.use_valid_flag = filters.use_valid_flag;
-      if (bar.enabled()) {
-        options.progress = [&](uint64_t done, uint64_t size) {
-          bar.Show(before + done, std::max(total, before + size));
-        };
-      }
-      data.push_back(ReadMmdet3dInfos(flags.infos[i], options));
-      std::error_code error;
-      const auto size = std::filesystem::file_size(flags.infos[i], error);
-      before += error ? 0 : size;
       description += " " + flags.infos[i];
-      if (!data.back().version.empty()) description += " (" + data.back().version + ")";
+      if (!data[i].version.empty()) description += " (" + data[i].version + ")";
     }
   } else {
     NuScenesOptions options;

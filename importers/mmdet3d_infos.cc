@@ -447,6 +447,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   pickle.record_keys = KeptKeys();
   pickle.record_length_keys = {"sweeps"};
   pickle.progress = options.progress;
+  pickle.release = options.release;
   bool av2 = false;
   {
     const PickleDocument doc = ParsePickle(bytes, display_name, pickle);
@@ -477,7 +478,9 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
     ::close(fd);
     return ParseMmdet3dInfos({}, path, options);
   }
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  // Not populated: the pages behind the reader are dropped as it goes (Mmdet3dInfosOptions::
+  // release), so memory holds what the import keeps and a window of the file, never all of it.
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (data == MAP_FAILED)
     throw ScenarioError(fmt::format("{}: cannot map the info file: {}", path, std::strerror(errno)));
@@ -487,7 +490,18 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
     ~Unmap() { ::munmap(data, size); }
   } unmap{data, size};
   ::madvise(data, size, MADV_SEQUENTIAL);
-  return ParseMmdet3dInfos(std::string_view(static_cast<const char*>(data), size), path, options);
+  Mmdet3dInfosOptions mapped = options;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  mapped.release = [data, size, page, released = uint64_t{0}](uint64_t done) mutable {
+    const uint64_t behind = std::min<uint64_t>(done, size) / page * page;
+    if (behind < released) released = 0;  // the reader's second pass started over
+    if (behind > released) {
+      // Clean file pages: the page cache keeps them, a second pass maps them again.
+      ::madvise(static_cast<char*>(data) + released, behind - released, MADV_DONTNEED);
+      released = behind;
+    }
+  };
+  return ParseMmdet3dInfos(std::string_view(static_cast<const char*>(data), size), path, mapped);
 }
 
 }  // namespace petrsim

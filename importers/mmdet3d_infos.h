@@ -40,6 +40,9 @@ struct Mmdet3dInfosOptions {
   bool interval_test = false;
   // Called with (bytes of the pickle read, its size) as it is read (a progress bar). May be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // PickleOptions::release: the bytes below the offset are not read again (ReadMmdet3dInfos drops
+  // their pages). May be empty.
+  std::function<void(uint64_t done)> release;
 };
 
 // Reads `path`. Throws ScenarioError naming the file, the info index and key path, what was

@@ -48,9 +48,9 @@ petrsim(sweep ${tiny} --seeds 2 --quiet)
 expect_code("sweep --quiet" 0)
 petrsim(import mmdet3d-infos tests/data/importers/mini_infos_val.pkl -o ${dir}/imported.pbtxt --quiet)
 expect_code("import --quiet" 0)
-# A sweep of several seconds (each run of the full fix scenario takes about a second), its stderr
-# a file: no bar, not even after the first second.
-petrsim(sweep ${global} --seeds 4 --jobs 1)
+# A sweep of several seconds (each run of the full fix scenario takes about 0.2 s), its stderr a
+# file: no bar, not even after the first second.
+petrsim(sweep ${global} --seeds 12 --jobs 1)
 expect_code("sweep off a terminal" 0)
 expect_not_in("sweep off a terminal" "${CR}" "${err}")
 expect_not_in("sweep off a terminal" "ETA" "${err}")
@@ -60,7 +60,7 @@ set(table "${out}")
 find_program(SCRIPT script)
 if(SCRIPT)
   foreach(quiet "" "--quiet")
-    execute_process(COMMAND ${SCRIPT} -qec "${PETRSIM} sweep ${global} --seeds 4 --jobs 1 ${quiet} > ${dir}/tty_table.txt"
+    execute_process(COMMAND ${SCRIPT} -qec "${PETRSIM} sweep ${global} --seeds 12 --jobs 1 ${quiet} > ${dir}/tty_table.txt"
                             /dev/null
                     OUTPUT_VARIABLE tty ERROR_VARIABLE tty_err RESULT_VARIABLE tty_code TIMEOUT 120)
     file(READ ${dir}/tty_table.txt tty_table)

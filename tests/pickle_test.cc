@@ -200,6 +200,41 @@ TEST(PickleNumpy, AllowedGlobalsAreInterpretedOnlyAsNumpyUsesThem) {
   EXPECT_EQ(doc.root->text, "\xe9");
 }
 
+// Protocol 2's bytes as Latin-1 str, UTF-8 encoded: every byte value decodes, and any other
+// encoding is refused wherever it stands (the decoder checks a whole string at once).
+TEST(PickleNumpy, Latin1StrDecodesEveryByteAndRefusesEverythingElse) {
+  const auto encode = [](const std::string& utf8) {
+    return Bytes({0x80, 2, 'c'}) + "_codecs\nencode\n" + Bytes({'X'}) +
+           Bytes({static_cast<int>(utf8.size() & 0xff), static_cast<int>((utf8.size() >> 8) & 0xff), 0, 0}) + utf8 +
+           Str("latin1") + Bytes({0x86, 'R', '.'});
+  };
+  // All 256 byte values, each as Python writes it, in an order that puts every kind next to every kind.
+  std::string utf8, want;
+  for (int round = 0; round < 2; ++round) {
+    for (int b = 0; b < 256; ++b) {
+      const int value = round == 0 ? b : (b * 97 + 13) % 256;
+      want += static_cast<char>(value);
+      if (value < 0x80) {
+        utf8 += static_cast<char>(value);
+      } else {
+        utf8 += static_cast<char>(0xC0 | (value >> 6));
+        utf8 += static_cast<char>(0x80 | (value & 0x3F));
+      }
+    }
+  }
+  const PickleDocument doc = ParsePickle(encode(utf8), "t.pkl", Numpy());
+  ASSERT_EQ(doc.root->type, PickleNode::Type::kBytes);
+  EXPECT_EQ(doc.root->text, want);
+  EXPECT_EQ(ParsePickle(encode(""), "t.pkl", Numpy()).root->text, "");
+  // A character beyond Latin-1 (U+0100), a lone lead at the end, a continuation first, a lead
+  // without its continuation, a continuation after an ASCII byte, three-byte UTF-8, a stray 0xff.
+  for (const std::string bad : {"a\xc4\x80b", "ab\xc3", "\x80ab", "\xc2ab", "a\x80", "\xe0\xa0\x80", "a\xff"}) {
+    const std::string error = ErrorOf(encode(bad), Numpy());
+    EXPECT_NE(error.find("_codecs.encode of a str with characters beyond latin-1"), std::string::npos)
+        << testing::PrintToString(bad) << ": " << error;
+  }
+}
+
 // numpy.dtype(spec, False, True) with an optional BUILD state.
 std::string Dtype(const std::string& spec, const std::string& state = "") {
   return Bytes({'c'}) + "numpy\ndtype\n" + Str(spec) + Bytes({0x89, 0x88, 0x87, 'R'}) + state;

@@ -160,6 +160,12 @@ struct PickleOptions {
   // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be
   // empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Called now and then (every kPickleProgressBytes) with an offset below which the reader will
+  // not look at the input again (values are copies, never views): a caller that mapped the file
+  // can drop those pages, so memory follows what is kept, not the file. Record mode reads the
+  // input twice (a first pass finds the memo entries read back), so the offset starts over once.
+  // May be empty.
+  std::function<void(uint64_t done)> release;
 };
 inline constexpr uint64_t kPickleProgressBytes = uint64_t{1} << 22;
 

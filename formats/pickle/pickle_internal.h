@@ -56,12 +56,19 @@ class IndexSet {
 // an opcode it cannot size: then every memoized value must be kept.
 class MemoFetches {
  public:
-  explicit MemoFetches(std::string_view bytes) : fetched_(bytes.size()) { Scan(bytes); }
+  // `release`: PickleOptions::release, called as the scan moves on.
+  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release) : fetched_(bytes.size()) {
+    Scan(bytes, release);
+  }
   bool Fetched(uint64_t index) const { return !complete_ || fetched_.Contains(index); }
 
  private:
   void Add(uint64_t index) { fetched_.Insert(index); }
-  void Scan(std::string_view bytes);  // pickle_record_mode.cc
+  // pickle_record_mode.cc: the pass, and the bytes of an opcode's argument (which it reads for the
+  // memo indices fetched).
+  void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release);
+  uint64_t CommonArgument(uint8_t op, const uint8_t* at, uint64_t left);
+  uint64_t TableArgument(uint8_t op, const uint8_t* at, uint64_t left);
 
   IndexSet fetched_;
   bool complete_ = true;
@@ -94,7 +101,7 @@ class Machine {
         memo_indices_(bytes.size()),
         copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack) {
     if (record_mode_) {
-      fetches_.emplace(bytes);
+      fetches_.emplace(bytes, options.release);
       dropped_ = New(PickleNode::Type::kDropped);  // before the slab: an old node
       slab_.resize(kSlabNodes);
       forwarded_.assign(kSlabNodes, nullptr);
@@ -331,7 +338,7 @@ class Machine {
   uint64_t pos_ = 0;
   uint64_t op_offset_ = 0;
   // The next input offset at which options_.progress is called (never without one).
-  uint64_t next_progress_ = options_.progress ? kPickleProgressBytes : UINT64_MAX;
+  uint64_t next_progress_ = options_.progress || options_.release ? kPickleProgressBytes : UINT64_MAX;
   std::vector<PickleNode*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PickleNode*> memo_;

@@ -92,7 +92,8 @@ PickleNode* Machine::Run() {
   for (;;) {
     if (record_mode_ && (collect_pending_ || slab_used_ + kSlabMargin >= slab_.size())) Collect();
     if (pos_ >= next_progress_) {
-      options_.progress(pos_, bytes_.size());
+      if (options_.progress) options_.progress(pos_, bytes_.size());
+      if (options_.release) options_.release(pos_);
       next_progress_ = pos_ + kPickleProgressBytes;
     }
     op_offset_ = pos_;

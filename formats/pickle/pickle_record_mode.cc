@@ -75,67 +75,146 @@ Argument ArgumentOf(uint8_t op) { return kArguments.by_op[op]; }
 
 }  // namespace
 
-void MemoFetches::Scan(std::string_view bytes) {
+namespace {
+
+constexpr uint64_t kUncommon = UINT64_MAX;  // an opcode CommonArgument leaves to the table
+constexpr uint64_t kEnd = UINT64_MAX - 1;   // STOP, the end of the data inside an argument, or unsized
+
+uint64_t Little(const uint8_t* at, int n) {
+  uint64_t value = 0;
+  for (int i = 0; i < n; ++i) value |= uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+}  // namespace
+
+// The argument bytes of the opcodes info files are made of, sized inline (the table sizes the
+// same way); a BINGET's index is added. `at`: the byte after the opcode, `left` bytes from it.
+uint64_t MemoFetches::CommonArgument(uint8_t op, const uint8_t* at, uint64_t left) {
+  uint64_t step = 0;
+  switch (op) {
+    case 'q':  // BINPUT
+    case 'K':  // BININT1
+      step = 1;
+      break;
+    case 'M':  // BININT2
+      step = 2;
+      break;
+    case 'r':  // LONG_BINPUT
+    case 'J':  // BININT
+      step = 4;
+      break;
+    case 'G':  // BINFLOAT
+      step = 8;
+      break;
+    case 'h':  // BINGET
+      if (left < 1) return kEnd;
+      Add(at[0]);
+      step = 1;
+      break;
+    case 0x8c:  // SHORT_BINUNICODE
+      if (left < 1) return kEnd;
+      step = 1 + uint64_t{at[0]};
+      break;
+    case 'X':  // BINUNICODE
+      if (left < 4) return kEnd;
+      step = 4 + Little(at, 4);
+      break;
+    case '(':
+    case ')':
+    case ']':
+    case '}':
+    case 'u':
+    case 'e':
+    case 'a':
+    case 's':
+    case 't':
+    case 'N':
+    case 0x85:
+    case 0x86:
+    case 0x87:
+    case 0x88:
+    case 0x89:
+    case 0x94:
+    case 'R':
+    case 'b':
+    case '0':
+      return 0;
+    default:
+      return kUncommon;
+  }
+  return step > left ? kEnd : step;  // truncated: the second pass stops there too
+}
+
+// The same for every other opcode, by the table.
+uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left) {
+  // Skips a newline-terminated argument from `from`; its length with the newline, or kEnd.
+  const auto line = [&](uint64_t from) -> uint64_t {
+    if (from > left) return kEnd;
+    const void* end = std::memchr(at + from, '\n', left - from);
+    return end == nullptr ? kEnd : static_cast<uint64_t>(static_cast<const uint8_t*>(end) - at) + 1 - from;
+  };
+  const Argument argument = ArgumentOf(op);
+  uint64_t fixed = argument.fixed;
+  switch (argument.skip) {
+    case Skip::kSized:
+      break;
+    case Skip::kStop:
+      return kEnd;
+    case Skip::kBinGet:
+      if (left < 1) return kEnd;
+      Add(at[0]);
+      break;
+    case Skip::kLongBinGet:
+      if (left < 4) return kEnd;
+      Add(Little(at, 4));
+      break;
+    case Skip::kGet: {
+      const uint64_t length = line(0);
+      if (length == kEnd) return kEnd;
+      uint64_t index = 0;
+      bool digits = length > 1;
+      for (uint64_t i = 0; i + 1 < length; ++i) {
+        if (at[i] < '0' || at[i] > '9' || index > (uint64_t{1} << 56)) digits = false;
+        index = index * 10 + (at[i] - '0');
+      }
+      if (digits) Add(index);
+      return length;
+    }
+    case Skip::kLine:
+      return line(0);
+    case Skip::kTwoLines: {
+      const uint64_t first = line(0);
+      if (first == kEnd) return kEnd;
+      const uint64_t second = line(first);
+      return second == kEnd ? kEnd : first + second;
+    }
+    case Skip::kUnsized:
+      complete_ = false;  // keep every memoized value
+      return kEnd;
+  }
+  if (argument.length_bytes > 0) {
+    if (left < static_cast<uint64_t>(argument.length_bytes)) return kEnd;
+    fixed = argument.length_bytes + Little(at, argument.length_bytes);
+  }
+  return fixed > left ? kEnd : fixed;  // truncated: the second pass stops there too
+}
+
+void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t)>& release) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint64_t size = bytes.size();
   uint64_t pos = 0;
-  auto left = [&] { return size - pos; };
-  auto little = [&](int n) {
-    uint64_t value = 0;
-    for (int i = 0; i < n; ++i) value |= uint64_t{data[pos + i]} << (8 * i);
-    return value;
-  };
-  // Skips a newline-terminated argument; false at the end of the data.
-  auto skip_line = [&]() -> bool {
-    const void* end = std::memchr(data + pos, '\n', left());
-    if (end == nullptr) return false;
-    pos = static_cast<const uint8_t*>(end) - data + 1;
-    return true;
-  };
+  uint64_t next_release = release ? kPickleProgressBytes : UINT64_MAX;
   while (pos < size) {
-    const Argument argument = ArgumentOf(data[pos++]);
-    uint64_t fixed = argument.fixed;
-    switch (argument.skip) {
-      case Skip::kSized:
-        break;
-      case Skip::kStop:
-        return;
-      case Skip::kBinGet:
-        if (left() < 1) return;
-        Add(data[pos]);
-        break;
-      case Skip::kLongBinGet:
-        if (left() < 4) return;
-        Add(little(4));
-        break;
-      case Skip::kGet: {
-        const uint64_t start = pos;
-        if (!skip_line()) return;
-        uint64_t index = 0;
-        bool digits = pos - 1 > start;
-        for (uint64_t i = start; i + 1 < pos; ++i) {
-          if (data[i] < '0' || data[i] > '9' || index > (uint64_t{1} << 56)) digits = false;
-          index = index * 10 + (data[i] - '0');
-        }
-        if (digits) Add(index);
-        break;
-      }
-      case Skip::kLine:
-        if (!skip_line()) return;
-        break;
-      case Skip::kTwoLines:
-        if (!skip_line() || !skip_line()) return;
-        break;
-      case Skip::kUnsized:
-        complete_ = false;  // keep every memoized value
-        return;
+    if (pos >= next_release) {
+      release(pos);
+      next_release = pos + kPickleProgressBytes;
     }
-    if (argument.length_bytes > 0) {
-      if (left() < static_cast<uint64_t>(argument.length_bytes)) return;
-      fixed = argument.length_bytes + little(argument.length_bytes);
-    }
-    if (fixed > left()) return;  // truncated: the second pass stops here too
-    pos += fixed;
+    const uint8_t op = data[pos++];
+    uint64_t step = CommonArgument(op, data + pos, size - pos);
+    if (step == kUncommon) step = TableArgument(op, data + pos, size - pos);
+    if (step == kEnd) return;
+    pos += step;
   }
 }
 
