@@ -426,7 +426,9 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
 
 int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
   if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(flags.probe_trace, out);
-  if (!flags.no_cache) {
+  // Keyed by the command line: a caller that gives none (a test driving RunImport) gets no cache.
+  const bool cache = !flags.no_cache && !flags.command_line.empty();
+  if (cache) {
     if (const std::optional<std::string> summary = FindCachedImport(flags.output, flags.command_line)) {
       std::fwrite(summary->data(), 1, summary->size(), out);
       if (!flags.quiet) {
@@ -451,7 +453,7 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
   }
   const std::string summary = captured.Take();
   std::fwrite(summary.data(), 1, summary.size(), out);
-  if (code == 0 && !flags.no_cache) {
+  if (code == 0 && cache) {
     StoreCachedImport(flags.output, flags.command_line, InputFilesRead(), InputDirectoriesListed(), summary);
   }
   return code;

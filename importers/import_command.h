@@ -53,7 +53,7 @@ struct ImportFlags {
   std::string torch_version;          // --torch-version: the job's PyTorch release
   ProbeTraceImportFlags probe_trace;  // probe-trace
   // The import cache (importers/import_cache.h): the command line it is keyed by (main's argv
-  // after the program name), and --no-cache.
+  // after the program name; empty: no cache), and --no-cache.
   std::vector<std::string> command_line;
   bool no_cache = false;
 };
