@@ -277,13 +277,14 @@ class InfoReader {
     // What mmdet3d's NuScenesDataset.get_ann_info reads: valid_flag with use_valid_flag, else
     // num_lidar_pts (> 0); num_radar_pts never (the converter's valid_flag counts it). Each may
     // be absent when mmdet3d does not read it.
-    const std::string dict_where =
-        *keys.prefix == 0 ? fmt::format("infos[{}]", i)
-                          : fmt::format("infos[{}].{}", i, std::string(keys.prefix, std::strlen(keys.prefix) - 1));
+    const auto dict_where = [&] {
+      return *keys.prefix == 0 ? fmt::format("infos[{}]", i)
+                               : fmt::format("infos[{}].{}", i, std::string(keys.prefix, std::strlen(keys.prefix) - 1));
+    };
     arrays.valid = info.Get("valid_flag");
-    if (arrays.valid == nullptr && options_.use_valid_flag) Fail(dict_where, keys.no_valid_flag);
+    if (arrays.valid == nullptr && options_.use_valid_flag) Fail(dict_where(), keys.no_valid_flag);
     arrays.lidar = info.Get(keys.points);
-    if (arrays.lidar == nullptr && !options_.use_valid_flag) Fail(dict_where, keys.no_points);
+    if (arrays.lidar == nullptr && !options_.use_valid_flag) Fail(dict_where(), keys.no_points);
     if (arrays.lidar == nullptr && infos_without_lidar_pts_++ == 0) first_info_without_lidar_pts_ = i;
     arrays.radar = info.Get("num_radar_pts");
     if (IsArray(names) && names.dtype.kind == 'S' && !(n == 0 && Empty1D(names))) {
@@ -292,10 +293,10 @@ class InfoReader {
                                           "dtype ({}): mmdet3d compares names as str, so bytes names match no class",
                                           DescribePickleValue(names)));
     }
-    CheckPerBox(names, n, where("gt_names"), "UO", "a str array");
-    if (arrays.lidar != nullptr) CheckPerBox(*arrays.lidar, n, where(keys.points), "iu", "an int array");
-    if (arrays.radar != nullptr) CheckPerBox(*arrays.radar, n, where("num_radar_pts"), "iu", "an int array");
-    if (arrays.valid != nullptr) CheckPerBox(*arrays.valid, n, where("valid_flag"), "b", "a bool array");
+    CheckPerBox(names, n, i, keys, "gt_names", "UO", "a str array");
+    if (arrays.lidar != nullptr) CheckPerBox(*arrays.lidar, n, i, keys, keys.points, "iu", "an int array");
+    if (arrays.radar != nullptr) CheckPerBox(*arrays.radar, n, i, keys, "num_radar_pts", "iu", "an int array");
+    if (arrays.valid != nullptr) CheckPerBox(*arrays.valid, n, i, keys, "valid_flag", "b", "a bool array");
 
     // An array shared between infos (one memo entry fetched again) costs the file a few bytes
     // but the dataset its rows once per info: a real box costs the file at least its 7 float32
@@ -311,21 +312,23 @@ class InfoReader {
 
   // One array per box (`n` long) of `kinds`. An empty frame's arrays come out of np.array([]) as
   // float64: any dtype is fine at length 0.
-  void CheckPerBox(const PickleNode& array, uint64_t n, const std::string& where, const char* kinds,
-                   const char* expected) const {
+  // `array` (infos[i].<key>) holds one value per box, of a dtype kind in `kinds`; where it is is
+  // only written out for an error.
+  void CheckPerBox(const PickleNode& array, uint64_t n, size_t i, const BoxKeys& keys, const char* key,
+                   const char* kinds, const char* expected) const {
     if (n == 0 && Empty1D(array)) return;
     // Far3D's converter stores gt_names as a list of str (create_av2_infos.py:153-154).
     if (av2_ && array.is_sequence() && std::strcmp(kinds, "UO") == 0) {
       if (array.items.size() != n) {
-        Fail(where,
+        Fail(Where(i, keys, key),
              fmt::format("expected a list of {} str (one per gt_boxes row), found {}", n, DescribePickleValue(array)));
       }
       return;
     }
     const bool kind_ok = IsArray(array) && std::strchr(kinds, array.dtype.kind) != nullptr && array.dtype.kind != 0;
     if (!kind_ok || array.shape.size() != 1 || static_cast<uint64_t>(array.shape[0]) != n) {
-      Fail(where, fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
-                              DescribePickleValue(array)));
+      Fail(Where(i, keys, key), fmt::format("expected {} of shape ({},) (one per gt_boxes row), found {}", expected, n,
+                                            DescribePickleValue(array)));
     }
   }
 
@@ -348,13 +351,13 @@ class InfoReader {
              fmt::format("expected a finite BEV centre, found ({}, {})", x, y));
       }
       if (lidar != nullptr) {
-        box.num_lidar_pts = Count(*lidar, b, where(keys.points));
+        box.num_lidar_pts = Count(*lidar, b, i, keys, keys.points);
       } else {
         // ReadBoxes refuses an info with neither: valid_flag is read when the point count is not.
         PETRSIM_ASSERT(valid != nullptr);
         box.num_lidar_pts = NumpyInt(*valid, b) != 0 ? 1 : 0;  // only the stored flag is known
       }
-      box.num_radar_pts = radar != nullptr ? Count(*radar, b, where("num_radar_pts")) : 0;
+      box.num_radar_pts = radar != nullptr ? Count(*radar, b, i, keys, "num_radar_pts") : 0;
       if (valid != nullptr) {
         const bool flag = NumpyInt(*valid, b) != 0;
         const bool counted = uint64_t{box.num_lidar_pts} + box.num_radar_pts > 0;
@@ -370,14 +373,16 @@ class InfoReader {
   static constexpr uint64_t kFileBytesPerBox = 16;
   uint64_t MaxBoxes() const { return file_bytes_ / kFileBytesPerBox; }
 
-  uint32_t Count(const PickleNode& array, uint64_t b, const std::string& where) const {
+  // Box b's count in `array` (infos[i].<key>); where it is is only written out for an error.
+  uint32_t Count(const PickleNode& array, uint64_t b, size_t i, const BoxKeys& keys, const char* key) const {
     if (!NumpyIntFits(array, b)) {
-      Fail(fmt::format("{}[{}]", where, b),
+      Fail(fmt::format("{}[{}]", Where(i, keys, key), b),
            fmt::format("expected a count in [0, 2^32), found {}", NumpyUint64(array, b)));
     }
     const int64_t value = NumpyInt(array, b);
     if (value < 0 || value > int64_t{UINT32_MAX}) {
-      Fail(fmt::format("{}[{}]", where, b), fmt::format("expected a count in [0, 2^32), found {}", value));
+      Fail(fmt::format("{}[{}]", Where(i, keys, key), b),
+           fmt::format("expected a count in [0, 2^32), found {}", value));
     }
     return static_cast<uint32_t>(value);
   }

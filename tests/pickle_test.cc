@@ -226,6 +226,15 @@ TEST(PickleNumpy, Latin1StrDecodesEveryByteAndRefusesEverythingElse) {
   ASSERT_EQ(doc.root->type, PickleNode::Type::kBytes);
   EXPECT_EQ(doc.root->text, want);
   EXPECT_EQ(ParsePickle(encode(""), "t.pkl", Numpy()).root->text, "");
+  // A two-byte character at every offset of an ASCII run (the decoder copies eight ASCII bytes at
+  // once), and at the very end.
+  for (size_t k = 0; k <= 17; ++k) {
+    const std::string run(k, 'a');
+    EXPECT_EQ(ParsePickle(encode(run + "\xc3\xa9" + std::string(9, 'b')), "t.pkl", Numpy()).root->text,
+              run + "\xe9" + std::string(9, 'b'))
+        << k;
+    EXPECT_EQ(ParsePickle(encode(run + "\xc2\x80"), "t.pkl", Numpy()).root->text, run + "\x80") << k;
+  }
   // A character beyond Latin-1 (U+0100), a lone lead at the end, a continuation first, a lead
   // without its continuation, a continuation after an ASCII byte, three-byte UTF-8, a stray 0xff.
   for (const std::string bad : {"a\xc4\x80b", "ab\xc3", "\x80ab", "\xc2ab", "a\x80", "\xe0\xa0\x80", "a\xff"}) {

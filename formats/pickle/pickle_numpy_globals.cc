@@ -2,6 +2,7 @@
 // globals, REDUCE of them, BUILD of arrays and dtypes, and the checks of their data.
 #include "formats/pickle/pickle_internal.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -512,11 +513,22 @@ void Machine::Latin1(const std::string& utf8, std::string& out) const {
   out.resize(n);
   char* decoded = out.data();
   size_t length = 0;
-  for (size_t i = 0; i + 1 < n; ++i) {
-    const unsigned c = in[i];
-    const unsigned two = ((c & 0x03u) << 6) | (in[i + 1] & 0x3Fu);
-    decoded[length] = static_cast<char>(c ^ ((c ^ two) & (0u - (c >> 7))));
-    length += (c & 0xC0u) != 0x80u;
+  for (size_t i = 0; i + 1 < n;) {
+    // Eight ASCII bytes at once (str arrays' UCS-4 zeros, small integers), else eight one by one.
+    uint64_t word = 0;
+    if (i + 8 < n) std::memcpy(&word, in + i, 8);
+    if (i + 8 < n && (word & 0x8080808080808080ULL) == 0) {
+      std::memcpy(decoded + length, &word, 8);
+      length += 8;
+      i += 8;
+      continue;
+    }
+    for (const size_t end = std::min(i + 8, n - 1); i < end; ++i) {
+      const unsigned c = in[i];
+      const unsigned two = ((c & 0x03u) << 6) | (in[i + 1] & 0x3Fu);
+      decoded[length] = static_cast<char>(c ^ ((c ^ two) & (0u - (c >> 7))));
+      length += (c & 0xC0u) != 0x80u;
+    }
   }
   decoded[length] = static_cast<char>(last);
   length += (last & 0xC0u) != 0x80u;
