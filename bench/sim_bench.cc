@@ -19,10 +19,11 @@ namespace petrsim::sim {
 namespace {
 
 // 10^4 pending events; each dispatched event schedules one more at a random later time, so the
-// queue stays at 10^4 and every iteration is one schedule, one pop and one dispatch.
-void BM_EngineCoreTrivialEvent(benchmark::State& state) {
+// queue stays at 10^4 and every iteration is one schedule, one pop and one dispatch. The same
+// workload runs on the engine and on the binary-heap anchor below.
+template <class EngineType>
+void RunTrivialEvents(benchmark::State& state, EngineType& engine) {
   const auto pending = static_cast<uint64_t>(state.range(0));
-  Engine engine(pending + 16);
   Rng rng(1);
   for (uint64_t i = 0; i < pending; ++i) {
     engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4), static_cast<uint32_t>(i),
@@ -44,6 +45,11 @@ void BM_EngineCoreTrivialEvent(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(counters);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
+}
+
+void BM_EngineCoreTrivialEvent(benchmark::State& state) {
+  Engine engine(static_cast<uint64_t>(state.range(0)) + 16);
+  RunTrivialEvents(state, engine);
   state.counters["pending"] = static_cast<double>(engine.queue().size());
 }
 BENCHMARK(BM_EngineCoreTrivialEvent)->Arg(10'000);
@@ -77,7 +83,7 @@ class BinaryHeapEngine {
       queue_.pop();
       now_ns_ = event.time_ns;
       ++processed_;
-      Mix(event);
+      trace_hash_ = MixEvent(trace_hash_, event);
       if (!handler(event)) return StopReason::kHandlerStopped;
     }
     return StopReason::kQueueEmpty;
@@ -91,14 +97,6 @@ class BinaryHeapEngine {
   };
   using Queue = std::priority_queue<Event, std::vector<Event>, Later>;
 
-  void Mix(const Event& event) {  // as Engine::Mix
-    uint64_t h = trace_hash_;
-    h = (h ^ static_cast<uint64_t>(event.time_ns)) * 0x100000001B3ULL;
-    h = (h ^ (uint64_t{event.kind} << 32 | event.actor)) * 0x100000001B3ULL;
-    h = (h ^ event.payload) * 0x100000001B3ULL;
-    trace_hash_ = h;
-  }
-
   Queue queue_;
   int64_t now_ns_ = 0;
   uint64_t processed_ = 0;
@@ -107,29 +105,8 @@ class BinaryHeapEngine {
 };
 
 void BM_BinaryHeapTrivialEvent(benchmark::State& state) {
-  const auto pending = static_cast<uint64_t>(state.range(0));
-  BinaryHeapEngine engine(pending + 16);
-  Rng rng(1);
-  for (uint64_t i = 0; i < pending; ++i) {
-    engine.Schedule(static_cast<int64_t>(rng.Below(1'000'000)), static_cast<uint32_t>(i % 4), static_cast<uint32_t>(i),
-                    0);
-  }
-  uint64_t counters[4] = {0, 0, 0, 0};
-  uint64_t delay_state = 12345;
-  auto handler = [&](const Event& event) {
-    ++counters[event.kind];
-    delay_state = delay_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    engine.Schedule(event.time_ns + 1 + static_cast<int64_t>(delay_state >> 44), event.kind, event.actor, 0);
-    return true;
-  };
-  const uint64_t batch = 1 << 16;
-  for (auto _ : state) {
-    EngineLimits limits;
-    limits.events_max = engine.processed() + batch;
-    engine.Run(handler, limits);
-  }
-  benchmark::DoNotOptimize(counters);
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
+  BinaryHeapEngine engine(static_cast<uint64_t>(state.range(0)) + 16);
+  RunTrivialEvents(state, engine);
   state.counters["pending"] = static_cast<double>(engine.size());
 }
 BENCHMARK(BM_BinaryHeapTrivialEvent)->Arg(10'000);

@@ -13,9 +13,6 @@
 #include "importers/import_cache.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
 

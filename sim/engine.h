@@ -23,6 +23,13 @@ enum class StopReason {
   kTimeLimit,       // the next event lies beyond time_max_ns
 };
 
+// One event folded into a trace hash (FNV-1a style over time, kind and actor, payload).
+inline uint64_t MixEvent(uint64_t hash, const Event& event) {
+  hash = (hash ^ static_cast<uint64_t>(event.time_ns)) * 0x100000001B3ULL;
+  hash = (hash ^ (uint64_t{event.kind} << 32 | event.actor)) * 0x100000001B3ULL;
+  return (hash ^ event.payload) * 0x100000001B3ULL;
+}
+
 class Engine {
  public:
   explicit Engine(size_t reserve = 1024) : queue_(reserve) {}
@@ -52,21 +59,13 @@ class Engine {
       }
       now_ns_ = event.time_ns;
       ++processed_;
-      Mix(event);
+      trace_hash_ = MixEvent(trace_hash_, event);
       if (!handler(event)) return StopReason::kHandlerStopped;
     }
     return StopReason::kQueueEmpty;
   }
 
  private:
-  void Mix(const Event& event) {
-    uint64_t h = trace_hash_;
-    h = (h ^ static_cast<uint64_t>(event.time_ns)) * 0x100000001B3ULL;
-    h = (h ^ (uint64_t{event.kind} << 32 | event.actor)) * 0x100000001B3ULL;
-    h = (h ^ event.payload) * 0x100000001B3ULL;
-    trace_hash_ = h;
-  }
-
   EventQueue queue_;
   int64_t now_ns_ = 0;
   uint64_t processed_ = 0;

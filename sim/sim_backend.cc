@@ -16,10 +16,6 @@ int64_t CompletionTime(int64_t last_arrival_ns, int64_t duration_ns) {
   return last_arrival_ns > kCap - duration_ns ? kCap : last_arrival_ns + duration_ns;
 }
 
-uint64_t Waiter(uint32_t rank, uint32_t index) { return uint64_t{rank} << 32 | index; }
-uint32_t WaiterRank(uint64_t waiter) { return static_cast<uint32_t>(waiter >> 32); }
-uint32_t WaiterIndex(uint64_t waiter) { return static_cast<uint32_t>(waiter); }
-
 bool Over(const WorkRecord& record, int64_t now_ns) { return record.complete_ns >= 0 && record.complete_ns <= now_ns; }
 
 }  // namespace

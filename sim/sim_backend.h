@@ -78,6 +78,9 @@ class SimNet {
   // rank's async works.
   static constexpr uint32_t kBlocking = 0xFFFFFFFFu;
   using Collectives = Rendezvous<PlanStep, uint64_t>;
+  static constexpr uint64_t Waiter(uint32_t rank, uint32_t index) { return uint64_t{rank} << 32 | index; }
+  static constexpr uint32_t WaiterRank(uint64_t waiter) { return static_cast<uint32_t>(waiter >> 32); }
+  static constexpr uint32_t WaiterIndex(uint64_t waiter) { return static_cast<uint32_t>(waiter); }
 
   enum class Posted {
     kPending,    // not every member has arrived
@@ -231,8 +234,7 @@ inline SimNet::Posted SimNet::Post(uint32_t r, const PlanStep& step, uint64_t it
   const uint64_t seq = rank.next_seq[step.pg]++;
   const uint32_t index = async_op ? static_cast<uint32_t>(rank.async.size()) : kBlocking;
   const CollectiveSignature signature{step.collective->op(), step.collective->dtype(), step.numel_in};
-  const auto arrival =
-      collectives_.Arrive(step.pg, seq, r, signature, &step, iteration, now, uint64_t{r} << 32 | index);
+  const auto arrival = collectives_.Arrive(step.pg, seq, r, signature, &step, iteration, now, Waiter(r, index));
   if (arrival.outcome == Collectives::Outcome::kMismatch) [[unlikely]] {
     const Collectives::Instance& met = *arrival.instance;
     mismatch_ = Mismatch{met.first_rank, met.first, met.first_iteration,
