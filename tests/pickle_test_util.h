@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <fstream>
 #include <initializer_list>
@@ -76,6 +77,24 @@ inline bool SameValue(const PickleNode& a, const PickleNode& b) {
   }
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (!SameValue(*a.items[i], *b.items[i])) return false;
+  }
+  return true;
+}
+
+// Whether two parsed trees are the same, everything compared: SameValue, plus booleans, floats (by
+// their bits), dict entries in order and `built`. For acyclic trees (the test files).
+inline bool SameTree(const PickleNode& a, const PickleNode& b) {
+  if (!SameValue(a, b) || a.boolean != b.boolean || a.built != b.built ||
+      std::bit_cast<uint64_t>(a.real) != std::bit_cast<uint64_t>(b.real) || a.entries.size() != b.entries.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.items.size(); ++i) {
+    if (!SameTree(*a.items[i], *b.items[i])) return false;
+  }
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    if (!SameTree(*a.entries[i].first, *b.entries[i].first) || !SameTree(*a.entries[i].second, *b.entries[i].second)) {
+      return false;
+    }
   }
   return true;
 }

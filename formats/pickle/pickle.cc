@@ -143,7 +143,9 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
   return ParsePickle(bytes, display_name, options);
 }
 
-PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
+namespace {
+
+PickleDocument RunMachine(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
   PickleDocument doc;
   Machine machine(bytes, display_name, doc, options);
   try {
@@ -160,6 +162,21 @@ PickleDocument ParsePickle(std::string_view bytes, const std::string& display_na
     doc.partial_offset = error.offset();
   }
   return doc;
+}
+
+}  // namespace
+
+PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
+  try {
+    return RunMachine(bytes, display_name, options);
+  } catch (const pickle_internal::SkipMispredicted&) {
+    // A hand-made file moved a value record mode had skipped: read it again, building every value.
+    PickleOptions again = options;
+    again.skip_dropped = false;
+    PickleDocument doc = RunMachine(bytes, display_name, again);
+    doc.skip_restarted = true;
+    return doc;
+  }
 }
 
 }  // namespace petrsim

@@ -131,6 +131,10 @@ struct PickleDocument {
   std::optional<std::string> partial;
   uint64_t partial_offset = 0;
   std::vector<std::unique_ptr<PickleNode>> arena;
+  // Record mode: the dropped values stepped over unbuilt, and those the machine parsed instead.
+  uint64_t skipped_values = 0;
+  uint64_t skip_fallbacks = 0;
+  bool skip_restarted = false;  // read twice: the second time without skipping (pickle_skip.cc)
 };
 
 struct PickleOptions {
@@ -157,6 +161,18 @@ struct PickleOptions {
   bool record_top_list = false;
   std::vector<std::string> record_keys;
   std::vector<std::string> record_length_keys;
+  // Record mode: the value under a key the caller drops is stepped over without being built
+  // (pickle_skip.cc). Its structure is checked as the machine checks it (opcodes, lengths within
+  // the file, the stack and its MARKs, memo indices stored before they are read, the allowed
+  // globals), not its content: what an allowed global would make of its arguments (an array's
+  // shape against its data, a dtype's name, protocol 2's Latin-1 text) is not read, as nothing
+  // reads that value. Where the skip cannot follow a value exactly as the machine runs it
+  // (a global named for the first time, a memoized value read back later, a shared list added
+  // to, an opcode it does not follow) the machine parses it, so Python's pickles read the same
+  // either way. A hand-made pickle that moves a record's value elsewhere after it is complete
+  // (a tuple of the record's key and value, say) is read a second time without skipping. Off:
+  // every value is built, then dropped.
+  bool skip_dropped = true;
   // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be
   // empty.
   std::function<void(uint64_t done, uint64_t total)> progress;

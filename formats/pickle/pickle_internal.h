@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/assert.h"
@@ -51,6 +53,53 @@ class IndexSet {
   std::unordered_set<uint64_t> large_;
 };
 
+// The memo: index -> value. Open addressing with linear probing in a power-of-two table (a
+// Python memo holds millions of entries, and record mode looks one up for every key it reads).
+class MemoMap {
+ public:
+  // The stored value's slot, or null when `index` was never stored.
+  PickleNode** Find(uint64_t index) { return const_cast<PickleNode**>(std::as_const(*this).Find(index)); }
+  PickleNode* const* Find(uint64_t index) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t at = Home(index);; at = (at + 1) & (slots_.size() - 1)) {
+      if (slots_[at].index == index) return &slots_[at].node;
+      if (slots_[at].index == kEmpty) return nullptr;
+    }
+  }
+  void Set(uint64_t index, PickleNode* node) {
+    PETRSIM_ASSERT(index != kEmpty);  // indices are below 2^63 (ParseDecimal, 32-bit opcodes, len(memo))
+    if (PickleNode** slot = Find(index)) {
+      *slot = node;
+      return;
+    }
+    if ((used_ + 1) * 4 > slots_.size() * 3) Grow();
+    size_t at = Home(index);
+    while (slots_[at].index != kEmpty) at = (at + 1) & (slots_.size() - 1);
+    slots_[at] = {index, node};
+    ++used_;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  struct Slot {
+    uint64_t index = kEmpty;
+    PickleNode* node = nullptr;
+  };
+  size_t Home(uint64_t index) const { return (index * 0x9E3779B97F4A7C15ull) >> shift_; }
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    shift_ = 64 - std::countr_zero(slots_.size());
+    used_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.index != kEmpty) Set(slot.index, slot.node);
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  int shift_ = 64;
+};
+
 // Which memo indices the pickle ever reads back (GET, BINGET, LONG_BINGET), found by a first
 // pass over the opcodes; record mode stores only those. `complete` is false when the scan met
 // an opcode it cannot size: then every memoized value must be kept.
@@ -86,6 +135,52 @@ constexpr size_t kSlabNodes = size_t{1} << 16;
 constexpr uint64_t kCopyBytesPerInputByte = 4;
 constexpr uint64_t kCopyBytesSlack = uint64_t{1} << 20;
 constexpr size_t kSlabMargin = 64;  // an opcode allocates at most a few nodes
+
+// Record mode's skip of dropped values (pickle_skip.cc) stops trying after this many values it
+// could not follow, when they outnumber those it skipped.
+constexpr uint64_t kSkipFallbacksTolerated = 256;
+
+// Record mode's skip (pickle_skip.cc): a value stepped over, and a slot of the skip's stack.
+struct SkipRun {
+  uint64_t end = 0;     // the offset after the value
+  uint64_t puts = 0;    // fresh memo indices it stored, from the machine's len(memo) on
+  uint64_t length = 0;  // items of the list or tuple it is (record_length_keys)
+};
+struct SkipSlot {
+  uint8_t tag;     // SkipTag (pickle_skip.cc)
+  bool empty;      // a list or dict nothing was added to yet
+  int64_t global;  // which allowed global, for a callable
+};
+
+// Thrown when record mode's skip predicted a value's end wrongly (pickle_skip.cc): ParsePickle
+// parses the file again without skipping.
+struct SkipMispredicted {};
+
+// How many stack slots below the top each opcode reads or removes; kTouchesMark: those from the
+// innermost MARK (or the container below it) up.
+constexpr uint8_t kTouchesMark = 0xff;
+struct TouchDepthTable {
+  uint8_t depth[256] = {};
+  constexpr TouchDepthTable() {
+    for (const char op : std::string_view("pqr\x94"
+                                          "20\x85Q"))
+      depth[static_cast<uint8_t>(op)] = 1;
+    for (const char op : std::string_view("a\x86Rb\x93\x81")) depth[static_cast<uint8_t>(op)] = 2;
+    for (const char op : std::string_view("s\x87\x92")) depth[static_cast<uint8_t>(op)] = 3;
+    for (const char op : std::string_view("tlde1uo\x90\x91")) depth[static_cast<uint8_t>(op)] = kTouchesMark;
+    depth[static_cast<uint8_t>('.')] = 0xfe;  // STOP: the whole stack
+  }
+};
+inline constexpr TouchDepthTable kTouchDepth;
+
+// What REDUCE of an allowed global makes, as the skip follows it (pickle_numpy_globals.cc).
+enum class GlobalMakes {
+  kBuildable,    // an array or dtype BUILD sets the state of
+  kDict,         // an empty dict SETITEM(S) fills (OrderedDict)
+  kPlain,        // a value nothing is added to (bytes, a scalar, an array from a buffer)
+  kNotFollowed,  // the machine's business (torch, a refused call)
+};
+GlobalMakes GlobalKind(int64_t global);
 
 // What a file that is not a pickle looks like ("a gzip file", "JSON text", ...), for the error.
 std::string DescribeFileStart(std::string_view bytes, std::string_view name);
@@ -272,13 +367,13 @@ class Machine {
       // Never read back (so never stored either): keeping it would keep its value alive.
       if (!fetches_->Fetched(index)) return;
     }
-    memo_[index] = top;
+    memo_.Set(index, top);
     if (record_mode_ && IsYoung(top)) young_memo_.push_back(index);
   }
   PickleNode* Memo(uint64_t index) const {
-    const auto it = memo_.find(index);
-    if (it == memo_.end()) Fail(fmt::format("memo index {} was never stored", index));
-    return it->second;
+    PickleNode* const* node = memo_.Find(index);
+    if (node == nullptr) Fail(fmt::format("memo index {} was never stored", index));
+    return *node;
   }
 
   // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------
@@ -299,6 +394,27 @@ class Machine {
   }
   void Forward(PickleNode*& node);
   void Collect();
+
+  // --- Record mode's skip of dropped values (pickle_skip.cc) ---------------------------------------
+
+  // After a string was pushed or memoized: the record key check, then the skip.
+  void AfterString() {
+    if (record_mode_ && options_.skip_dropped && !skip_off_ && !marks_.empty() &&
+        stack_.back()->type == PickleNode::Type::kString) {
+      MaybeSkipRecordValue();
+    }
+  }
+  void MaybeSkipRecordValue();
+  bool SkipValue(SkipRun& run, bool length_only);
+  // Between a skip and its record's SETITEMS, every opcode: whether it reaches the skipped
+  // value's slot (kTouchDepth: how deep below the top an opcode reads, or kTouchesMark).
+  void CheckWatch(uint8_t op) {
+    const uint8_t depth = kTouchDepth.depth[op];
+    const bool touches = depth == kTouchesMark ? !marks_.empty() && marks_.back() <= watch_slot_ + 1
+                                               : stack_.size() <= watch_slot_ + depth;
+    if (touches) WatchedSlotTouched(op);
+  }
+  void WatchedSlotTouched(uint8_t op);
 
   // --- numpy (pickle_numpy_globals.cc) ------------------------------------------------------------
 
@@ -341,7 +457,7 @@ class Machine {
   uint64_t next_progress_ = options_.progress || options_.release ? kPickleProgressBytes : UINT64_MAX;
   std::vector<PickleNode*> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, PickleNode*> memo_;
+  MemoMap memo_;
   IndexSet memo_indices_;       // the indices PUT, BINPUT, LONG_BINPUT and MEMOIZE stored at
   uint64_t memo_count_ = 0;     // len(memo) in Python (record mode may not keep them all)
   const uint64_t copy_budget_;  // ChargeCopy
@@ -362,6 +478,12 @@ class Machine {
   bool collect_pending_ = false;
   size_t stack_old_ = 0;              // stack_[0, stack_old_) holds no young node
   std::vector<uint64_t> young_memo_;  // memo indices stored since the last collection
+  std::vector<SkipSlot> skip_stack_;  // the skip's stack and marks, reused
+  std::vector<size_t> skip_marks_;
+  bool skip_off_ = false;  // kSkipFallbacksTolerated
+  static constexpr size_t kNoWatch = SIZE_MAX - 8;
+  size_t watch_slot_ = kNoWatch;  // the stack slot of the last value skipped, until its record's SETITEMS
+  size_t watch_mark_ = 0;         // that record's MARK
 };
 
 }  // namespace petrsim::pickle_internal

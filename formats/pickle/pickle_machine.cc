@@ -98,6 +98,7 @@ PickleNode* Machine::Run() {
     }
     op_offset_ = pos_;
     const uint8_t op = U8();
+    if (watch_slot_ != kNoWatch) CheckWatch(op);
     switch (op) {
       case 0x80: {  // PROTO
         const uint8_t version = U8();
@@ -209,24 +210,31 @@ PickleNode* Machine::Run() {
       }
       case 'p':
         Put(DecimalLine());
+        AfterString();
         break;  // PUT
       case 'q':
         Put(U8());
+        AfterString();
         break;  // BINPUT
       case 'r':
         Put(U32());
+        AfterString();
         break;  // LONG_BINPUT
       case 0x94:
         Put(memo_count_);  // Python: memo[len(memo)] = the top
-        break;             // MEMOIZE
+        AfterString();
+        break;  // MEMOIZE
       case 'g':
         Push(Memo(DecimalLine()));
+        AfterString();
         break;  // GET
       case 'h':
         Push(Memo(U8()));
+        AfterString();
         break;  // BINGET
       case 'j':
         Push(Memo(U32()));
+        AfterString();
         break;  // LONG_BINGET
       case 'N':
         Push(New(PickleNode::Type::kNone));
@@ -280,12 +288,15 @@ PickleNode* Machine::Run() {
       }
       case 'X':
         Push(Str(PickleNode::Type::kString, U32()));
+        AfterString();
         break;  // BINUNICODE
       case 0x8c:
         Push(Str(PickleNode::Type::kString, U8()));
+        AfterString();
         break;  // SHORT_BINUNICODE
       case 0x8d:
         Push(Str(PickleNode::Type::kString, U64()));
+        AfterString();
         break;  // BINUNICODE8
       case 'B':
         Push(Str(PickleNode::Type::kBytes, U32()));

@@ -535,4 +535,25 @@ void Machine::Latin1(const std::string& utf8, std::string& out) const {
   out.resize(length);
 }
 
+GlobalMakes GlobalKind(int64_t global) {
+  switch (static_cast<Global>(global)) {
+    case kReconstruct:
+    case kDtypeGlobal:
+      return GlobalMakes::kBuildable;
+    case kOrderedDict:
+      return GlobalMakes::kDict;
+    case kScalar:
+    case kFromBuffer:
+    case kCodecsEncode:
+    case kBytesGlobal:
+      return GlobalMakes::kPlain;
+    case kNdarray:  // refused when called
+    case kRebuildTensor:
+    case kLoadFromBytes:
+    case kTorchStorage:
+      break;
+  }
+  return GlobalMakes::kNotFollowed;
+}
+
 }  // namespace petrsim::pickle_internal

@@ -252,6 +252,9 @@ PickleNode* Machine::Prune(PickleNode* key, PickleNode* value) {
   if (is(options_.record_keys)) return value;
   if (is(options_.record_length_keys)) {
     if (!value->is_sequence()) return value;  // kept as it is, so the caller can say what it is
+    if (value->type == PickleNode::Type::kList && (value->items.empty() || value->items[0] == dropped_)) {
+      return value;  // already its length only (the skip made it)
+    }
     ChargeCopy(value->items.size() * sizeof(PickleNode*), "a sweeps list's length");
     PickleNode* length_only = New(PickleNode::Type::kList);
     length_only->items.assign(value->items.size(), dropped_);
@@ -280,8 +283,7 @@ void Machine::Collect() {
   for (size_t i = std::min(stack_old_, stack_.size()); i < stack_.size(); ++i) Forward(stack_[i]);
   stack_old_ = stack_.size();
   for (const uint64_t index : young_memo_) {
-    const auto it = memo_.find(index);
-    if (it != memo_.end()) Forward(it->second);
+    if (PickleNode** node = memo_.Find(index)) Forward(*node);
   }
   young_memo_.clear();
   for (PickleNode*& node : record_lists_) Forward(node);

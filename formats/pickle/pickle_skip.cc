@@ -1,0 +1,452 @@
+// Record mode's skip (PickleOptions::skip_dropped, pickle_internal.h): the value under a record
+// key the caller drops is stepped over opcode by opcode, its stack effects followed without a
+// node, a string or an array being made. Whatever the step cannot follow exactly as the machine
+// would run it ends the skip, and the machine parses the value as before (a "fallback"): so a
+// file's errors and offsets are the machine's own.
+//
+// Where a value ends is a prediction: the opcodes after it (the next key, or the record's
+// SETITEMS) could still belong to it in a hand-made file (a tuple whose second item is a str).
+// So the machine watches the slot of the last value it skipped until the record's SETITEMS: an
+// opcode that reaches it before (a TUPLE2 over it, a DUP of it) means the prediction was wrong,
+// and the file is parsed again without skipping (SkipMispredicted, pickle.cc).
+#include "formats/pickle/pickle_internal.h"
+
+namespace petrsim::pickle_internal {
+
+namespace {
+
+constexpr uint64_t kNoStep = UINT64_MAX;
+
+uint64_t LittleAt(const uint8_t* at, int n) {
+  uint64_t value = 0;
+  for (int i = 0; i < n; ++i) value |= uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+// The argument bytes of an opcode that pushes one plain value (no container, nothing to call),
+// or kNoStep when `op` is not one or its argument runs past the `left` bytes.
+uint64_t PlainArgument(uint8_t op, const uint8_t* at, uint64_t left) {
+  uint64_t n = 0;
+  switch (op) {
+    case 'N':
+    case 0x88:
+    case 0x89:
+      return 0;
+    case 'K':
+      n = 1;
+      break;
+    case 'M':
+      n = 2;
+      break;
+    case 'J':
+      n = 4;
+      break;
+    case 'G':
+      n = 8;
+      break;
+    case 0x8a:  // LONG1: wider than 64 bits is the machine's error
+      if (left < 1 || at[0] > 8) return kNoStep;
+      n = 1 + uint64_t{at[0]};
+      break;
+    case 0x8c:  // SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING
+    case 'C':
+    case 'U':
+      if (left < 1) return kNoStep;
+      n = 1 + uint64_t{at[0]};
+      break;
+    case 'T':  // BINSTRING: a negative length is the machine's error
+      if (left < 4 || (at[3] & 0x80) != 0) return kNoStep;
+      [[fallthrough]];
+    case 'X':  // BINUNICODE, BINBYTES
+    case 'B':
+      if (left < 4) return kNoStep;
+      n = 4 + LittleAt(at, 4);
+      break;
+    case 0x8d:  // BINUNICODE8; BINBYTES8 and BYTEARRAY8 (numpy mode's: ValueSkipper::Step)
+    case 0x8e:
+    case 0x96:
+      if (left < 8 || LittleAt(at, 8) > left - 8) return kNoStep;
+      n = 8 + LittleAt(at, 8);
+      break;
+    default:
+      return kNoStep;
+  }
+  return n > left ? kNoStep : n;
+}
+
+// What the skip knows of a stack slot: enough to refuse what the machine would refuse.
+enum SkipTag : uint8_t {
+  kPlainTag,     // a value nothing is added to and nothing calls
+  kListTag,      // APPEND(S) may add to it
+  kDictTag,      // SETITEM(S) may add to it
+  kTupleTag,     // REDUCE's arguments
+  kCallableTag,  // one of the allowed globals (fetched from the memo): REDUCE may call it
+  kObjectTag,    // an array or dtype REDUCE made: BUILD may set its state
+};
+
+SkipTag TagOf(const PickleNode& node) {
+  switch (node.type) {
+    case PickleNode::Type::kTuple:
+      return kTupleTag;
+    case PickleNode::Type::kGlobal:
+      return kCallableTag;
+    default:
+      // A list or dict from the memo is shared: adding to it would change what others read, so
+      // the skip does not follow that (the machine does). Nor an unbuilt array or an opaque object.
+      return kPlainTag;
+  }
+}
+
+}  // namespace
+
+// After a string is pushed (or memoized): when it is a record's key whose value the caller drops,
+// steps over that value and pushes what Prune would make of it.
+void Machine::MaybeSkipRecordValue() {
+  if (pos_ >= bytes_.size()) return;
+  const auto next = static_cast<uint8_t>(bytes_[pos_]);
+  if (next == 'q' || next == 'r' || next == 0x94 || next == 'p') return;  // the key's own PUT first
+  const size_t mark = marks_.back();
+  if (mark == 0 || stack_.size() <= mark || (stack_.size() - mark) % 2 != 1 ||
+      stack_[mark - 1]->type != PickleNode::Type::kDict || record_lists_.empty()) {
+    return;
+  }
+  // The dict below the key's MARK is a record: an item of a record list, right above it (APPEND)
+  // or above the list's own MARK (APPENDS).
+  const size_t at = mark - 1;
+  const bool record = (at >= 1 && IsRecordList(stack_[at - 1])) ||
+                      (marks_.size() >= 2 && marks_[marks_.size() - 2] >= 1 && marks_[marks_.size() - 2] <= at &&
+                       IsRecordList(stack_[marks_[marks_.size() - 2] - 1]));
+  if (!record) return;
+  const std::string& key = stack_.back()->text;
+  const auto is = [&](const std::vector<std::string>& keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  if (is(options_.record_keys)) return;
+  const bool length_only = is(options_.record_length_keys);
+  SkipRun run;
+  if (!SkipValue(run, length_only)) {
+    // A file whose dropped values the skip mostly cannot follow is parsed without trying.
+    ++doc_.skip_fallbacks;
+    skip_off_ = doc_.skip_fallbacks > kSkipFallbacksTolerated && doc_.skip_fallbacks > doc_.skipped_values;
+    return;
+  }
+  for (uint64_t i = 0; i < run.puts; ++i) {
+    memo_indices_.Insert(memo_count_);
+    ++memo_count_;
+  }
+  pos_ = run.end;
+  ++doc_.skipped_values;
+  watch_slot_ = stack_.size();  // where the value goes
+  watch_mark_ = mark;
+  if (!length_only) {
+    Push(dropped_);
+    return;
+  }
+  ChargeCopy(run.length * sizeof(PickleNode*), "a sweeps list's length");
+  PickleNode* length = New(PickleNode::Type::kList);
+  length->items.assign(run.length, dropped_);
+  Push(length);
+}
+
+namespace {
+
+// Which part of ValueSkipper follows an opcode.
+enum class SkipKind : uint8_t { kNotFollowed, kPlain, kStructure, kMemo, kCall };
+struct SkipKindTable {
+  SkipKind kind[256] = {};
+  constexpr SkipKindTable() {
+    for (const char op : std::string_view("NKMJGUCTXB\x88\x89\x8a\x8c\x8d\x8e\x96"))
+      kind[static_cast<uint8_t>(op)] = SkipKind::kPlain;
+    for (const char op : std::string_view("}])(0tl\x85\x86\x87"
+                                          "aesu"))
+      kind[static_cast<uint8_t>(op)] = SkipKind::kStructure;
+    for (const char op : std::string_view("qrhj\x94\x95")) kind[static_cast<uint8_t>(op)] = SkipKind::kMemo;
+    for (const char op : std::string_view("Rb")) kind[static_cast<uint8_t>(op)] = SkipKind::kCall;
+  }
+};
+constexpr SkipKindTable kSkipKinds;
+
+// Follows one value's opcodes from an offset: the skip's own small stack machine, on tags
+// (SkipTag) instead of values. Everything it cannot follow exactly as the machine runs it ends
+// the skip (false), and the machine parses the value instead.
+class ValueSkipper {
+ public:
+  ValueSkipper(std::string_view bytes, bool numpy, const MemoMap& memo, const IndexSet& stored, uint64_t memo_count,
+               const MemoFetches& fetches, std::vector<SkipSlot>& slots, std::vector<size_t>& marks)
+      : data_(reinterpret_cast<const uint8_t*>(bytes.data())),
+        size_(bytes.size()),
+        numpy_(numpy),
+        memo_(memo),
+        stored_(stored),
+        memo_count_(memo_count),
+        fetches_(fetches),
+        slots_(slots),
+        marks_(marks) {
+    if (slots_.size() < 256) slots_.resize(256);
+    marks_.clear();
+  }
+
+  // Steps over the value starting at `from`; with `length_only`, it must be a list or tuple
+  // (else the machine keeps it as it is, so its caller can say what it is).
+  bool Run(uint64_t from, bool length_only, SkipRun& run) {
+    end_ = from;
+    length_only_ = length_only;
+    for (;;) {
+      if (end_ >= size_) return false;
+      const uint8_t op = data_[end_];
+      if (top_ == 1 && marks_.empty() && Ends(op)) break;
+      ++end_;
+      if (!Step(op)) return false;
+    }
+    if (length_only && slots_[0].tag != kListTag && slots_[0].tag != kTupleTag) return false;
+    run = SkipRun{end_, puts_, length_};
+    return true;
+  }
+
+ private:
+  bool Step(uint8_t op) {
+    switch (kSkipKinds.kind[op]) {
+      case SkipKind::kPlain: {
+        if ((op == 0x8e || op == 0x96) && !numpy_) return false;  // refused by the machine
+        const uint64_t argument = PlainArgument(op, data_ + end_, size_ - end_);
+        if (argument == kNoStep) return false;
+        Push({kPlainTag, false, 0});
+        end_ += argument;
+        return true;
+      }
+      case SkipKind::kStructure:
+        return Structure(op);
+      case SkipKind::kMemo:
+        return MemoOrFrame(op);
+      case SkipKind::kCall:
+        return op == 'R' ? Reduce() : Build();
+      case SkipKind::kNotFollowed:
+        break;
+    }
+    return false;
+  }
+
+  // With the value whole on the stack: whether `op` starts what comes after it, the next key (a
+  // str) or the record's SETITEMS. A callable, an object not yet built or an empty list or dict is
+  // not whole yet: REDUCE, BUILD or APPEND(S) and SETITEM(S) may follow.
+  bool Ends(uint8_t op) const {
+    const SkipSlot& value = slots_[0];
+    if (value.tag == kCallableTag || value.tag == kObjectTag || value.empty) return false;
+    const uint64_t left = size_ - end_ - 1;
+    switch (op) {
+      case 'u':
+      case 'X':
+      case 0x8c:
+      case 0x8d:
+        return true;
+      case 'h':
+      case 'j': {
+        if (left < (op == 'h' ? 1u : 4u)) return false;
+        PickleNode* const* node = memo_.Find(op == 'h' ? data_[end_ + 1] : LittleAt(data_ + end_ + 1, 4));
+        return node != nullptr && (*node)->type == PickleNode::Type::kString;
+      }
+      default:
+        return false;
+    }
+  }
+
+  void Push(SkipSlot slot) {
+    if (top_ == slots_.size()) slots_.resize(2 * slots_.size());
+    slots_[top_++] = slot;
+  }
+  size_t Base() const { return marks_.empty() ? 0 : marks_.back(); }
+  bool PopMark(size_t& mark) {
+    if (marks_.empty()) return false;
+    mark = marks_.back();
+    marks_.pop_back();
+    return true;
+  }
+  // The items slot 0 gains, which is what a sweeps list keeps.
+  void Counted(size_t slot, uint64_t n) {
+    if (slot == 0 && length_only_) length_ += n;
+  }
+  bool Structure(uint8_t op);
+  bool Adds(uint8_t op);
+  bool MemoOrFrame(uint8_t op);
+  bool Reduce();
+  bool Build() {
+    // The state of an array or dtype REDUCE made in this value.
+    if (top_ < Base() + 2 || slots_[top_ - 2].tag != kObjectTag) return false;
+    --top_;
+    slots_[top_ - 1].tag = kPlainTag;  // built: a second BUILD is the machine's error
+    return true;
+  }
+
+  const uint8_t* data_;
+  uint64_t size_;
+  const bool numpy_;  // PickleOptions::numpy
+  const MemoMap& memo_;
+  const IndexSet& stored_;
+  const uint64_t memo_count_;
+  const MemoFetches& fetches_;
+  std::vector<SkipSlot>& slots_;
+  std::vector<size_t>& marks_;
+  size_t top_ = 0;
+  uint64_t end_ = 0;
+  bool length_only_ = false;
+  uint64_t puts_ = 0;
+  uint64_t length_ = 0;
+};
+
+// MARK, POP and the container opcodes; false when the machine would refuse (or reach below the
+// value's start, where the record's key is).
+bool ValueSkipper::Structure(uint8_t op) {
+  size_t mark = 0;
+  switch (op) {
+    case '}':
+    case ']':
+      Push({op == '}' ? kDictTag : kListTag, true, 0});
+      if (top_ == 1) length_ = 0;
+      return true;
+    case ')':
+      Push({kTupleTag, false, 0});
+      if (top_ == 1) length_ = 0;
+      return true;
+    case '(':
+      marks_.push_back(top_);
+      return true;
+    case '0':  // POP
+      if (top_ <= Base()) return false;
+      --top_;
+      return true;
+    case 't':  // TUPLE, LIST
+    case 'l':
+      if (!PopMark(mark)) return false;
+      if (mark == 0) length_ = top_;
+      top_ = mark;
+      Push({op == 't' ? kTupleTag : kListTag, false, 0});
+      return true;
+    case 0x85:  // TUPLE1-3
+    case 0x86:
+    case 0x87: {
+      const size_t n = op - 0x84u;
+      if (top_ < Base() + n) return false;
+      top_ -= n;
+      if (top_ == 0) length_ = n;
+      Push({kTupleTag, false, 0});
+      return true;
+    }
+    default:
+      return Adds(op);
+  }
+}
+
+// APPEND(S) and SETITEM(S): to a list or dict made in this value (one from the memo is shared).
+bool ValueSkipper::Adds(uint8_t op) {
+  size_t mark = 0;
+  switch (op) {
+    case 'a':
+      if (top_ < Base() + 2 || slots_[top_ - 2].tag != kListTag) return false;
+      --top_;
+      slots_[top_ - 1].empty = false;
+      Counted(top_ - 1, 1);
+      return true;
+    case 's':
+      if (top_ < Base() + 3 || slots_[top_ - 3].tag != kDictTag) return false;
+      top_ -= 2;
+      slots_[top_ - 1].empty = false;
+      return true;
+    case 'e':
+    case 'u': {
+      if (!PopMark(mark)) return false;
+      const SkipTag container = op == 'e' ? kListTag : kDictTag;
+      if (mark == 0 || mark <= Base() || slots_[mark - 1].tag != container) return false;
+      if (op == 'u' && (top_ - mark) % 2 != 0) return false;
+      if (op == 'e') Counted(mark - 1, top_ - mark);
+      top_ = mark;
+      slots_[top_ - 1].empty = false;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// PUT of the fresh index Python's pickler writes next, one no GET reads back; GET of a stored
+// value; FRAME.
+bool ValueSkipper::MemoOrFrame(uint8_t op) {
+  const uint64_t left = size_ - end_;
+  const uint8_t* at = data_ + end_;
+  uint64_t index = 0;
+  switch (op) {
+    case 'q':
+    case 'r':
+    case 0x94: {
+      const uint64_t argument = op == 'q' ? 1 : op == 'r' ? 4 : 0;
+      if (left < argument || top_ <= Base()) return false;
+      index = op == 'q' ? at[0] : op == 'r' ? LittleAt(at, 4) : memo_count_ + puts_;
+      if (index != memo_count_ + puts_ || stored_.Contains(index) || fetches_.Fetched(index)) return false;
+      ++puts_;
+      end_ += argument;
+      return true;
+    }
+    case 'h':
+    case 'j': {
+      const uint64_t argument = op == 'h' ? 1 : 4;
+      if (left < argument) return false;
+      PickleNode* const* found = memo_.Find(op == 'h' ? at[0] : LittleAt(at, 4));
+      if (found == nullptr) return false;
+      const PickleNode& node = **found;
+      if (top_ == 0) length_ = node.items.size();  // a tuple's, when a sweeps value is one
+      Push({TagOf(node), false, node.type == PickleNode::Type::kGlobal ? node.integer : 0});
+      end_ += argument;
+      return true;
+    }
+    case 0x95:
+      if (left < 8 || LittleAt(at, 8) > left - 8) return false;
+      end_ += 8;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// REDUCE of an allowed global with a tuple of arguments: what it makes, by the global. The
+// arguments themselves (an array's shape against its data, a dtype's name, Latin-1 text) are
+// not read: that is the work a dropped value does not need.
+bool ValueSkipper::Reduce() {
+  if (top_ < Base() + 2 || slots_[top_ - 1].tag != kTupleTag || slots_[top_ - 2].tag != kCallableTag) return false;
+  SkipTag made = kPlainTag;
+  switch (GlobalKind(slots_[top_ - 2].global)) {
+    case GlobalMakes::kBuildable:
+      made = kObjectTag;
+      break;
+    case GlobalMakes::kDict:
+      made = kDictTag;
+      break;
+    case GlobalMakes::kPlain:
+      break;
+    case GlobalMakes::kNotFollowed:
+      return false;
+  }
+  --top_;
+  slots_[top_ - 1] = {made, made == kDictTag, 0};
+  return true;
+}
+
+}  // namespace
+
+// Steps from pos_ over one value. False, with nothing changed, when the value is not one the skip
+// follows exactly; else `run` holds where it ends, the fresh memo indices it stored (none read
+// back) and, with `length_only`, the number of items of the list or tuple it is.
+bool Machine::SkipValue(SkipRun& run, bool length_only) {
+  ValueSkipper skipper(bytes_, options_.numpy, memo_, memo_indices_, memo_count_, *fetches_, skip_stack_, skip_marks_);
+  return skipper.Run(pos_, length_only, run);
+}
+
+// An opcode reached the slot of the last value skipped (CheckWatch): the record's SETITEMS, which
+// prunes it as the value it is, or a wrong prediction of where a value ended.
+void Machine::WatchedSlotTouched(uint8_t op) {
+  if (op == 'u' && !marks_.empty() && marks_.back() == watch_mark_) {
+    watch_slot_ = kNoWatch;
+    return;
+  }
+  throw SkipMispredicted{};
+}
+
+}  // namespace petrsim::pickle_internal
