@@ -184,7 +184,14 @@ TEST(PickleNumpy, Latin1StrDecodesEveryByteAndRefusesEverythingElse) {
   }
   // A character beyond Latin-1 (U+0100), a lone lead at the end, a continuation first, a lead
   // without its continuation, a continuation after an ASCII byte, three-byte UTF-8, a stray 0xff.
-  for (const std::string bad : {"a\xc4\x80b", "ab\xc3", "\x80ab", "\xc2ab", "a\x80", "\xe0\xa0\x80", "a\xff"}) {
+  for (const std::string bad : {"a\xc4\x80"
+                                "b",
+                                "ab\xc3",
+                                "\x80"
+                                "ab",
+                                "\xc2"
+                                "ab",
+                                "a\x80", "\xe0\xa0\x80", "a\xff"}) {
     const std::string error = ErrorOf(encode(bad), Numpy());
     EXPECT_NE(error.find("_codecs.encode of a str with characters beyond latin-1"), std::string::npos)
         << testing::PrintToString(bad) << ": " << error;

@@ -1,5 +1,6 @@
 // The pickle machine's numpy opcodes (PickleOptions::numpy, pickle_internal.h): the allowed
 // globals, REDUCE of them, BUILD of arrays and dtypes, and the checks of their data.
+#include "formats/pickle/latin1.h"
 #include "formats/pickle/pickle_internal.h"
 
 #include <algorithm>
@@ -485,54 +486,14 @@ void Machine::ToCOrder(PickleNode& node) {
     node.text = std::move(data);
   }
 }
-// Protocol 2 writes bytes as the str of their latin-1 code points; back to bytes.
-// Protocol 2 writes bytes as the str of their Latin-1 decoding, UTF-8 encoded: each byte below
-// 0x80 as itself, each other as 0xC2 or 0xC3 and a continuation byte. Array data is random
-// bytes, half of them two-byte characters, so both passes look at each input byte with its
-// neighbour and never branch on it: the first checks the encoding (a continuation exactly after
-// each lead, every other high byte refused) and vectorises; the second writes one byte per
-// character, chosen arithmetically.
+// Protocol 2 writes bytes as the str of their Latin-1 decoding (latin1.h); back to bytes.
 void Machine::Latin1(const std::string& utf8, std::string& out) const {
-  const auto* in = reinterpret_cast<const unsigned char*>(utf8.data());
-  const size_t n = utf8.size();
-  out.clear();
-  if (n == 0) return;
-  uint8_t bad = (in[0] & 0xC0) == 0x80;  // a continuation first
-  for (size_t i = 0; i + 1 < n; ++i) {
-    const uint8_t c = in[i];
-    const uint8_t high = c >> 7;
-    const uint8_t lead = (c & 0xFE) == 0xC2;
-    const uint8_t continuation = (c & 0xC0) == 0x80;
-    bad |= static_cast<uint8_t>(((in[i + 1] & 0xC0) == 0x80) ^ lead);  // a continuation after, and only after, a lead
-    bad |= static_cast<uint8_t>(high & ((lead | continuation) ^ 1));   // any other byte above 0x7f
+  const auto* in = reinterpret_cast<const uint8_t*>(utf8.data());
+  if (!IsLatin1Utf8(in, utf8.size())) {
+    Fail("_codecs.encode of a str with characters beyond latin-1 (not bytes written by protocol 2)");
   }
-  const uint8_t last = in[n - 1];
-  bad |= static_cast<uint8_t>((last & 0xFE) == 0xC2);  // a lead without its continuation
-  bad |= static_cast<uint8_t>((last >> 7) & (((last & 0xC0) == 0x80) ^ 1));
-  if (bad != 0) Fail("_codecs.encode of a str with characters beyond latin-1 (not bytes written by protocol 2)");
-  out.resize(n);
-  char* decoded = out.data();
-  size_t length = 0;
-  for (size_t i = 0; i + 1 < n;) {
-    // Eight ASCII bytes at once (str arrays' UCS-4 zeros, small integers), else eight one by one.
-    uint64_t word = 0;
-    if (i + 8 < n) std::memcpy(&word, in + i, 8);
-    if (i + 8 < n && (word & 0x8080808080808080ULL) == 0) {
-      std::memcpy(decoded + length, &word, 8);
-      length += 8;
-      i += 8;
-      continue;
-    }
-    for (const size_t end = std::min(i + 8, n - 1); i < end; ++i) {
-      const unsigned c = in[i];
-      const unsigned two = ((c & 0x03u) << 6) | (in[i + 1] & 0x3Fu);
-      decoded[length] = static_cast<char>(c ^ ((c ^ two) & (0u - (c >> 7))));
-      length += (c & 0xC0u) != 0x80u;
-    }
-  }
-  decoded[length] = static_cast<char>(last);
-  length += (last & 0xC0u) != 0x80u;
-  out.resize(length);
+  out.resize(utf8.size());
+  out.resize(DecodeLatin1Utf8(in, utf8.size(), out.data()));
 }
 
 GlobalMakes GlobalKind(int64_t global) {
