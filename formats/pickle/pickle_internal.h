@@ -53,38 +53,44 @@ class IndexSet {
   std::unordered_set<uint64_t> large_;
 };
 
-// The memo: index -> value. Open addressing with linear probing in a power-of-two table (a
-// Python memo holds millions of entries, and record mode looks one up for every key it reads).
+// The memo: index -> value (and its type, so that record mode's skip reads it without the node). Open addressing with
+// linear probing in a power-of-two table (a Python memo holds millions of entries, and record mode looks one up for
+// every key it reads).
 class MemoMap {
  public:
   // The stored value's slot, or null when `index` was never stored.
-  PickleNode** Find(uint64_t index) { return const_cast<PickleNode**>(std::as_const(*this).Find(index)); }
-  PickleNode* const* Find(uint64_t index) const {
+  struct Slot {
+    uint64_t index = kEmpty;
+    PickleNode* node = nullptr;
+    PickleNode::Type type = PickleNode::Type::kNone;  // the node's (a type never changes), read without it
+  };
+  // The stored value's slot, or null when `index` was never stored.
+  const Slot* Lookup(uint64_t index) const {
     if (slots_.empty()) return nullptr;
     for (size_t at = Home(index);; at = (at + 1) & (slots_.size() - 1)) {
-      if (slots_[at].index == index) return &slots_[at].node;
+      if (slots_[at].index == index) return &slots_[at];
       if (slots_[at].index == kEmpty) return nullptr;
     }
   }
+  PickleNode** Find(uint64_t index) {
+    const Slot* slot = Lookup(index);
+    return slot == nullptr ? nullptr : &const_cast<Slot*>(slot)->node;
+  }
   void Set(uint64_t index, PickleNode* node) {
     PETRSIM_ASSERT(index != kEmpty);  // indices are below 2^63 (ParseDecimal, 32-bit opcodes, len(memo))
-    if (PickleNode** slot = Find(index)) {
-      *slot = node;
+    if (const Slot* slot = Lookup(index)) {
+      *const_cast<Slot*>(slot) = {index, node, node->type};
       return;
     }
     if ((used_ + 1) * 4 > slots_.size() * 3) Grow();
     size_t at = Home(index);
     while (slots_[at].index != kEmpty) at = (at + 1) & (slots_.size() - 1);
-    slots_[at] = {index, node};
+    slots_[at] = {index, node, node->type};
     ++used_;
   }
 
  private:
   static constexpr uint64_t kEmpty = UINT64_MAX;
-  struct Slot {
-    uint64_t index = kEmpty;
-    PickleNode* node = nullptr;
-  };
   size_t Home(uint64_t index) const { return (index * 0x9E3779B97F4A7C15ull) >> shift_; }
   void Grow() {
     std::vector<Slot> old = std::move(slots_);
@@ -371,9 +377,9 @@ class Machine {
     if (record_mode_ && IsYoung(top)) young_memo_.push_back(index);
   }
   PickleNode* Memo(uint64_t index) const {
-    PickleNode* const* node = memo_.Find(index);
-    if (node == nullptr) Fail(fmt::format("memo index {} was never stored", index));
-    return *node;
+    const MemoMap::Slot* slot = memo_.Lookup(index);
+    if (slot == nullptr) Fail(fmt::format("memo index {} was never stored", index));
+    return slot->node;
   }
 
   // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------

@@ -84,8 +84,8 @@ enum SkipTag : uint8_t {
   kObjectTag,    // an array or dtype REDUCE made: BUILD may set its state
 };
 
-SkipTag TagOf(const PickleNode& node) {
-  switch (node.type) {
+SkipTag TagOf(PickleNode::Type type) {
+  switch (type) {
     case PickleNode::Type::kTuple:
       return kTupleTag;
     case PickleNode::Type::kGlobal:
@@ -242,8 +242,8 @@ class ValueSkipper {
       case 'h':
       case 'j': {
         if (left < (op == 'h' ? 1u : 4u)) return false;
-        PickleNode* const* node = memo_.Find(op == 'h' ? data_[end_ + 1] : LittleAt(data_ + end_ + 1, 4));
-        return node != nullptr && (*node)->type == PickleNode::Type::kString;
+        const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? data_[end_ + 1] : LittleAt(data_ + end_ + 1, 4));
+        return slot != nullptr && slot->type == PickleNode::Type::kString;
       }
       default:
         return false;
@@ -389,11 +389,10 @@ bool ValueSkipper::MemoOrFrame(uint8_t op) {
     case 'j': {
       const uint64_t argument = op == 'h' ? 1 : 4;
       if (left < argument) return false;
-      PickleNode* const* found = memo_.Find(op == 'h' ? at[0] : LittleAt(at, 4));
-      if (found == nullptr) return false;
-      const PickleNode& node = **found;
-      if (top_ == 0) length_ = node.items.size();  // a tuple's, when a sweeps value is one
-      Push({TagOf(node), false, node.type == PickleNode::Type::kGlobal ? node.integer : 0});
+      const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? at[0] : LittleAt(at, 4));
+      if (slot == nullptr) return false;
+      if (top_ == 0 && length_only_) length_ = slot->node->items.size();  // a tuple's, when a sweeps value is one
+      Push({TagOf(slot->type), false, slot->type == PickleNode::Type::kGlobal ? slot->node->integer : 0});
       end_ += argument;
       return true;
     }
