@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "base/temp_files.h"
 #include "cli/scenario_args.h"
 #include "replay/diagnose.h"
 #include "scenario/scenario_loader.h"
@@ -16,15 +17,34 @@
 
 namespace petrsim {
 
-int RunDiagnose(const DiagnoseFlags& flags) {
-  if (!flags.sets.empty() && flags.scenario_path.empty()) {
-    throw ScenarioError("diagnose: --set and --torch-version need --scenario");
-  }
+namespace {
+
+// The diagnosis of `flags.paths`: training logs, or traces and dumps (read into `recordings`).
+Diagnosis DiagnosePaths(const DiagnoseFlags& flags, const std::optional<Scenario>& scenario,
+                        std::optional<Recordings>& recordings) {
   size_t logs = 0;
   for (const std::string& path : flags.paths) logs += IsTrainingLogPath(path) ? 1 : 0;
   if (logs > 0 && logs < flags.paths.size()) {
     throw ScenarioError(
         "diagnose: give training logs, or petrsim traces and Flight Recorder dumps, not both in one call");
+  }
+  if (logs > 0) {
+    std::optional<uint32_t> world_size;
+    if (scenario) world_size = scenario->job().world_size();
+    if (flags.world_size > 0) world_size = flags.world_size;
+    return DiagnoseTrainingLog(ReadTrainingLogs(flags.paths), world_size);
+  }
+  if (flags.world_size > 0)
+    throw ScenarioError("diagnose: --world-size is for training logs (traces and dumps say it)");
+  recordings = LoadRecordings(flags.paths);
+  return Diagnose(*recordings);
+}
+
+}  // namespace
+
+int RunDiagnose(const DiagnoseFlags& flags) {
+  if (!flags.sets.empty() && flags.scenario_path.empty()) {
+    throw ScenarioError("diagnose: --set and --torch-version need --scenario");
   }
   std::optional<Scenario> scenario;
   if (!flags.scenario_path.empty()) {
@@ -34,17 +54,8 @@ int RunDiagnose(const DiagnoseFlags& flags) {
       ValidateScenario(*scenario, flags.scenario_path + " (after --set)");
     }
   }
-  Diagnosis diagnosis;
-  if (logs > 0) {
-    std::optional<uint32_t> world_size;
-    if (scenario) world_size = scenario->job().world_size();
-    if (flags.world_size > 0) world_size = flags.world_size;
-    diagnosis = DiagnoseTrainingLog(ReadTrainingLogs(flags.paths), world_size);
-  } else {
-    if (flags.world_size > 0)
-      throw ScenarioError("diagnose: --world-size is for training logs (traces and dumps say it)");
-    diagnosis = Diagnose(LoadRecordings(flags.paths));
-  }
+  std::optional<Recordings> recordings;
+  const Diagnosis diagnosis = DiagnosePaths(flags, scenario, recordings);
   std::optional<ScenarioCrossCheck> cross;
   if (scenario) {
     const bool release_given = std::any_of(flags.sets.begin(), flags.sets.end(), [](const std::string& set) {
@@ -56,15 +67,24 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   }
   // Without --scenario, a livelock in petrsim traces gets its fixes from the scenario the traces recorded.
   const std::vector<Fix> recorded_fixes = cross ? std::vector<Fix>{} : RecordedScenarioFixes(diagnosis);
+  std::string report = FormatDiagnosis(diagnosis);
+  if (cross) report += FormatCrossCheck(*cross);
+  report += FormatFixes(recorded_fixes, "on the scenario the traces recorded (what ran):");
+  // The page first: a path that cannot be written is an error before anything is printed.
+  if (!flags.html_path.empty()) {
+    try {
+      WriteFileAtomically(flags.html_path, DiagnosisHtml(diagnosis, recordings ? &*recordings : nullptr, report));
+    } catch (const ScenarioError& error) {
+      throw ScenarioError(std::string("--html: ") + error.what());
+    }
+  }
   if (flags.json) {
     nlohmann::json json = DiagnosisJson(diagnosis);
     if (cross) json["scenario"] = CrossCheckJson(*cross);
     json["fixes"] = FixesJson(cross ? cross->fixes : recorded_fixes);
     std::cout << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << FormatDiagnosis(diagnosis);
-    if (cross) std::cout << FormatCrossCheck(*cross);
-    std::cout << FormatFixes(recorded_fixes, "on the scenario the traces recorded (what ran):");
+    std::cout << report;
   }
   return diagnosis.stuck.empty() && diagnosis.desyncs.empty() ? 0 : 1;
 }
@@ -91,6 +111,9 @@ CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
                    "training logs: the job's rank count, where the log does not say it (no gpu_ids, torchrun "
                    "world size or file per rank)")
       ->check(CLI::Range(1, 1 << 20));
+  diagnose->add_option("--html", flags.html_path,
+                       "also write the diagnosis as a self-contained HTML page there, with an SVG timeline per rank "
+                       "around each stuck collective");
   return diagnose;
 }
 

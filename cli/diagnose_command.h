@@ -18,6 +18,7 @@ struct DiagnoseFlags {
   std::string scenario_path;  // --scenario: the job's scenario, to map and cross-check
   std::vector<std::string> sets;
   uint32_t world_size = 0;  // --world-size: a training log's rank count (0: the log's or the scenario's)
+  std::string html_path;    // --html: also write the diagnosis as a page there
 };
 
 // Prints the diagnosis; returns 0 when every recorded collective was joined everywhere and

@@ -10,6 +10,10 @@
 namespace petrsim {
 namespace {
 
+constexpr const char* kHtmlHelp =
+    "also write a self-contained HTML page with SVG plots there: hang probability per combination with its 95% "
+    "Wilson interval, time to hang, stream breaks per run";
+
 SweepFormat Format(bool json, bool csv) {
   if (json && csv) throw ScenarioError("--json and --csv: choose one");
   return json ? SweepFormat::kJson : csv ? SweepFormat::kCsv : SweepFormat::kTable;
@@ -37,6 +41,7 @@ CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags) {
   sweep->add_flag("--json", flags.json, "print a JSON object");
   sweep->add_flag("--csv", flags.csv, "print CSV, one line per combination");
   sweep->add_flag("--runs", flags.spec.json_runs, "with --json: list every run's record");
+  sweep->add_option("--html", flags.spec.html_path, kHtmlHelp);
   sweep->add_flag("--quiet", flags.quiet, "no progress bar on stderr (there is none when stderr is not a terminal)");
   return sweep;
 }
@@ -60,11 +65,12 @@ CLI::App* AddMergeCommand(CLI::App& app, MergeFlags& flags) {
   merge->add_flag("--json", flags.json, "print a JSON object");
   merge->add_flag("--csv", flags.csv, "print CSV, one line per combination");
   merge->add_flag("--runs", flags.runs, "with --json: list every run's record");
+  merge->add_option("--html", flags.html_path, kHtmlHelp);
   return merge;
 }
 
 int RunMergeCommand(const MergeFlags& flags, std::FILE* out) {
-  return RunMerge(flags.paths, Format(flags.json, flags.csv), flags.runs, out);
+  return RunMerge(flags.paths, Format(flags.json, flags.csv), flags.runs, out, flags.html_path);
 }
 
 }  // namespace petrsim

@@ -25,6 +25,7 @@ struct SweepFlags {
 struct MergeFlags {
   std::vector<std::string> paths;
   bool json = false, csv = false, runs = false;
+  std::string html_path;  // --html FILE
 };
 
 // Adds `sweep` to `app`; returns the subcommand.

@@ -256,4 +256,10 @@ std::string FormatDiagnosis(const Diagnosis& diagnosis);
 // "consequences" the others.
 nlohmann::json DiagnosisJson(const Diagnosis& diagnosis);
 
+// `diagnose --html`: a self-contained XHTML page (diagnose_html.cc): per root stuck collective
+// (at most 4) a per-rank SVG timeline around it drawn from `recordings` (null for training logs:
+// then only the diagnosis's own times), the table of stuck collectives, and `report` (the text
+// the command prints) verbatim.
+std::string DiagnosisHtml(const Diagnosis& diagnosis, const Recordings* recordings, const std::string& report);
+
 }  // namespace petrsim

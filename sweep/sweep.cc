@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/temp_files.h"
 #include "scenario/scenario_loader.h"
 #include "scenario/scenario_override.h"
 #include "scenario/scenario_validation.h"
@@ -218,10 +219,29 @@ std::optional<std::string> JobSeedOverlap(const SweepSpec& spec) {
 int RunSweep(const SweepSpec& spec, std::FILE* out) {
   SweepIdentity identity;
   const Scenario base = CheckSweep(spec, identity);
+  if (spec.shard && !spec.html_path.empty()) {
+    throw ScenarioError(
+        "--html with --shard: a shard file holds only some of the runs; give --html to `petrsim merge`");
+  }
   if (const auto overlap = JobSeedOverlap(spec)) std::fprintf(stderr, "petrsim sweep: warning: %s\n", overlap->c_str());
+  // Opened before the runs, so that a path that cannot be written fails at once.
+  std::optional<AtomicFile> html;
+  try {
+    if (!spec.html_path.empty()) html.emplace(spec.html_path);
+  } catch (const ScenarioError& error) {
+    throw ScenarioError(std::string("--html: ") + error.what());
+  }
   const SweepShard shard = spec.shard.value_or(SweepShard{});
   const std::vector<uint64_t> runs = ShardRuns(identity.Runs(), shard);
   const std::vector<RunRecord> records = RunAll(base, identity, runs, spec);
+  if (html) {
+    try {
+      html->Write(SweepHtml(identity, records));
+      html->Commit();
+    } catch (const ScenarioError& error) {
+      throw ScenarioError(std::string("--html: ") + error.what());
+    }
+  }
   if (spec.shard) {
     Write(FormatShard(identity, shard, records), out);
   } else {

@@ -43,6 +43,13 @@
 // of its bytes, --vary, --set, --seeds, --seed-base, N), K and the raw per-run records.
 // `petrsim merge` joins the N shard files of one sweep and prints exactly what the unsharded
 // sweep prints in the same format.
+//
+// The page. --html FILE (sweep and merge; not with --shard, whose file holds only some runs)
+// also writes one self-contained XHTML file with SVG plots: per combination the hang
+// probability with its 95% Wilson score interval, the time to hang as an ECDF, the stream breaks
+// of every run as a strip plot, and the summary table (with the interval's bounds). It is
+// written through an AtomicFile opened before the runs (a path that cannot be written fails
+// before any run) and committed before anything is printed on `out`.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +91,7 @@ struct SweepSpec {
   std::optional<SweepShard> shard;    // set: write a shard file (JSON) for `petrsim merge`
   SweepFormat format = SweepFormat::kTable;
   bool json_runs = false;  // kJson: list every run's record under its combination
+  std::string html_path;   // --html: also write the page there ("": none)
   // Called after each run with (runs done, runs of this shard), from the worker threads but
   // never concurrently. May be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
@@ -116,6 +124,8 @@ int RunSweep(const SweepSpec& spec, std::FILE* out);
 // unsharded sweep writes in `format`. Throws ScenarioError naming the file when a file cannot be
 // read or parsed, the files come from different sweeps, or a shard is missing or given twice.
 // Returns the exit code, 0.
-int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out);
+// With `html_path`, writes the page there too, as the unsharded sweep does.
+int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out,
+             const std::string& html_path = "");
 
 }  // namespace petrsim

@@ -1,7 +1,7 @@
 // Internals of the sweep (sweep.h) shared by its files: the sweep's identity, the per-run record
 // and the functions one file gives another. sweep.cc checks a spec and expands its combinations,
 // sweep_run.cc runs them, sweep_report.cc summarises and prints, sweep_merge.cc writes and joins
-// shard files.
+// shard files, sweep_html.cc draws the page of --html.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "proto/scenario.pb.h"
@@ -17,6 +18,9 @@
 namespace petrsim::sweep_internal {
 
 using Json = nlohmann::ordered_json;
+
+// The standard normal quantile of 0.975: a two-sided 95% interval.
+inline constexpr double kWilsonZ95 = 1.959963984540054;
 
 // ---------------------------------------------------------------------------------------------
 // The sweep's identity: everything that decides which runs it has and what they simulate.
@@ -86,6 +90,33 @@ struct RunRecord {
   }
 };
 
+// ---------------------------------------------------------------------------------------------
+// Per combination summaries (sweep.h says what each field means)
+
+struct CombinationSummary {
+  uint64_t runs = 0;
+  uint64_t not_completed = 0;
+  std::vector<uint64_t> outcome_counts;                  // by OutcomeNames()
+  std::vector<std::pair<std::string, uint64_t>> causes;  // sorted by name, non-completed runs
+  std::vector<int64_t> times_to_hang;                    // sorted
+  std::optional<int64_t> time_to_hang_median;
+  std::optional<int64_t> time_to_hang_p90;
+  uint64_t rate_runs = 0;
+  std::optional<double> mean_iterations_per_s;
+  double mean_stream_breaks = 0;
+
+  double HangProbability() const {
+    return runs == 0 ? 0.0 : static_cast<double>(not_completed) / static_cast<double>(runs);
+  }
+};
+
+// The Wilson score interval of a binomial proportion, `successes` of `trials`, at the normal
+// quantile `z` (1.959964: 95%). [0, 1] when there are no trials.
+struct ProportionInterval {
+  double low = 0, high = 1;
+};
+ProportionInterval WilsonInterval(uint64_t successes, uint64_t trials, double z = kWilsonZ95);
+
 // sweep.cc
 std::string ReadFileBytes(const std::string& path, const char* what);
 Scenario CombinationScenario(const Scenario& base, const SweepIdentity& identity, uint64_t c);
@@ -101,6 +132,14 @@ Json RecordJson(const SweepIdentity& identity, const RunRecord& record);
 std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunRecord>& records, SweepFormat format,
                         bool json_runs);
 void Write(const std::string& text, std::FILE* out);
+// `records` holds every run of the sweep, by run index; one summary per combination.
+std::vector<CombinationSummary> Summaries(const SweepIdentity& identity, const std::vector<RunRecord>& records);
+// The `runs` of one combination, by seed index.
+CombinationSummary Summarize(const std::vector<const RunRecord*>& runs);
+
+// sweep_html.cc: the page of `--html` (hang probability with its Wilson interval, time to hang,
+// stream breaks per run), from every run's record.
+std::string SweepHtml(const SweepIdentity& identity, const std::vector<RunRecord>& records);
 
 // sweep_merge.cc
 std::string FormatShard(const SweepIdentity& identity, const SweepShard& shard, const std::vector<RunRecord>& records);

@@ -10,6 +10,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/temp_files.h"
 
 namespace petrsim {
 
@@ -278,7 +279,8 @@ void ReadShardFile(const std::string& path, Merge& merge) {
 
 }  // namespace
 
-int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out) {
+int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool json_runs, std::FILE* out,
+             const std::string& html_path) {
   if (paths.empty()) throw ScenarioError("merge: no shard files given");
   Merge merge;
   for (const std::string& path : paths) ReadShardFile(path, merge);
@@ -291,6 +293,13 @@ int RunMerge(const std::vector<std::string>& paths, SweepFormat format, bool jso
                                     fmt::join(missing, ", "), merge.reference_path));
   }
   PETRSIM_ASSERT(std::all_of(merge.seen.begin(), merge.seen.end(), [](bool s) { return s; }));
+  if (!html_path.empty()) {
+    try {
+      WriteFileAtomically(html_path, SweepHtml(*merge.identity, merge.records));
+    } catch (const ScenarioError& error) {
+      throw ScenarioError(std::string("--html: ") + error.what());
+    }
+  }
   Write(FormatSweep(*merge.identity, merge.records, format, json_runs), out);
   return 0;
 }

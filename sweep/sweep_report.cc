@@ -76,19 +76,6 @@ Json RecordJson(const SweepIdentity& identity, const RunRecord& record) {
 
 namespace {
 
-struct CombinationSummary {
-  uint64_t runs = 0;
-  uint64_t not_completed = 0;
-  std::vector<uint64_t> outcome_counts;                  // by OutcomeNames()
-  std::vector<std::pair<std::string, uint64_t>> causes;  // sorted by name, non-completed runs
-  std::vector<int64_t> times_to_hang;                    // sorted
-  std::optional<int64_t> time_to_hang_median;
-  std::optional<int64_t> time_to_hang_p90;
-  uint64_t rate_runs = 0;
-  std::optional<double> mean_iterations_per_s;
-  double mean_stream_breaks = 0;
-};
-
 // Nearest rank: the ceil(p/100 * n)-th smallest (1-based), for sorted, non-empty `values`.
 int64_t NearestRank(const std::vector<int64_t>& values, uint32_t percent) {
   const uint64_t n = values.size();
@@ -96,6 +83,8 @@ int64_t NearestRank(const std::vector<int64_t>& values, uint32_t percent) {
   if (rank == 0) rank = 1;
   return values[rank - 1];
 }
+
+}  // namespace
 
 // `records` are the runs of one combination, by seed index.
 CombinationSummary Summarize(const std::vector<const RunRecord*>& records) {
@@ -142,6 +131,8 @@ CombinationSummary Summarize(const std::vector<const RunRecord*>& records) {
   }
   return summary;
 }
+
+namespace {
 
 double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
@@ -319,8 +310,7 @@ std::string FormatJson(const SweepIdentity& identity, const std::vector<Combinat
 // `records` holds every run of the sweep, by run index.
 }  // namespace
 
-std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunRecord>& records, SweepFormat format,
-                        bool json_runs) {
+std::vector<CombinationSummary> Summaries(const SweepIdentity& identity, const std::vector<RunRecord>& records) {
   PETRSIM_ASSERT(records.size() == identity.Runs());
   std::vector<CombinationSummary> summaries;
   for (uint64_t c = 0; c < identity.Combinations(); ++c) {
@@ -328,6 +318,13 @@ std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunReco
     for (uint64_t i = 0; i < identity.seeds; ++i) runs.push_back(&records[c * identity.seeds + i]);
     summaries.push_back(Summarize(runs));
   }
+  return summaries;
+}
+
+std::string FormatSweep(const SweepIdentity& identity, const std::vector<RunRecord>& records, SweepFormat format,
+                        bool json_runs) {
+  PETRSIM_ASSERT(records.size() == identity.Runs());
+  const std::vector<CombinationSummary> summaries = Summaries(identity, records);
   switch (format) {
     case SweepFormat::kJson:
       return FormatJson(identity, summaries, records, json_runs);
