@@ -1,5 +1,5 @@
 // The files this process read as input, and how to tell later that one is unchanged: what a
-// cached result depends on (importers/import_cache.h). Every whole-file reader notes the files it
+// cached result depends on (base/run_record.h). Every whole-file reader notes the files it
 // opens (NoteInputFile); the list is in first-read order, each path once, and thread-safe.
 #pragma once
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/run_record.h"
 #include "base/temp_files.h"
 #include "check/fixes.h"
 #include "check/memory_estimate.h"
@@ -361,6 +362,10 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags) {
                     "write the data fix (the info frames to drop, by sample token) as a Python script FILE.py that "
                     "writes fixed copies of the info files");
   check->add_option("--memory-max", flags.memory_max, kMemoryMaxHelp);
+  check->add_flag("--no-cache", flags.no_cache,
+                  "check again even when the scenario and petrsim are unchanged since the same check (the "
+                  "recorded verdict is kept in petrsim's cache directory: $PETRSIM_CACHE_DIR, "
+                  "$XDG_CACHE_HOME/petrsim or ~/.cache/petrsim; PETRSIM_CACHE_DIR=off keeps none)");
   return check;
 }
 
@@ -384,17 +389,48 @@ void WriteDrops(const Scenario& scenario, const CheckFlags& flags, const std::ve
 
 }  // namespace
 
-int RunCheckCommand(const CheckFlags& flags) {
+namespace {
+
+int RunCheckOnce(const CheckFlags& flags, std::string& text) {
   const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
   CheckMemory(EstimateCheckMemory(scenario), MemoryMax(flags.memory_max), "the pre-flight check", flags.scenario_path);
   const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
   const CheckReport report = RunPreflight(scenario, dataset);
   const std::vector<Fix> fixes = ProveFixes(scenario, dataset, flags.scenario_path, report);
   if (!flags.write_drops.empty()) WriteDrops(scenario, flags, fixes);
-  const std::string text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report, fixes)
-                                      : FormatCheckReport(scenario, flags.scenario_path, dataset, report, fixes);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  text = flags.json ? FormatCheckJson(scenario, flags.scenario_path, dataset, report, fixes)
+                    : FormatCheckReport(scenario, flags.scenario_path, dataset, report, fixes);
   return CheckExitCode(report);
+}
+
+}  // namespace
+
+// A check is a function of the scenario file, the command line, the memory limit and petrsim
+// itself: the same check on unchanged files prints its recorded report (base/run_record.h). Not
+// with --write-drops (it writes a file), nor without a command line (a test's direct call).
+int RunCheckCommand(const CheckFlags& flags) {
+  const std::string directory =
+      flags.no_cache || !flags.write_drops.empty() || flags.command_line.empty() ? std::string() : CacheDirectory();
+  std::vector<std::string> key = flags.command_line;
+  key.push_back(fmt::format("--memory-max={}", MemoryMax(flags.memory_max)));
+  const std::string record = directory.empty() ? std::string() : directory + "/check-" + RunKeyHash(key);
+  if (!record.empty()) {
+    if (const std::optional<RecordedRun> run = FindRecordedRun(record, key, "")) {
+      std::fwrite(run->printed.data(), 1, run->printed.size(), stdout);
+      std::fflush(stdout);
+      fmt::print(stderr,
+                 "petrsim check: {} and petrsim are unchanged since this check ran: its report as recorded "
+                 "({}; --no-cache checks again)\n",
+                 flags.scenario_path, record);
+      return run->exit_code;
+    }
+  }
+  ClearInputFilesRead();  // what the new record depends on
+  std::string text;
+  const int code = RunCheckOnce(flags, text);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!record.empty()) StoreRecordedRun(record, key, InputFilesRead(), InputDirectoriesListed(), "", {text, code});
+  return code;
 }
 
 }  // namespace petrsim

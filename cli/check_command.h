@@ -36,6 +36,10 @@ struct CheckFlags {
   bool json = false;
   std::string memory_max;   // --memory-max; empty: half of this machine's memory
   std::string write_drops;  // --write-drops: the data fix as a Python script (check/user_change.h)
+  bool no_cache = false;    // --no-cache: check again even on unchanged files
+  // What a recorded check is keyed by (base/run_record.h): main's words after the program's name;
+  // empty: nothing is recorded.
+  std::vector<std::string> command_line;
 };
 CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags);
 // Prints the pre-flight report; returns CheckExitCode. Throws ScenarioError on bad input.

@@ -132,8 +132,9 @@ int main(int argc, char** argv) {
                                         petrsim::SupportedTorchVersions() + "; comm.torch_version picks one)");
   Commands commands;
   AddCommands(app, commands);
-  // What a cached import is keyed by (importers/import_cache.h): the words after the program's name.
+  // What a recorded import or check is keyed by (base/run_record.h): the words after the program's name.
   commands.import_flags.command_line.assign(argv + std::min(argc, 1), argv + argc);
+  commands.check_flags.command_line = commands.import_flags.command_line;
   if (SaidTypo(app, argc, argv)) return kExitBadInput;
   try {
     app.parse(argc, argv);

@@ -22,9 +22,9 @@
 #include "base/file_io.h"
 #include "base/input_files.h"
 #include "base/progress_line.h"
+#include "base/run_record.h"
 #include "formats/mmcv/config.h"
 #include "formats/torch_logs/training_log.h"
-#include "importers/import_cache.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
@@ -429,15 +429,16 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
   // Keyed by the command line: a caller that gives none (a test driving RunImport) gets no cache.
   const bool cache = !flags.no_cache && !flags.command_line.empty();
   if (cache) {
-    if (const std::optional<std::string> summary = FindCachedImport(flags.output, flags.command_line)) {
-      std::fwrite(summary->data(), 1, summary->size(), out);
+    if (const std::optional<RecordedRun> run =
+            FindRecordedRun(ImportRecordPath(flags.output), flags.command_line, flags.output)) {
+      std::fwrite(run->printed.data(), 1, run->printed.size(), out);
       if (!flags.quiet) {
         fmt::print(stderr,
                    "petrsim import: every input is unchanged since {} was written: kept it ({}; --no-cache "
                    "imports again)\n",
-                   flags.output, ImportCachePath(flags.output));
+                   flags.output, ImportRecordPath(flags.output));
       }
-      return 0;
+      return run->exit_code;
     }
   }
   // The files read from here on are what the new record depends on.
@@ -454,7 +455,8 @@ int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) 
   const std::string summary = captured.Take();
   std::fwrite(summary.data(), 1, summary.size(), out);
   if (code == 0 && cache) {
-    StoreCachedImport(flags.output, flags.command_line, InputFilesRead(), InputDirectoriesListed(), summary);
+    StoreRecordedRun(ImportRecordPath(flags.output), flags.command_line, InputFilesRead(), InputDirectoriesListed(),
+                     flags.output, RecordedRun{summary, code});
   }
   return code;
 }

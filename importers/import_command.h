@@ -11,7 +11,7 @@
 //   --no-filter-empty-gt  --seq-split-num N
 // The scenario is written atomically (nothing is left of it, not even its .tmp, when the import
 // fails or is interrupted). mmdet3d-infos, mmdet3d-config and nuscenes record what they read in
-// OUT.petrsim-cache (importers/import_cache.h): run again on unchanged files, they keep OUT and
+// OUT.petrsim-cache (base/run_record.h): run again on unchanged files, they keep OUT and
 // print its summary again (--no-cache: import anyway). The summary (frames, scenes, groups, frames and groups with zero
 // GT after the filters) goes to standard output. While the files are read, a progress bar with an ETA is drawn on
 // stderr when it is a terminal (not with --quiet).
@@ -52,7 +52,7 @@ struct ImportFlags {
   std::string log;                    // --log: the job's training log (seed, release, ranks), beside a .py config
   std::string torch_version;          // --torch-version: the job's PyTorch release
   ProbeTraceImportFlags probe_trace;  // probe-trace
-  // The import cache (importers/import_cache.h): the command line it is keyed by (main's argv
+  // The import cache (base/run_record.h): the command line it is keyed by (main's argv
   // after the program name; empty: no cache), and --no-cache.
   std::vector<std::string> command_line;
   bool no_cache = false;

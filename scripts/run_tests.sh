@@ -8,7 +8,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 report=$(mktemp "${TMPDIR:-/tmp}/petrsim_ctest_XXXXXX.xml")
-trap 'rm -f "$report"' EXIT
+# Recorded checks (base/run_record.h) go to a directory of this run's own, never the user's
+# ~/.cache/petrsim: every test's check runs as on a fresh machine.
+export PETRSIM_CACHE_DIR
+PETRSIM_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/petrsim_test_cache_XXXXXX")
+trap 'rm -f "$report"; rm -rf "$PETRSIM_CACHE_DIR"' EXIT
 # The output of passed tests is kept whole (ctest keeps 1 KiB by default), so that a case skipped
 # inside a passing test is found.
 status=0

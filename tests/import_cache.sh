@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The import cache (importers/import_cache.h), on the real executable: a re-run on unchanged
+# The import cache (base/run_record.h), on the real executable: a re-run on unchanged
 # files keeps OUT and prints the same summary; a touched but unchanged input still counts as
 # unchanged; a changed input, option, OUT or petrsim, a missing OUT or a broken record imports
 # again; imports racing for one OUT never leave a record believed for another OUT's content.

@@ -1,18 +1,23 @@
-// The import cache's record: its text form, written and checked; see import_cache.h.
+// A command's run recorded for re-use: the record's text form, written and checked; see
+// run_record.h.
 //
-//   petrsim-import-cache 1
-//   command <hash of the command line and the working directory>
+//   petrsim-run-record 2
+//   command <hash of the key and the working directory>
 //   file <size> <mtime_ns> <ctime_ns> <inode> <device> <content hash> <path length> <path>
 //   dir <listing hash> <path length> <path>
-//   output <size> <mtime_ns> <ctime_ns> <inode> <device> <content hash>
-//   summary <length>
-//   <the summary's bytes>
+//   output <size> <mtime_ns> <ctime_ns> <inode> <device> <content hash>     (when it wrote one)
+//   exit <code>
+//   printed <length>
+//   <the printed bytes>
 //
 // One `file` line per input and one for petrsim's executable; paths are length-prefixed (they
 // may hold spaces or newlines).
-#include "importers/import_cache.h"
+#include "base/run_record.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -23,7 +28,7 @@
 namespace petrsim {
 namespace {
 
-constexpr const char* kMagic = "petrsim-import-cache 1";
+constexpr const char* kMagic = "petrsim-run-record 2";
 constexpr uint64_t kRecordBytesMax = uint64_t{1} << 24;
 
 // petrsim itself is an input: another build may import differently.
@@ -90,6 +95,7 @@ class RecordReader {
     }
     return true;
   }
+  bool Integer(int& value) { return static_cast<bool>(in_ >> value); }
   bool HexWord(uint64_t& value) {
     std::string hex;
     return static_cast<bool>(in_ >> hex) && Hex(hex, value);
@@ -106,8 +112,8 @@ class RecordReader {
     in_ >> word;
     return word;
   }
-  // The summary: its length, a newline, its bytes, then the end of the record.
-  bool Summary(std::string& out) {
+  // What was printed: its length, a newline, its bytes, then the end of the record.
+  bool Printed(std::string& out) {
     uint64_t length = 0;
     if (!(in_ >> length) || length > kRecordBytesMax || in_.get() != '\n') return false;
     out.resize(length);
@@ -121,57 +127,90 @@ class RecordReader {
 
 }  // namespace
 
-std::string ImportCachePath(const std::string& output) { return output + ".petrsim-cache"; }
+std::string ImportRecordPath(const std::string& output) { return output + ".petrsim-cache"; }
 
-std::optional<std::string> FindCachedImport(const std::string& output, const std::vector<std::string>& command_line) {
-  const std::string path = ImportCachePath(output);
-  const std::optional<FileIdentity> exists = IdentifyFile(path);
-  if (!exists || exists->size > kRecordBytesMax) return std::nullopt;
-  std::string text;
-  try {
-    text = ReadRegularFile(path, "import cache record", kRecordBytesMax);
-  } catch (const std::exception&) {
-    return std::nullopt;
+std::string RunKeyHash(const std::vector<std::string>& key) { return fmt::format("{:016x}", CommandHash(key)); }
+
+std::string CacheDirectory() {
+  std::string directory;
+  if (const char* own = std::getenv("PETRSIM_CACHE_DIR"); own != nullptr && *own != 0) {
+    if (std::string(own) == "off") return "";
+    directory = own;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    directory = std::string(xdg) + "/petrsim";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    directory = std::string(home) + "/.cache/petrsim";
+  } else {
+    return "";
   }
-  RecordReader record(std::move(text));
-  if (!record.Word("petrsim-import-cache") || !record.Word("1") || !record.Word("command")) return std::nullopt;
-  uint64_t command = 0;
-  if (!record.HexWord(command) || command != CommandHash(command_line)) return std::nullopt;
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error || !std::filesystem::is_directory(directory, error)) return "";
+  ::chmod(directory.c_str(), 0700);
+  return directory;
+}
+
+namespace {
+
+// The record's file lines up to its end; false when one no longer holds. `output`: whether the
+// record must name one (and which), "" when it must not.
+bool InputsUnchanged(RecordReader& record, const std::string& output, int& exit_code) {
   bool executable_seen = false;
+  bool output_seen = false;
   const std::string executable = Executable();
   for (std::string kind = record.Next();; kind = record.Next()) {
     if (kind == "file") {
       FileRecord file;
-      if (!record.Identity(file.identity, file.hash) || !record.Sized(file.path)) return std::nullopt;
-      if (!Unchanged(file.path, file.identity, file.hash)) return std::nullopt;
+      if (!record.Identity(file.identity, file.hash) || !record.Sized(file.path)) return false;
+      if (!Unchanged(file.path, file.identity, file.hash)) return false;
       executable_seen = executable_seen || file.path == executable;
     } else if (kind == "dir") {
       uint64_t listing = 0;
       std::string directory;
-      if (!record.HexWord(listing) || !record.Sized(directory)) return std::nullopt;
+      if (!record.HexWord(listing) || !record.Sized(directory)) return false;
       const std::optional<uint64_t> now = HashDirectoryListing(directory);
-      if (!now || *now != listing) return std::nullopt;
+      if (!now || *now != listing) return false;
     } else if (kind == "output") {
       FileIdentity identity;
       uint64_t hash = 0;
-      if (!record.Identity(identity, hash) || !Unchanged(output, identity, hash)) return std::nullopt;
-      break;
+      if (output.empty() || !record.Identity(identity, hash) || !Unchanged(output, identity, hash)) return false;
+      output_seen = true;
+    } else if (kind == "exit") {
+      return record.Integer(exit_code) && executable_seen && !executable.empty() && output_seen == !output.empty();
     } else {
-      return std::nullopt;
+      return false;
     }
   }
-  std::string summary;
-  if (!executable_seen || executable.empty() || !record.Word("summary") || !record.Summary(summary)) {
-    return std::nullopt;
-  }
-  return summary;
 }
 
-void StoreCachedImport(const std::string& output, const std::vector<std::string>& command_line,
-                       const std::vector<InputFile>& inputs, const std::vector<std::string>& directories,
-                       const std::string& summary) {
+}  // namespace
+
+std::optional<RecordedRun> FindRecordedRun(const std::string& record_path, const std::vector<std::string>& key,
+                                           const std::string& output) {
+  const std::optional<FileIdentity> exists = IdentifyFile(record_path);
+  if (!exists || exists->size > kRecordBytesMax) return std::nullopt;
+  std::string text;
   try {
-    std::string text = fmt::format("{}\ncommand {:016x}\n", kMagic, CommandHash(command_line));
+    text = ReadRegularFile(record_path, "run record", kRecordBytesMax);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  RecordReader record(std::move(text));
+  if (!record.Word("petrsim-run-record") || !record.Word("2") || !record.Word("command")) return std::nullopt;
+  uint64_t command = 0;
+  if (!record.HexWord(command) || command != CommandHash(key)) return std::nullopt;
+  RecordedRun run;
+  if (!InputsUnchanged(record, output, run.exit_code) || !record.Word("printed") || !record.Printed(run.printed)) {
+    return std::nullopt;
+  }
+  return run;
+}
+
+void StoreRecordedRun(const std::string& record_path, const std::vector<std::string>& key,
+                      const std::vector<InputFile>& inputs, const std::vector<std::string>& directories,
+                      const std::string& output, const RecordedRun& run) {
+  try {
+    std::string text = fmt::format("{}\ncommand {:016x}\n", kMagic, CommandHash(key));
     std::vector<InputFile> files = inputs;
     const std::string executable = Executable();
     const std::optional<FileIdentity> running = executable.empty() ? std::nullopt : IdentifyFile(executable);
@@ -179,7 +218,7 @@ void StoreCachedImport(const std::string& output, const std::vector<std::string>
     files.push_back(InputFile{executable, *running});
     for (const InputFile& file : files) {
       // Recorded only as the file that was read: one that changed since was read in another
-      // state than it is in now, and the scenario may be of neither.
+      // state than it is in now, and the result may be of neither.
       const std::optional<IdentifiedContent> now = IdentifyAndHashFile(file.path);
       if (!now || !(now->identity == file.identity)) return;
       text += fmt::format("file {} {} {}\n", IdentityText(now->identity, now->hash), file.path.size(), file.path);
@@ -189,18 +228,21 @@ void StoreCachedImport(const std::string& output, const std::vector<std::string>
       if (!listing) return;
       text += fmt::format("dir {:016x} {} {}\n", *listing, directory.size(), directory);
     }
-    // Only the OUT this import wrote: another run may have renamed its own onto it since.
-    const std::optional<FileIdentity> written = OutputFileWritten(output);
-    const std::optional<IdentifiedContent> now = IdentifyAndHashFile(output);
-    if (!written || !now || now->identity.inode != written->inode || now->identity.device != written->device ||
-        now->identity.size != written->size || now->identity.mtime_ns != written->mtime_ns) {
-      return;
+    if (!output.empty()) {
+      // Only the output this run wrote: another run may have renamed its own onto it since.
+      const std::optional<FileIdentity> written = OutputFileWritten(output);
+      const std::optional<IdentifiedContent> now = IdentifyAndHashFile(output);
+      if (!written || !now || now->identity.inode != written->inode || now->identity.device != written->device ||
+          now->identity.size != written->size || now->identity.mtime_ns != written->mtime_ns) {
+        return;
+      }
+      text += fmt::format("output {}\n", IdentityText(now->identity, now->hash));
     }
-    text += fmt::format("output {}\nsummary {}\n", IdentityText(now->identity, now->hash), summary.size());
-    text += summary;
-    WriteFileAtomically(ImportCachePath(output), text, AtomicFile::TempName::kUnique);
+    text += fmt::format("exit {}\nprinted {}\n", run.exit_code, run.printed.size());
+    text += run.printed;
+    WriteFileAtomically(record_path, text, AtomicFile::TempName::kUnique);
   } catch (const std::exception&) {
-    // The cache is an aid: an import that could not record itself runs again next time.
+    // The record is an aid: a run that could not record itself runs again next time.
   }
 }
 
