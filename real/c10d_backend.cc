@@ -17,6 +17,9 @@
 #include <string_view>
 
 #include "base/error.h"
+#ifdef PETRSIM_WITH_NCCL_DIRECT
+#include "real/nccl_backend.h"
+#endif
 
 namespace petrsim::real {
 namespace {
@@ -66,18 +69,33 @@ Collective::Dtype PlanDtype(at::ScalarType dtype) {
   return Collective::float32;
 }
 
-std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
+std::optional<std::string> C10dUnavailable(Comm::Backend backend) {
   if (backend != Comm::nccl) return std::nullopt;
 #ifdef PETRSIM_WITH_NCCL
   if (torch::cuda::is_available()) return std::nullopt;
   return std::string(
       "comm.backend is nccl but this machine has no GPU that LibTorch can use; run with --backend gloo "
       "to train on Gloo (CPU)");
+#elif defined(PETRSIM_WITH_NCCL_DIRECT)
+  return std::string(
+      "c10d's NCCL process group is not in this build (PETRSIM_WITH_NCCL=OFF): NCCL runs on "
+      "real/nccl_backend instead; run with --backend gloo for c10d's Gloo (CPU)");
 #else
   return std::string(
-      "comm.backend is nccl but this build has no NCCL (configured with PETRSIM_WITH_NCCL=OFF); run "
-      "with --backend gloo to train on Gloo (CPU)");
+      "comm.backend is nccl but this build has no NCCL (configured with PETRSIM_WITH_NCCL=OFF, and no CUDA "
+      "toolkit with NCCL for PETRSIM_WITH_NCCL_DIRECT); run with --backend gloo to train on Gloo (CPU)");
 #endif
+}
+
+std::optional<std::string> BackendUnavailable(Comm::Backend backend) {
+#if defined(PETRSIM_WITH_NCCL_DIRECT) && !defined(PETRSIM_WITH_NCCL)
+  if (backend == Comm::nccl) {
+    const auto why = NcclUnavailable();
+    if (!why) return std::nullopt;
+    return "comm.backend is nccl but " + *why + "; run with --backend gloo to train on Gloo (CPU)";
+  }
+#endif
+  return C10dUnavailable(backend);
 }
 
 // The tensors of completed collectives, kept for the next collective of the same dtype, size and
@@ -131,7 +149,7 @@ C10dBackend::C10dBackend(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, u
                          std::chrono::milliseconds timeout, petrsim::Comm::Backend backend, int32_t local_rank,
                          const std::string& master_addr, const std::vector<std::string>& process_group_names)
     : rank_(rank), world_size_(world_size) {
-  if (const auto why = BackendUnavailable(backend)) throw ScenarioError(*why);
+  if (const auto why = C10dUnavailable(backend)) throw ScenarioError(*why);
   pool_ = std::make_shared<TensorPool>();
   const bool nccl = backend == petrsim::Comm::nccl;
   const auto make = [&](const c10::intrusive_ptr<c10d::Store>& group_store) -> c10::intrusive_ptr<c10d::ProcessGroup> {

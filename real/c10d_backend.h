@@ -30,10 +30,14 @@ at::ScalarType TorchDtype(Collective::Dtype dtype);
 // The other way: a tensor's dtype as the plan names it (float32 for one the plan has no name for).
 Collective::Dtype PlanDtype(at::ScalarType dtype);
 
-// Why `backend` cannot run in this build on this machine (NCCL without PETRSIM_WITH_NCCL, or
-// without a GPU), as an error for the user; nullopt when it can. Asking for a backend that cannot
-// run is an error, never a silent fallback (the user says --backend gloo).
+// Why `backend` cannot run in this build on this machine, as an error for the user; nullopt when
+// it can. NCCL runs on c10d's ProcessGroupNCCL in a PETRSIM_WITH_NCCL build, else on the NCCL
+// backend (real/nccl_backend.h) where the build found the CUDA toolkit, and needs a GPU either
+// way. Asking for a backend that cannot run is an error, never a silent fallback (the user says
+// --backend gloo).
 std::optional<std::string> BackendUnavailable(Comm::Backend backend);
+// The same for C10dBackend alone: NCCL only with PETRSIM_WITH_NCCL and a GPU LibTorch can use.
+std::optional<std::string> C10dUnavailable(Comm::Backend backend);
 
 class TensorPool;
 
@@ -43,7 +47,7 @@ class C10dBackend : public comm::Backend {
   // Creates the world group ("default_pg") and one group per other name in
   // `process_group_names`, all over `store` (a group's keys under its own prefix). NCCL needs a
   // build with PETRSIM_WITH_NCCL and a GPU; asking for it otherwise is a ScenarioError (see
-  // BackendUnavailable). Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the
+  // C10dUnavailable). Gloo's interface: GLOO_SOCKET_IFNAME when set, loopback when the
   // master is on this host's loopback, else the one the hostname resolves to (as PyTorch
   // chooses).
   C10dBackend(c10::intrusive_ptr<c10d::Store> store, uint32_t rank, uint32_t world_size,

@@ -1,11 +1,8 @@
 // The real trainer's collective issue; see collective_issuer.h.
 #include "real/collective_issuer.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 
 #include <fmt/format.h>
 
@@ -114,17 +111,7 @@ void CollectiveIssuer::FillJobLog(const Issued& issued, CollectiveError& error) 
   timeout.last_enqueued_seq = SeqOf(seqs_, step.process_group());
   timeout.last_completed_seq = SeqOf(completed_, step.process_group());
   // The rank's wall clock, in its time zone, as c10's logger prints it.
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  std::tm local{};
-  ::localtime_r(&seconds, &local);
-  timeout.timestamp.month = local.tm_mon + 1;
-  timeout.timestamp.day = local.tm_mday;
-  timeout.timestamp.hour = local.tm_hour;
-  timeout.timestamp.minute = local.tm_min;
-  timeout.timestamp.second = local.tm_sec;
-  timeout.timestamp.nanoseconds = static_cast<uint32_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() % 1'000'000'000);
+  timeout.timestamp = LogTimestampOfLocalTime(std::chrono::system_clock::now());
   error.job_log = CollectiveTimeoutLines(timeout);
   const char* name = backend == Comm::nccl ? "NCCL" : "Gloo";
   const bool ran_nccl = comm_.backend_name() == "nccl";

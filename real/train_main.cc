@@ -1,6 +1,7 @@
 // petrsim_train: the real backend's trainer as a program (the only executable that links
-// LibTorch). One rank per process, with torchrun's conventions (RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT) so that torchrun-style launchers and Slurm can start it; or `--nproc N` starts N
+// LibTorch). One rank per process, started by torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS, the step's first node; see
+// base/launch_env.h for which wins); or `--nproc N` starts N
 // local ranks itself, collects their exit codes and reports, and stops the others when one rank
 // fails (as torchrun's agent does).
 //   petrsim_train SCENARIO [--nproc N] [--iterations K] [--timeout-ms T] [--set field=value ...]
@@ -23,7 +24,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +40,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "base/progress_line.h"
 #include "data/dataset.h"
 #include "real/c10d_backend.h"
@@ -59,20 +60,6 @@ constexpr uint32_t kRanksMax = 1024;                              // local ranks
 constexpr uint64_t kIterationsMax = 1'000'000'000'000ULL;         // far beyond any job
 constexpr int64_t kTimeoutMsMax = int64_t{7} * 24 * 3600 * 1000;  // a week
 constexpr uint64_t kTraceRingMax = uint64_t{1} << 32;
-
-// An environment variable of the launcher as a whole decimal number in [min, max].
-uint64_t EnvNumber(const char* name, const char* text, uint64_t min, uint64_t max) {
-  uint64_t value = 0;
-  const char* end = text + std::strlen(text);
-  const auto [at, error] = std::from_chars(text, end, value);
-  if (*text == '\0' || error != std::errc() || at != end || value < min || value > max) {
-    throw petrsim::ScenarioError(
-        fmt::format("the environment variable {}={}: expected a whole number "
-                    "in [{}, {}]",
-                    name, text, min, max));
-  }
-  return value;
-}
 
 uint16_t FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -182,8 +169,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, CommandLine& cl) {
       "plan (also: petrsim train SCENARIO [options])"};
   app.add_option("scenario", cl.path, "the scenario (.pbtxt, .pb, .json); optional with --replay");
   app.add_option("--nproc", cl.nproc,
-                 "start N local ranks (must equal job.world_size); without it, run one rank under a launcher that "
-                 "sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK)")
+                 "start N local ranks (must equal job.world_size); without it, run one rank under a launcher: torchrun "
+                 "(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK) or srun (SLURM_PROCID, SLURM_NTASKS, "
+                 "SLURM_LOCALID; the address the step's first node, the port MASTER_PORT or 15000 + SLURM_JOB_ID % "
+                 "15000); torchrun's win when both are set")
       ->check(CLI::Range(uint32_t{1}, kRanksMax));
   auto* iterations =
       app.add_option("--iterations", cl.options.iterations, "iterations (default: job.iterations, else 10)")
@@ -197,9 +186,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(uint64_t{1}, kTraceRingMax))
       ->needs(trace);
   app.add_option("--backend", cl.backend,
-                 "the process groups' backend, replacing comm.backend: gloo (CPU) or nccl (GPU; needs a build with "
-                 "PETRSIM_WITH_NCCL and a GPU). A backend this build or machine cannot run is an error, never a "
-                 "fallback")
+                 "the process groups' backend, replacing comm.backend: gloo (CPU) or nccl (GPU; needs a build that "
+                 "found the CUDA toolkit's NCCL, or PETRSIM_WITH_NCCL, and a GPU). A backend this build or machine "
+                 "cannot run is an error, never a fallback")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   app.add_option("--plan-sizes", cl.plan_sizes,
                  "the sizes of the job's collectives: scenario (default): the scenario's plan as the simulator runs "
@@ -234,7 +223,7 @@ petrsim::Scenario LoadJobScenario(CommandLine& cl, std::optional<petrsim::Record
     recorded = petrsim::ReadRecording(cl.replay_dir);
     replay = petrsim::MakeRecordedSource(*recorded, true, !cl.replay_samples_only);
     cl.options.replay = replay.get();
-    if (cl.nproc == 0 && std::getenv("RANK") == nullptr) cl.nproc = recorded->world_size;
+    if (cl.nproc == 0 && !petrsim::DetectLauncher(petrsim::ProcessEnv())) cl.nproc = recorded->world_size;
   }
   if (cl.path.empty() && !recorded) {
     throw petrsim::ScenarioError("give a SCENARIO, or --replay TRACE_DIR (petrsim_train --help)");
@@ -261,25 +250,18 @@ std::string TracePath(const std::string& trace_dir, uint32_t rank) {
   return trace_dir.empty() ? std::string() : petrsim::RankTracePath(trace_dir, rank);
 }
 
-// One rank of a job started by a launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+// One rank of a job started by a launcher: torchrun's variables, or Slurm's in an srun step
+// (base/launch_env.h).
 int RunLaunchedRank(CommandLine& cl, const petrsim::Scenario& scenario, const petrsim::Dataset& dataset) {
   petrsim::real::TrainOptions& options = cl.options;
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  const char* addr = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  if (rank == nullptr || world == nullptr || port == nullptr) {
-    throw petrsim::ScenarioError(
-        "petrsim_train: give --nproc N, or run under a launcher that sets RANK, "
-        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
-  }
-  options.world_size = static_cast<uint32_t>(EnvNumber("WORLD_SIZE", world, 1, kRanksMax));
-  options.rank = static_cast<uint32_t>(EnvNumber("RANK", rank, 0, options.world_size - 1));
-  if (addr != nullptr) options.master_addr = addr;
-  options.master_port = static_cast<uint16_t>(EnvNumber("MASTER_PORT", port, 1, 65535));
-  if (const char* local = std::getenv("LOCAL_RANK")) {
-    options.local_rank = static_cast<int32_t>(EnvNumber("LOCAL_RANK", local, 0, kRanksMax - 1));
-  }
+  const petrsim::EnvLookup env = petrsim::ProcessEnv();
+  const std::optional<petrsim::LaunchEnv> launch = petrsim::ReadLaunchEnv(env, kRanksMax);
+  if (!launch) throw petrsim::ScenarioError("petrsim_train: " + petrsim::NoLauncherMessage(env));
+  options.world_size = launch->world_size;
+  options.rank = launch->rank;
+  if (!launch->master_addr.empty()) options.master_addr = launch->master_addr;
+  options.master_port = launch->master_port;
+  if (launch->local_rank) options.local_rank = static_cast<int32_t>(*launch->local_rank);
   options.trace_path = TracePath(cl.trace_dir, options.rank);
   if (options.world_size != scenario.job().world_size()) {
     std::cerr << "petrsim_train: note: WORLD_SIZE " << options.world_size << " differs from the scenario's "

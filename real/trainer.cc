@@ -33,6 +33,7 @@
 #include "plan/rank_program.h"
 #include "real/batch_loader.h"
 #include "real/c10d_backend.h"
+#include "real/c10d_rendezvous_store.h"
 #include "real/collective_issuer.h"
 #include "real/geometry.h"
 #include "real/job_control.h"
@@ -43,6 +44,7 @@
 #include "real/threaded_loader.h"
 #include "real/training_step.h"
 #include "scenario/outcome.h"
+#include "scenario/torch_version.h"
 #include "trace/rank_writer.h"
 
 namespace petrsim::real {
@@ -468,6 +470,29 @@ class RankLoop {
   uint64_t ended_ = 0;
 };
 
+// The rank's process groups: NCCL on the CUDA toolkit's NCCL (real/nccl_backend.h) where the
+// build has it and not c10d's ProcessGroupNCCL (PETRSIM_WITH_NCCL); else c10d's Gloo or NCCL.
+std::unique_ptr<comm::Backend> ConnectBackend(const c10::intrusive_ptr<c10d::TCPStore>& store,
+                                              const TrainOptions& options, std::chrono::milliseconds timeout,
+                                              const Scenario& scenario, const std::vector<std::string>& groups) {
+#if defined(PETRSIM_WITH_NCCL_DIRECT) && !defined(PETRSIM_WITH_NCCL)
+  if (scenario.comm().backend() == Comm::nccl) {
+    C10dRendezvousStore rendezvous(store);
+    NcclOptions nccl;
+    nccl.rank = options.rank;
+    nccl.world_size = options.world_size;
+    nccl.device = options.local_rank;
+    nccl.timeout = timeout;
+    nccl.process_group_names = groups;
+    nccl.version = ScenarioTorchVersion(scenario);
+    // No watchdog_lines: the collective issuer prints the release's lines from the failed wait.
+    return std::make_unique<NcclBackend>(rendezvous, std::move(nccl));
+  }
+#endif
+  return std::make_unique<C10dBackend>(store, options.rank, options.world_size, timeout, scenario.comm().backend(),
+                                       options.local_rank, options.master_addr, groups);
+}
+
 }  // namespace
 
 TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, const TrainOptions& options) {
@@ -505,9 +530,8 @@ TrainResult TrainRank(const Scenario& input_scenario, const Dataset& dataset, co
   ClearProgressSource clear_progress_source{progress_source};
   // The groups in the order the job creates them (their names in PyTorch's logs).
   const std::vector<std::string> process_group_names = ProcessGroupNames(plan);
-  C10dBackend comm(store, rank, options.world_size, timeout, scenario.comm().backend(), options.local_rank,
-                   options.master_addr, process_group_names);
-  CollectiveIssuer issuer(comm, control, recorder, options, timeout, scenario, process_group_names);
+  const std::unique_ptr<comm::Backend> comm = ConnectBackend(store, options, timeout, scenario, process_group_names);
+  CollectiveIssuer issuer(*comm, control, recorder, options, timeout, scenario, process_group_names);
   TrainingStep step(job, plan, options);
 
   TrainResult result;

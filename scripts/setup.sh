@@ -15,6 +15,9 @@ packages=(
   python3-numpy python3-torch
   python3-venv python3-wheel
   clang libclang-rt-14-dev clang-format
+  # Real Slurm for tests/slurm_cluster.sh (ctest -L slurm), which runs its own daemons from its
+  # own slurm.conf and stops them; the system's services need no configuration.
+  slurm-wlm munge
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -1,8 +1,10 @@
 // The Backend seam's one typed suite (plan/backend.h): every implementation runs the same tests on
 // 3 ranks (threads), on the world group and on a second named group: the simulated rendezvous,
-// the fake, Gloo over a TCPStore on loopback, and NCCL where the build has it and a GPU is
-// there. Then what only some of them do: a desync (rendezvous), a killed rank (rendezvous), a
-// dropped rank and an injected failure (fake), Gloo's error mapping.
+// the fake, Gloo over a TCPStore on loopback, and c10d's NCCL where the build has it and a GPU is
+// there; the NCCL backend on the toolkit's NCCL (real/nccl_backend.h) runs the cases one rank can
+// run on one rank (NCCL refuses two ranks on one GPU), where the build has it and a GPU is there.
+// Then what only some of them do: a desync (rendezvous), a killed rank (rendezvous), a dropped
+// rank and an injected failure (fake), Gloo's error mapping.
 #include "plan/backend.h"
 
 #include <gtest/gtest.h>
@@ -22,12 +24,26 @@
 
 #include "real/c10d_backend.h"
 #endif
+#ifdef PETRSIM_HAVE_NCCL_DIRECT
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "real/nccl_backend.h"
+#endif
 
 namespace petrsim::comm {
 namespace {
 
 constexpr uint32_t kWorld = 3;
 using Body = std::function<void(uint32_t rank, Backend& comm)>;
+
+// What a case expects on the suite's 3 ranks, or on the one rank an implementation may have.
+template <class T>
+T PerWorld(uint32_t world, T three_ranks, T one_rank) {
+  EXPECT_TRUE(world == 3 || world == 1) << world;
+  return world == 1 ? one_rank : three_ranks;
+}
 
 Collective Call(Collective::Op op, Collective::ReduceOp reduce, uint64_t numel, Collective::Dtype dtype,
                 const std::string& group = "default_pg") {
@@ -40,11 +56,12 @@ Collective Call(Collective::Op op, Collective::ReduceOp reduce, uint64_t numel, 
   return c;
 }
 
-// Runs body on kWorld threads, one Backend each from `join`, and rethrows the first failure.
-void OnThreads(const std::function<std::unique_ptr<Backend>(uint32_t)>& join, const Body& body) {
-  std::vector<std::exception_ptr> errors(kWorld);
+// Runs body on `world` threads, one Backend each from `join`, and rethrows the first failure.
+void OnThreads(const std::function<std::unique_ptr<Backend>(uint32_t)>& join, const Body& body,
+               uint32_t world = kWorld) {
+  std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> ranks;
-  for (uint32_t rank = 0; rank < kWorld; ++rank) {
+  for (uint32_t rank = 0; rank < world; ++rank) {
     ranks.emplace_back([&, rank] {
       try {
         auto comm = join(rank);
@@ -62,6 +79,7 @@ void OnThreads(const std::function<std::unique_ptr<Backend>(uint32_t)>& join, co
 
 struct RendezvousImpl {
   static constexpr const char* kName = "SimulatedRendezvous";
+  static constexpr uint32_t kRanks = kWorld;
   static void Run(std::chrono::milliseconds timeout, const Body& body) {
     sim::RendezvousWorld world(kWorld, timeout);
     OnThreads([&](uint32_t rank) { return world.Join(rank); }, body);
@@ -70,6 +88,7 @@ struct RendezvousImpl {
 
 struct FakeImpl {
   static constexpr const char* kName = "Fake";
+  static constexpr uint32_t kRanks = kWorld;
   static void Run(std::chrono::milliseconds timeout, const Body& body) {
     FakeWorld world(kWorld, timeout);
     OnThreads([&](uint32_t rank) { return world.Join(rank); }, body);
@@ -79,9 +98,10 @@ struct FakeImpl {
 #ifdef PETRSIM_HAVE_REAL
 template <petrsim::Comm::Backend kBackend>
 struct C10dImpl {
-  static constexpr const char* kName = kBackend == petrsim::Comm::gloo ? "Gloo" : "Nccl";
+  static constexpr const char* kName = kBackend == petrsim::Comm::gloo ? "Gloo" : "C10dNccl";
+  static constexpr uint32_t kRanks = kWorld;
   static void Run(std::chrono::milliseconds timeout, const Body& body) {
-    if (const auto why = real::BackendUnavailable(kBackend)) GTEST_SKIP() << *why;
+    if (const auto why = real::C10dUnavailable(kBackend)) GTEST_SKIP() << *why;
     c10d::TCPStoreOptions server;
     server.port = 0;
     server.isServer = true;
@@ -105,16 +125,74 @@ struct C10dImpl {
 };
 #endif
 
+#ifdef PETRSIM_HAVE_NCCL_DIRECT
+// The store the NCCL backend's ranks meet through, in memory: a get waits (bounded) for the key.
+class MapStore : public real::RendezvousStore {
+ public:
+  void Set(const std::string& key, const std::vector<uint8_t>& value) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    values_[key] = value;
+    set_.notify_all();
+  }
+  std::vector<uint8_t> Get(const std::string& key) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!set_.wait_for(lock, std::chrono::seconds(30), [&] { return values_.count(key) > 0; })) {
+      throw std::runtime_error("MapStore: no key " + key);
+    }
+    return values_[key];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable set_;
+  std::map<std::string, std::vector<uint8_t>> values_;
+};
+
+// The NCCL backend on one rank (NCCL refuses two ranks on one GPU): skipped without a GPU.
+struct NcclDirectImpl {
+  static constexpr const char* kName = "Nccl";
+  static constexpr uint32_t kRanks = 1;
+  static void Run(std::chrono::milliseconds timeout, const Body& body) {
+    if (const auto why = real::NcclUnavailable()) GTEST_SKIP() << *why;
+    MapStore store;
+    OnThreads(
+        [&](uint32_t rank) -> std::unique_ptr<Backend> {
+          real::NcclOptions options;
+          options.rank = rank;
+          options.world_size = kRanks;
+          options.timeout = timeout;
+          options.process_group_names = {"default_pg", "other"};
+          return std::make_unique<real::NcclBackend>(store, options);
+        },
+        body, kRanks);
+  }
+};
+#endif
+
 template <class Impl>
 class BackendContract : public ::testing::Test {
  protected:
   static void Run(const Body& body) { Impl::Run(std::chrono::seconds(30), body); }
+  // The implementation's ranks: the suite's 3, or 1 for the NCCL backend.
+  static constexpr uint32_t kRanks = Impl::kRanks;
 };
+
+// A case that needs a second rank (one that does not arrive, or arrives later) on an
+// implementation with one.
+#define PETRSIM_NEEDS_SECOND_RANK()                                                                            \
+  if (TypeParam::kRanks < 2) {                                                                                 \
+    GTEST_SKIP() << TypeParam::kName << " runs on one rank here (NCCL refuses two ranks on one GPU); its own " \
+                 << "watchdog and init timeout tests are in tests/nccl_backend_test.cc";                       \
+  }
 
 using Implementations = ::testing::Types<RendezvousImpl, FakeImpl
 #ifdef PETRSIM_HAVE_REAL
                                          ,
                                          C10dImpl<petrsim::Comm::gloo>, C10dImpl<petrsim::Comm::nccl>
+#endif
+#ifdef PETRSIM_HAVE_NCCL_DIRECT
+                                         ,
+                                         NcclDirectImpl
 #endif
                                          >;
 struct ImplementationName {
@@ -132,15 +210,18 @@ std::vector<double> Done(Work& work) {
 }
 
 TYPED_TEST(BackendContract, ReductionsSumAverageMaxMinAndProduct) {
-  this->Run([](uint32_t rank, Backend& comm) {
+  const uint32_t world = this->kRanks;
+  this->Run([world](uint32_t rank, Backend& comm) {
+    using Values = std::vector<double>;
     EXPECT_EQ(comm.rank(), rank);
-    EXPECT_EQ(comm.world_size(), kWorld);
-    const std::vector<double> input = {1.0 + rank, 2.0 * (rank + 1)};  // rank 0: 1 2, 1: 2 4, 2: 3 6
-    const std::vector<std::pair<Collective::ReduceOp, std::vector<double>>> cases = {{Collective::sum, {6, 12}},
-                                                                                     {Collective::avg, {2, 4}},
-                                                                                     {Collective::max, {3, 6}},
-                                                                                     {Collective::min, {1, 2}},
-                                                                                     {Collective::product, {6, 48}}};
+    EXPECT_EQ(comm.world_size(), world);
+    const Values input = {1.0 + rank, 2.0 * (rank + 1)};  // rank 0: 1 2, 1: 2 4, 2: 3 6
+    const std::vector<std::pair<Collective::ReduceOp, Values>> cases = {
+        {Collective::sum, PerWorld<Values>(world, {6, 12}, {1, 2})},
+        {Collective::avg, PerWorld<Values>(world, {2, 4}, {1, 2})},
+        {Collective::max, PerWorld<Values>(world, {3, 6}, {1, 2})},
+        {Collective::min, {1, 2}},
+        {Collective::product, PerWorld<Values>(world, {6, 48}, {1, 2})}};
     for (const auto& [op, expected] : cases) {
       auto work = comm.Issue(Call(Collective::allreduce, op, 2, Collective::float32), input);
       EXPECT_EQ(Done(*work), expected) << "rank " << rank << " op " << Collective::ReduceOp_Name(op);
@@ -148,16 +229,17 @@ TYPED_TEST(BackendContract, ReductionsSumAverageMaxMinAndProduct) {
     // The dtype converts the values first: int64 truncates 0.5 + rank to rank.
     auto as_int =
         comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::int64), std::vector<double>{0.5 + rank});
-    EXPECT_EQ(Done(*as_int), (std::vector<double>{3}));
+    EXPECT_EQ(Done(*as_int), PerWorld<Values>(world, {3}, {0}));
     // Missing values are zeros; extra ones are not sent.
     auto padded =
         comm.Issue(Call(Collective::allreduce, Collective::sum, 3, Collective::float64), std::vector<double>{1.0});
-    EXPECT_EQ(Done(*padded), (std::vector<double>{3, 0, 0}));
+    EXPECT_EQ(Done(*padded), PerWorld<Values>(world, {3, 0, 0}, {1, 0, 0}));
   });
 }
 
 TYPED_TEST(BackendContract, BroadcastAndReduceUseRankZeroAsRoot) {
-  this->Run([](uint32_t rank, Backend& comm) {
+  const uint32_t world = this->kRanks;
+  this->Run([world](uint32_t rank, Backend& comm) {
     auto broadcast = comm.Issue(Call(Collective::broadcast, Collective::sum, 3, Collective::int32),
                                 std::vector<double>(3, 10.0 + rank));
     EXPECT_EQ(Done(*broadcast), (std::vector<double>{10, 10, 10})) << "rank " << rank;
@@ -165,62 +247,67 @@ TYPED_TEST(BackendContract, BroadcastAndReduceUseRankZeroAsRoot) {
         comm.Issue(Call(Collective::reduce, Collective::max, 1, Collective::float64), std::vector<double>{5.0 * rank});
     const auto reduced = Done(*reduce);
     if (rank == 0) {
-      EXPECT_EQ(reduced, (std::vector<double>{10}));
+      EXPECT_EQ(reduced, PerWorld<std::vector<double>>(world, {10}, {0}));
     }
   });
 }
 
 TYPED_TEST(BackendContract, GatherScatterAllToAllAndBarrier) {
-  this->Run([](uint32_t rank, Backend& comm) {
+  const uint32_t world = this->kRanks;
+  this->Run([world](uint32_t rank, Backend& comm) {
+    using Values = std::vector<double>;
     const double r = rank;
     auto gather = comm.Issue(Call(Collective::allgather, Collective::sum, 2, Collective::float32),
                              std::vector<double>{r, r + 0.5});
-    EXPECT_EQ(Done(*gather), (std::vector<double>{0, 0.5, 1, 1.5, 2, 2.5})) << "rank " << rank;
+    EXPECT_EQ(Done(*gather), PerWorld<Values>(world, {0, 0.5, 1, 1.5, 2, 2.5}, {0, 0.5})) << "rank " << rank;
     auto scatter = comm.Issue(Call(Collective::reduce_scatter, Collective::sum, 2, Collective::float32),
                               std::vector<double>{(r + 1) * 1.0, (r + 1) * 2.0});
-    EXPECT_EQ(Done(*scatter), (std::vector<double>{6, 12})) << "rank " << rank;
+    EXPECT_EQ(Done(*scatter), PerWorld<Values>(world, {6, 12}, {1, 2})) << "rank " << rank;
     auto all_to_all =
         comm.Issue(Call(Collective::alltoall, Collective::sum, 1, Collective::float32), std::vector<double>{r});
-    EXPECT_EQ(Done(*all_to_all), (std::vector<double>{0, 1, 2})) << "rank " << rank;
+    EXPECT_EQ(Done(*all_to_all), PerWorld<Values>(world, {0, 1, 2}, {0})) << "rank " << rank;
     auto barrier = comm.Issue(Call(Collective::barrier, Collective::sum, 1, Collective::float32), {});
     EXPECT_TRUE(Done(*barrier).empty());
   });
 }
 
 TYPED_TEST(BackendContract, NamedGroupsKeepTheirOwnSequence) {
-  this->Run([](uint32_t rank, Backend& comm) {
+  const uint32_t world = this->kRanks;
+  this->Run([world](uint32_t rank, Backend& comm) {
     // Issued on "other" first, then on the world group, and waited for in reverse: each group
     // pairs its own calls.
     auto on_other = comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32, "other"),
                                std::vector<double>{1.0});
     auto on_world =
         comm.Issue(Call(Collective::allreduce, Collective::sum, 1, Collective::float32), std::vector<double>{10.0});
-    EXPECT_EQ(Done(*on_world), (std::vector<double>{30})) << "rank " << rank;
-    EXPECT_EQ(Done(*on_other), (std::vector<double>{3})) << "rank " << rank;
+    EXPECT_EQ(Done(*on_world), (std::vector<double>{10.0 * world})) << "rank " << rank;
+    EXPECT_EQ(Done(*on_other), (std::vector<double>{1.0 * world})) << "rank " << rank;
   });
 }
 
 // A large collective given only its head (a scenario-sized gradient bucket: the real gradients, then padding): the
 // rest is zeros, and ResultHead is Result's head, however many values are asked for.
 TYPED_TEST(BackendContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
-  this->Run([](uint32_t rank, Backend& comm) {
+  const uint32_t world = this->kRanks;
+  this->Run([world](uint32_t rank, Backend& comm) {
+    using Values = std::vector<double>;
     const uint64_t numel = 300'000;  // 1.2 MB as float32: large enough for C10dBackend to reuse its memory
     const Collective call = Call(Collective::allreduce, Collective::sum, numel, Collective::float32);
     auto work = comm.Issue(call, std::vector<double>{1.0 + rank, 0.5});
     work->Wait();
-    EXPECT_EQ(work->ResultHead(3), (std::vector<double>{6, 1.5, 0})) << "rank " << rank;
+    EXPECT_EQ(work->ResultHead(3), PerWorld<Values>(world, {6, 1.5, 0}, {1, 0.5, 0})) << "rank " << rank;
     EXPECT_EQ(work->ResultHead(0), (std::vector<double>{}));
     const std::vector<double>& all = work->Result();
     ASSERT_EQ(all.size(), numel);
     EXPECT_EQ(std::count(all.begin(), all.end(), 0.0), static_cast<std::ptrdiff_t>(numel - 2));
-    EXPECT_EQ(work->ResultHead(2), (std::vector<double>{6, 1.5}));
+    EXPECT_EQ(work->ResultHead(2), PerWorld<Values>(world, {6, 1.5}, {1, 0.5}));
     EXPECT_EQ(work->ResultHead(numel + 5).size(), numel);
     // The same size again, once the first is released (a real comm may reuse its memory): zeros
     // past the input again, not the first one's sums.
     work.reset();
     auto again = comm.Issue(call, std::vector<double>{2.0});
     again->Wait();
-    EXPECT_EQ(again->ResultHead(3), (std::vector<double>{6, 0, 0})) << "rank " << rank;
+    EXPECT_EQ(again->ResultHead(3), PerWorld<Values>(world, {6, 0, 0}, {2, 0, 0})) << "rank " << rank;
     again.reset();
     auto empty = comm.Issue(call, {});
     empty->Wait();
@@ -229,6 +316,7 @@ TYPED_TEST(BackendContract, AHeadOfALargeCollectiveIsPaddedWithZeros) {
 }
 
 TYPED_TEST(BackendContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
+  PETRSIM_NEEDS_SECOND_RANK();
   std::latch rank0_checked(kWorld);
   this->Run([&](uint32_t rank, Backend& comm) {
     const Collective sum = Call(Collective::allreduce, Collective::sum, 1, Collective::float32);
@@ -247,6 +335,7 @@ TYPED_TEST(BackendContract, AWorkCompletesOnlyOnceEveryRankIssuedIt) {
 }
 
 TYPED_TEST(BackendContract, AWaitForARankThatNeverIssuesFailsWithTheTimeout) {
+  PETRSIM_NEEDS_SECOND_RANK();
   // Every rank that waits fails; at least one with the timeout. Gloo closes its connections
   // when its own wait times out, so a peer may see that first (kPeerGone), as in a real job.
   std::latch others_done(kWorld);
@@ -279,6 +368,7 @@ bool Eventually(const std::atomic<int>& calls) {
 }
 
 TYPED_TEST(BackendContract, WaitForPollsAPendingWorkAndOnCompletionCallsBackOnce) {
+  PETRSIM_NEEDS_SECOND_RANK();
   std::latch rank0_polled(kWorld);
   std::atomic<int> calls{0};
   this->Run([&](uint32_t rank, Backend& comm) {
@@ -313,6 +403,7 @@ TYPED_TEST(BackendContract, WaitForPollsAPendingWorkAndOnCompletionCallsBackOnce
 }
 
 TYPED_TEST(BackendContract, OnCompletionCallsBackWhenTheWorkFails) {
+  PETRSIM_NEEDS_SECOND_RANK();
   std::latch others_done(kWorld);
   TypeParam::Run(std::chrono::milliseconds(500), [&](uint32_t rank, Backend& comm) {
     if (rank == 0) {
@@ -329,6 +420,7 @@ TYPED_TEST(BackendContract, OnCompletionCallsBackWhenTheWorkFails) {
 }
 
 TYPED_TEST(BackendContract, OnAllCompletedCallsBackOnceAfterTheLastWork) {
+  PETRSIM_NEEDS_SECOND_RANK();
   std::latch rank0_waiting(kWorld);
   std::atomic<int> calls{0};
   this->Run([&](uint32_t rank, Backend& comm) {

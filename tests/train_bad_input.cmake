@@ -43,6 +43,15 @@ expect_env_refused("RANK=0x;WORLD_SIZE=2;MASTER_PORT=29500"
                    "the environment variable RANK=0x: expected a whole number in [0, 1]")
 expect_env_refused("RANK=0;WORLD_SIZE=-2;MASTER_PORT=29500"
                    "the environment variable WORLD_SIZE=-2: expected a whole number in [1, 1024]")
+# Slurm's variables in an srun step (base/launch_env.h): the same checks, and the node list a
+# hostlist expression; in the batch script itself (no SLURM_STEP_ID) they are not a launcher.
+set(step "SLURM_STEP_ID=0;SLURM_JOB_ID=7;SLURM_NTASKS=2")
+expect_env_refused("${step};SLURM_PROCID=2;SLURM_STEP_NODELIST=n1"
+                   "the environment variable SLURM_PROCID=2: expected a whole number in [0, 1]")
+expect_env_refused("${step};SLURM_PROCID=0;SLURM_STEP_NODELIST=node[01-"
+                   "SLURM_STEP_NODELIST=node[01-: at column 9: expected a number in the bracket, got the end")
+expect_env_refused("SLURM_JOB_ID=7;SLURM_NTASKS=2;SLURM_PROCID=0"
+                   "this is a Slurm batch script, not a job step")
 
 # A backend this build cannot run is an error, never a fallback: the tiny scenario asks for NCCL
 # (comm.backend's default), which this build lacks (or, built with NCCL, a machine without a GPU).

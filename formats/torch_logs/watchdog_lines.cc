@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <ctime>
 
 #include "base/assert.h"
 #include "scenario/outcome.h"
@@ -242,6 +243,21 @@ LogTimestamp LogTimestampOfVirtualTime(int64_t ns) {
   time.minute = static_cast<int>(seconds / 60 % 60);
   time.second = static_cast<int>(seconds % 60);
   time.nanoseconds = static_cast<uint32_t>(ns % 1'000'000'000);
+  return time;
+}
+
+LogTimestamp LogTimestampOfLocalTime(std::chrono::system_clock::time_point now) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  LogTimestamp time;
+  time.month = local.tm_mon + 1;
+  time.day = local.tm_mday;
+  time.hour = local.tm_hour;
+  time.minute = local.tm_min;
+  time.second = local.tm_sec;
+  time.nanoseconds = static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() % 1'000'000'000);
   return time;
 }
 

@@ -7,6 +7,7 @@
 // Pure functions of their arguments; safe to call from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -104,5 +105,9 @@ std::string CollectiveTimeoutNote(Comm::Backend backend, TorchVersion version);
 
 // The simulator's log clock: virtual time 0 read as 1 January, 00:00:00 (no leap years).
 LogTimestamp LogTimestampOfVirtualTime(int64_t ns);
+
+// A real rank's log clock: `now` in the process's time zone (TZ, as localtime_r reads it), as c10's logger
+// prints it; the one function here that is not pure.
+LogTimestamp LogTimestampOfLocalTime(std::chrono::system_clock::time_point now);
 
 }  // namespace petrsim
