@@ -86,7 +86,7 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   } else {
     std::cout << report;
   }
-  return diagnosis.stuck.empty() && diagnosis.desyncs.empty() ? 0 : 1;
+  return DiagnosisExitCode(diagnosis);
 }
 
 CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
@@ -96,9 +96,12 @@ CLI::App* AddDiagnoseCommand(CLI::App& app, DiagnoseFlags& flags) {
                          "PyTorch Flight Recorder dumps (pickle or JSON), or its training logs (one combined log or "
                          "one per rank, gzip too: NCCL watchdog lines of PyTorch 1.8-2.5, mmcv/mmengine iteration "
                          "lines, tracebacks). Names, per process group, the first collective not every member "
-                         "joined and the missing ranks, desyncs, wait-for cycles and the cause on the missing rank. "
-                         "Exit 0 nothing stuck (a log without a timeout: \"no timeout found\"), 1 stuck or desync, 2 "
-                         "bad input.");
+                         "joined and the missing ranks, desyncs, wait-for cycles and the cause on the missing rank, "
+                         "and the ranks that died, were signalled, failed or whose watchdog fired. Exit 0 healthy "
+                         "(every rank's recording complete, no failure; a log without a timeout: \"no timeout "
+                         "found\"), 1 failed (stuck, desync, death, signal, failed exit, watchdog, spinning worker), 2 "
+                         "bad input, 3 incomplete (a rank without a usable file, a file refused, cut short or with "
+                         "invalid records, and no failure among the rest).");
   diagnose->add_option("paths", flags.paths, "a directory of per-rank files or logs, or the files")->required();
   diagnose->add_flag("--json", flags.json, "print a JSON object");
   diagnose->add_option("--scenario", flags.scenario_path,

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -310,6 +311,7 @@ class Launcher {
   struct Child {
     uint32_t rank = 0;
     Clock::time_point started;
+    std::string killed_how;  // set when the launcher SIGKILLs it: by whom, and whether it was stopped
   };
   static constexpr auto kNever = Clock::time_point::max();
   static constexpr auto kGrace = std::chrono::milliseconds(10000);
@@ -340,6 +342,23 @@ class Launcher {
     for (const auto& [pid, child] : children_) ::kill(pid, signo);
   }
 
+  // SIGKILLs the ranks left, noting for each that the launcher did, and whether it was stopped (SIGSTOP, a
+  // debugger: state T or t in /proc/PID/stat), which no SIGTERM ends.
+  void KillLeft() {
+    for (auto& [pid, child] : children_) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+      child.killed_how =
+          fmt::format("{}killed by SIGKILL from the launcher, {} ms after its {}",
+                      state == 'T' || state == 't' ? "stopped (SIGSTOP or a debugger), then " : "", kKillGrace.count(),
+                      petrsim::real::SignalName(forwarded_ != 0 ? forwarded_ : SIGTERM));
+      ::kill(pid, SIGKILL);
+    }
+  }
+
   // Passes a signal the launcher got on, and sends SIGTERM, then SIGKILL, when their time has
   // come. Returns now.
   Clock::time_point Escalate(int signo) {
@@ -358,7 +377,7 @@ class Launcher {
     }
     if (now >= kill_at_) {
       std::cerr << "petrsim_train: killing the ranks still running " << kKillGrace.count() << " ms after SIGTERM\n";
-      SignalAll(SIGKILL);
+      KillLeft();
       kill_at_ = kNever;
     }
     return now;
@@ -370,10 +389,11 @@ class Launcher {
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok) return;
     const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    const std::string killed = killed_by == SIGKILL && !child.killed_how.empty()
+                                   ? "was " + child.killed_how
+                                   : "was killed by " + petrsim::real::SignalName(killed_by);
     std::cerr << "petrsim_train: rank " << child.rank << " "
-              << (killed_by != 0 ? "was killed by " + petrsim::real::SignalName(killed_by)
-                                 : "exited with status " + std::to_string(WEXITSTATUS(status)))
-              << "\n";
+              << (killed_by != 0 ? killed : "exited with status " + std::to_string(WEXITSTATUS(status))) << "\n";
     // A rank records its own end, except one a signal ends without a word (SIGKILL, a
     // crash): the launcher writes what it saw into that rank's trace.
     const bool recorded_itself = killed_by == 0 || petrsim::real::IsTerminationSignal(killed_by);
@@ -390,9 +410,9 @@ class Launcher {
     const int64_t at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - child.started).count();
     // TraceRecord's texts are views: the strings live here.
     const std::string name = petrsim::real::SignalName(killed_by);
-    const std::string why = fmt::format("killed by {} (the launcher saw its process {} end {:.1f} s after it started)",
-                                        name, pid, static_cast<double>(at_ns) / 1e9);
-    const std::string how = "killed by " + name;
+    const std::string how = killed_by == SIGKILL && !child.killed_how.empty() ? child.killed_how : "killed by " + name;
+    const std::string why = fmt::format("{} (the launcher saw its process {} end {:.1f} s after it started)", how, pid,
+                                        static_cast<double>(at_ns) / 1e9);
     petrsim::TraceRecord died;
     died.kind = petrsim::TraceKind::kRankDied;
     died.rank = child.rank;

@@ -401,11 +401,12 @@ void DesyncCause(Diagnosis& out) {
   }
 }
 
-// Missing rank `m` of `stuck` spins in a getitem: the spin on the batch the rank waits for (the
-// stuck collective's iteration), else the earliest one recorded, as the cause.
-void LivelockCause(const Recordings& rec, const StuckCollective& stuck, uint32_t m, Diagnosis& out) {
+// Missing rank `m` of `stuck` (null: no collective is stuck, a rank's file may lack) spins in a getitem: the spin on
+// the batch the rank waits for (the stuck collective's iteration), else the earliest one recorded, as the cause.
+void LivelockCause(const Recordings& rec, const StuckCollective* stuck_or_null, uint32_t m, Diagnosis& out) {
   const RankRecording& rank = rec.ranks[m];
   PETRSIM_ASSERT(!rank.spins.empty());
+  const StuckCollective stuck = stuck_or_null != nullptr ? *stuck_or_null : StuckCollective{};
   const StuckGetitem* chosen = nullptr;
   for (const StuckGetitem& spin : rank.spins) {
     if (stuck.iteration && spin.batch == *stuck.iteration) chosen = &spin;
@@ -417,10 +418,11 @@ void LivelockCause(const Recordings& rec, const StuckCollective& stuck, uint32_t
   StuckGetitem spin = *chosen;
   out.cause_detail = CauseDetail{"livelock", m, spin, std::nullopt};
   out.cause = fmt::format(
-      "rank {} never reached it: DataLoader {} of rank {} never returned batch {} (slot {}, "
+      "rank {}{}: DataLoader {} of rank {} never returned batch {} (slot {}, "
       "index {}): {}, spinning from {:.3f} s to the end of the recording at {:.3f} s{}{}",
-      m, spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m, spin.batch,
-      spin.slot, spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
+      m, stuck_or_null != nullptr ? " never reached it" : "",
+      spin.worker < 0 ? std::string("main process") : fmt::format("worker {}", spin.worker), m, spin.batch, spin.slot,
+      spin.index, spin.report.empty() ? "the resample loop never ends" : spin.report,
       static_cast<double>(spin.since_ns - rec.origin_ns) / 1e9, static_cast<double>(rec.end_ns - rec.origin_ns) / 1e9,
       rec.origin_ns != 0 ? " (times from the job's first recorded event)" : "",
       spin.attempts > 0 ? fmt::format(", {} loads so far", spin.attempts) : std::string());
@@ -447,11 +449,11 @@ void MissingRankCause(const Recordings& rec, Diagnosis& out) {
       const RankRecording& rank = rec.ranks[m];
       if (!rank.present) continue;
       if (!rank.spins.empty()) {
-        LivelockCause(rec, stuck, m, out);
+        LivelockCause(rec, &stuck, m, out);
         break;
       }
       if (rank.died) {
-        const bool killed = rank.died->rfind("killed by", 0) == 0;
+        const bool killed = rank.died->starts_with("killed by") || rank.died->starts_with("stopped (");
         out.cause =
             fmt::format("rank {} never reached it: {}{} at {:.3f} s{}", m, killed ? "it was " : "it died: ", *rank.died,
                         static_cast<double>(rank.died_ns - rec.origin_ns) / 1e9,
@@ -460,6 +462,32 @@ void MissingRankCause(const Recordings& rec, Diagnosis& out) {
         break;
       }
     }
+  }
+}
+
+// No collective stuck nor desync, yet the job failed: the cause is the first spinning rank's getitem, else the
+// earliest death or failed exit, else the earliest watchdog.
+void FailureCause(const Recordings& rec, Diagnosis& out) {
+  if (out.cause || !out.stuck.empty()) return;
+  if (!out.spinning_ranks.empty()) {
+    LivelockCause(rec, nullptr, out.spinning_ranks.front(), out);
+    return;
+  }
+  const auto earliest = [](const std::vector<RankEvent>& events) {
+    return std::min_element(events.begin(), events.end(),
+                            [](const RankEvent& a, const RankEvent& b) { return a.time_ns < b.time_ns; });
+  };
+  const std::string times = rec.origin_ns != 0 ? " (times from the job's first recorded event)" : "";
+  if (!out.deaths.empty()) {
+    const RankEvent& death = *earliest(out.deaths);
+    out.cause = fmt::format("rank {} died first: {}, at {:.3f} s{}", death.rank, death.what,
+                            static_cast<double>(death.time_ns) / 1e9, times);
+    out.cause_detail = CauseDetail{"died", death.rank, std::nullopt, death.what};
+  } else if (!out.watchdogs.empty()) {
+    const RankEvent& watchdog = *earliest(out.watchdogs);
+    out.cause = fmt::format("the watchdog of rank {} fired first, at {:.3f} s{}: {}", watchdog.rank,
+                            static_cast<double>(watchdog.time_ns) / 1e9, times, watchdog.what);
+    out.cause_detail = CauseDetail{"watchdog", watchdog.rank, std::nullopt, std::nullopt};
   }
 }
 
@@ -475,6 +503,8 @@ Diagnosis Diagnose(const Recordings& rec) {
   FindCycles(rec, instances, out);
   DesyncCause(out);
   MissingRankCause(rec, out);
+  diagnose_internal::NoteHealth(rec, out);
+  FailureCause(rec, out);
   diagnose_internal::ApplyStalls(rec, out);
   return out;
 }

@@ -73,6 +73,23 @@ struct RankRecording {
   int64_t died_ns = 0;                            // when
   std::optional<std::string> partial;             // the file was cut short: what went wrong
   uint64_t records_dropped = 0;                   // the writer left out this many (record limit, ring)
+  // petrsim traces: the watchdog events (the first one's line and time), and the process's end as recorded
+  // (process_exit's text; none: the trace does not say how the process ended).
+  uint64_t watchdog_events = 0;
+  std::string first_watchdog;
+  int64_t first_watchdog_ns = 0;
+  std::optional<std::string> exit;
+  bool exit_expected = false;  // a petrsim_train trace, which always ends with process_exit when its rank ends
+  // Records refused as invalid (a Flight Recorder entry with a negative collective_seq_id): how many, the first.
+  uint64_t invalid_records = 0;
+  std::string first_invalid;
+};
+
+// A file of the recordings that could not be used: its path, the rank its name gives (-1: none), and why.
+struct RefusedFile {
+  std::string path;
+  int64_t rank = -1;
+  std::string why;
 };
 
 struct GroupInfo {
@@ -90,7 +107,8 @@ struct Recordings {
   // Files that could not be read at all (the error, naming the file and offset; their rank is
   // then without a file) and other notes on what was inferred.
   std::vector<std::string> notes;
-  int64_t end_ns = 0;  // the latest time any event ends
+  std::vector<RefusedFile> refused;  // the files refused (each also in `notes`)
+  int64_t end_ns = 0;                // the latest time any event ends
   // The origin reports measure times from: 0 for the simulator's virtual clock, the earliest event
   // of any rank for traces on a host's steady clock (whose raw values mean nothing to a user).
   int64_t origin_ns = 0;
@@ -141,6 +159,22 @@ struct CauseDetail {
   bool pool_known = false;              // the trace carried its scenario, so the pool was found
 };
 
+// What a rank's recording says of its end or alarm: a death (a signal, a failed exit: the trace's text) or a
+// watchdog (its first line, and how many the rank recorded).
+struct RankEvent {
+  uint32_t rank = 0;
+  std::string what;
+  int64_t time_ns = 0;  // from the recordings' origin
+  uint64_t count = 1;
+};
+
+// A rank whose file was read but cannot be taken as a whole record of it: cut short, without an event, without the
+// end its writer always records, or with records refused as invalid.
+struct IncompleteRank {
+  uint32_t rank = 0;
+  std::string why;
+};
+
 struct Diagnosis {
   std::string format;
   uint32_t world_size = 0;
@@ -162,7 +196,20 @@ struct Diagnosis {
   std::optional<IterationBound> hang_iterations;  // from the last iteration logged and the log interval
   std::string torch_version, torch_version_from;  // Recordings' (traces and dumps); a log's are in `log`
   std::vector<WorkerStall> stalls;                // the probe's stall events of every rank (diagnose_stall.h)
+  // The job's health beyond the collectives (diagnose_health.cc): deaths and failed exits, watchdog events, spinning
+  // workers (ranks), files refused and ranks whose file is incomplete.
+  std::vector<RankEvent> deaths, watchdogs;
+  std::vector<uint32_t> spinning_ranks;
+  std::vector<RefusedFile> refused_files;
+  std::vector<IncompleteRank> incomplete;
 };
+
+// `diagnose`'s verdict and exit code: "failed" (1: a stuck collective, a desync, a death or failed exit, a watchdog,
+// a spinning worker), else "incomplete" (3: a rank without a usable file, a file refused, cut short or with invalid
+// records: the job's health cannot be told), else "healthy" (0: every rank's recording is complete and shows no
+// failure). Training logs: "failed" with a timeout, else "healthy".
+std::string DiagnosisVerdict(const Diagnosis& diagnosis);
+int DiagnosisExitCode(const Diagnosis& diagnosis);
 
 Diagnosis Diagnose(const Recordings& recordings);
 

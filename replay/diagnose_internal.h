@@ -32,4 +32,12 @@ std::string FrameText(const LogFrame& frame);
 std::string FormatLogSection(const Diagnosis& d);
 nlohmann::json LogJson(const Diagnosis& d);
 
+// The job's health beyond the collectives (diagnose_health.cc): `out`'s deaths, watchdogs, spinning ranks, refused
+// files and incomplete ranks from `rec`; as text (printed where no stuck collective or desync says the job failed) and
+// as JSON fields ("verdict", "exit_code", "partial_set", "missing_ranks", "refused_files", "incomplete_ranks",
+// "deaths", "watchdogs", "spinning_ranks").
+void NoteHealth(const Recordings& rec, Diagnosis& out);
+std::string FormatHealth(const Diagnosis& d);
+nlohmann::json HealthJson(const Diagnosis& d);
+
 }  // namespace petrsim::diagnose_internal

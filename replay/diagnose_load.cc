@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -39,6 +40,29 @@ bool IsPetrsimTrace(const std::string& path) {
   return path.size() > 8 && path.compare(path.size() - 8, 8, ".pbtrace") == 0;
 }
 
+// The rank a file's name gives: rank_<r>.pbtrace, or a Flight Recorder dump's trailing number (_dump_<r>.json,
+// nccl_trace_rank_<r>); -1 when it gives none.
+int64_t RankOfFileName(const std::string& path) {
+  std::string stem = std::filesystem::path(path).stem().string();
+  size_t end = stem.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(stem[end - 1])) == 0) --end;
+  size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(stem[begin - 1])) != 0) --begin;
+  if (begin == end || end - begin > 9) return -1;
+  if (IsPetrsimTrace(path) && (end != stem.size() || stem.compare(0, begin, "rank_") != 0)) return -1;
+  return std::stoll(stem.substr(begin, end - begin));
+}
+
+// A process_exit text that says the rank ended well: the probe's "the process exits", petrsim_train's
+// "finished its iterations (exit 0)".
+bool CleanExit(std::string_view text) { return text == "the process exits" || text.ends_with("(exit 0)"); }
+
+// A file `diagnose` refuses among readable ones: noted, and its rank counted as without a file.
+void Refuse(Recordings& rec, const std::string& path, const std::string& why) {
+  rec.refused.push_back(RefusedFile{path, RankOfFileName(path), why});
+  rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", why));
+}
+
 void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, std::map<uint32_t, int64_t>>& pg_ids) {
   if (dump.rank >= rec.ranks.size()) rec.ranks.resize(dump.rank + 1);
   RankRecording& rank = rec.ranks[dump.rank];
@@ -65,7 +89,14 @@ void AddFlightRecorderDump(Recordings& rec, FrDump dump, std::map<std::string, s
             [](const FrEntry& a, const FrEntry& b) { return a.record_id < b.record_id; });
   std::map<std::string, int64_t> own_ids;
   for (const FrEntry& e : dump.entries) {
-    if (e.is_p2p) continue;  // point-to-point calls are not collectives of a group sequence
+    if (e.is_p2p) continue;         // point-to-point calls are not collectives of a group sequence
+    if (e.collective_seq_id < 0) {  // c10d counts a group's collectives from 1 (0: none yet)
+      if (rank.invalid_records++ == 0) {
+        rank.first_invalid = fmt::format("entry with record_id {} ({} on group {}): collective_seq_id {}", e.record_id,
+                                         e.profiling_name, e.pg_name, e.collective_seq_id);
+      }
+      continue;
+    }
     own_ids[e.pg_name] = e.pg_id;
     pg_ids[e.pg_name][dump.rank] = e.pg_id;
     CallRecord call;
@@ -153,11 +184,19 @@ class RankScan {
         }
         break;
       case TraceEventKind::process_exit:
-        // The probe's last event: "killed by SIGTERM", "the process ends with an uncaught exception: ...", or a
-        // clean "the process exits". Killed or failed, the rank died there.
-        if (!rank_.died && event.text != "the process exits") {
+        // The last event of the probe and petrsim_train: "killed by SIGTERM", "the process ends with an uncaught
+        // exception: ...", "stopped by the collective watchdog (exit 1)", or a clean "the process exits",
+        // "finished its iterations (exit 0)". Killed or failed, the rank died there.
+        rank_.exit = std::string(event.text);
+        if (!rank_.died && !CleanExit(event.text)) {
           rank_.died = std::string(event.text);
           rank_.died_ns = event.start_ns;
+        }
+        break;
+      case TraceEventKind::watchdog:
+        if (rank_.watchdog_events++ == 0) {
+          rank_.first_watchdog = std::string(event.text);
+          rank_.first_watchdog_ns = event.start_ns;
         }
         break;
       case TraceEventKind::stall:
@@ -244,6 +283,12 @@ LoadedTrace ReadPetrsimRank(const std::string& path, bool keep_scenario) {
     throw ScenarioError(
         fmt::format("{}: rank {} is not below world_size {}", path, out.header.rank(), out.header.world_size()));
   }
+  // A file copied or renamed over another rank's would hide that rank's own (missing) recording.
+  if (const int64_t named = RankOfFileName(path); named >= 0 && named != out.header.rank()) {
+    throw ScenarioError(fmt::format("{}: its header says rank {}, its name rank {}: another rank's trace", path,
+                                    out.header.rank(), named));
+  }
+  rank.exit_expected = out.header.build_id().starts_with("petrsim_train");
   if (keep_scenario && out.header.has_scenario()) {
     // The cross-check expands its plan: a header is input like any scenario file.
     ValidateScenario(out.header.scenario(), path + " (the scenario in its header)");
@@ -385,7 +430,7 @@ void LoadPetrsimTraces(Recordings& rec, const std::vector<std::string>& files) {
     try {
       std::rethrow_exception(errors[i]);
     } catch (const ScenarioError& error) {
-      rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error.what()));
+      Refuse(rec, files[i], error.what());
     }
   }
   for (const auto& rank : rec.ranks) {
@@ -438,8 +483,8 @@ void ResolveProgressByLocalId(Recordings& rec, const std::map<std::string, std::
 
 void LoadFlightRecorderDumps(Recordings& rec, const std::vector<std::string>& files) {
   rec.format = "flight_recorder";
-  std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;  // group name -> rank -> pg_id
-  std::vector<std::string> unreadable;
+  std::map<std::string, std::map<uint32_t, int64_t>> pg_ids;    // group name -> rank -> pg_id
+  std::vector<std::pair<std::string, std::string>> unreadable;  // path, why
   std::vector<FrDump> dumps;
   size_t read = 0;
   for (const std::string& file : files) {
@@ -453,24 +498,23 @@ void LoadFlightRecorderDumps(Recordings& rec, const std::vector<std::string>& fi
       dumps.push_back(ReadFlightRecorderDump(file));
     } catch (const ScenarioError& error) {
       if (files.size() == 1) throw;
-      unreadable.push_back(error.what());
+      unreadable.emplace_back(file, error.what());
     }
   }
   // Bare lists name groups by each process's own index: matched across the dumps first.
   for (std::string& note : MatchBareListGroups(dumps)) rec.notes.push_back(std::move(note));
   for (FrDump& dump : dumps) {
+    const std::string path = dump.path;
     try {
       AddFlightRecorderDump(rec, std::move(dump), pg_ids);
       ++read;
     } catch (const ScenarioError& error) {
       if (files.size() == 1) throw;
-      unreadable.push_back(error.what());
+      unreadable.emplace_back(path, error.what());
     }
   }
-  if (read == 0) throw ScenarioError(unreadable.front());
-  for (const std::string& error : unreadable) {
-    rec.notes.push_back(fmt::format("unreadable, its rank counted as without a file: {}", error));
-  }
+  if (read == 0) throw ScenarioError(unreadable.front().second);
+  for (const auto& [path, why] : unreadable) Refuse(rec, path, why);
   InferUndescribedMembers(rec);
   uint32_t world = static_cast<uint32_t>(rec.ranks.size());
   for (const auto& [name, group] : rec.groups) {

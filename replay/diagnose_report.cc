@@ -162,6 +162,17 @@ std::string UnknownCause(const Diagnosis& d) {
                                  "with --scenario to check the data";
 }
 
+// The verdict and the exit code it gives (DiagnosisExitCode), in words.
+std::string VerdictLine(const Diagnosis& d) {
+  const std::string verdict = DiagnosisVerdict(d);
+  if (verdict == "failed") return "verdict: the job failed (exit 1)\n";
+  if (verdict == "incomplete") {
+    return "verdict: incomplete recordings (exit 3): no failure among what was read, but the job's health cannot be "
+           "told without every rank's whole recording\n";
+  }
+  return "verdict: healthy (exit 0): every rank's recording is complete and shows no failure\n";
+}
+
 }  // namespace
 
 std::string FormatDiagnosis(const Diagnosis& d) {
@@ -174,8 +185,12 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   }
   for (const std::string& note : d.partial) out += fmt::format("  partial: {}\n", note);
   out += FindingsSection(d);
+  // A stuck collective or a desync says the job failed, and its cause the rest; else what else the recordings show.
+  const bool collectives_failed = !d.stuck.empty() || !d.desyncs.empty();
+  if (!collectives_failed) out += diagnose_internal::FormatHealth(d);
   if (d.log) out += FormatLogSection(d);
   out += fmt::format("\ncause: {}\n", d.cause ? *d.cause : UnknownCause(d));
+  if (!collectives_failed && d.format != "training_log") out += VerdictLine(d);
   return out;
 }
 
@@ -231,6 +246,7 @@ nlohmann::json DiagnosisJson(const Diagnosis& d) {
     out["cause_detail"] = nullptr;
   }
   if (d.log) out["log"] = LogJson(d);
+  out.update(diagnose_internal::HealthJson(d));
   diagnose_internal::AddStallsJson(d, out);
   return out;
 }

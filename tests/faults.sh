@@ -7,6 +7,12 @@
 #   sigkill_launcher  the launcher is SIGKILLed: its ranks die with it (PR_SET_PDEATHSIG)
 #   sigkill_rank      a rank is SIGKILLed (dead_rank fault): the launcher writes it into its trace
 #   port_in_use       MASTER_PORT taken: exit 2 with a message naming it
+#   sigterm_one_rank  one rank of a healthy job gets SIGTERM (issue 33): the job failed, so diagnose exits 1
+#                     naming the death, though no collective is left stuck
+#   sigstop_rank      a rank is stopped (SIGSTOP): the other's watchdog fires, the launcher SIGKILLs the stopped
+#                     rank; its trace and diagnose say it was stopped, then killed by the launcher
+#   shared_port       two env-launched jobs on one MASTER_PORT: the second's ranks record nothing, and its
+#                     diagnose says so (exit 3, never 0)
 # Usage: faults.sh CASE PETRSIM_TRAIN PETRSIM SCENARIO WORK_DIR
 set -uo pipefail
 case_name=$1 train=$2 petrsim=$3 scenario=$4 work=$5
@@ -44,10 +50,10 @@ no_rank_left() {
   sleep 1
   if pgrep -f -- "--trace $dir/t" >/dev/null; then fail "processes left: $(pgrep -af -- "--trace $dir/t")"; fi
 }
-expect_diagnosis() {  # expect_diagnosis TEXT...
+expect_diagnosis() {  # expect_diagnosis TEXT...: diagnose exits 1 (a failed job) and says each TEXT
   "$petrsim" diagnose "$dir/t" >"$dir/diagnose.txt" 2>&1
   local code=$?
-  [ "$code" = 1 ] || fail "diagnose exited $code, expected 1 (a stuck collective)"
+  [ "$code" = 1 ] || fail "diagnose exited $code, expected 1 (a failed job)"
   local text
   for text in "$@"; do grep -qF -- "$text" "$dir/diagnose.txt" || fail "diagnose does not say: $text"; done
 }
@@ -108,6 +114,55 @@ want = f"MASTER_PORT={port}: the port is already in use on this host"
 sys.exit(0 if run.returncode == 2 and want in run.stderr and run.stdout == "" else 1)
 PY
     [ $? = 0 ] || fail "a port in use did not give exit 2 with a message naming MASTER_PORT"
+    ;;
+  sigterm_one_rank)
+    "$train" "$scenario" --nproc 2 --backend gloo --set resample.policy=global --iterations 400 --timeout-ms 5000 \
+      --trace "$dir/t" >"$dir/launcher.txt" 2>&1 &
+    launcher=$!
+    sleep 8
+    rank=$(ranks_of "$launcher" | head -1)
+    [ -n "$rank" ] || fail "no rank under the launcher"
+    kill -TERM "$rank"
+    wait_gone "$launcher" 30 || fail "the launcher did not end within 30 s of a rank's SIGTERM"
+    wait "$launcher"; code=$?; launcher=""
+    [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
+    no_rank_left
+    expect_diagnosis "ranks that died or failed" "terminated by SIGTERM from outside" "verdict: the job failed (exit 1)"
+    ;;
+  sigstop_rank)
+    "$train" "$scenario" --nproc 2 --backend gloo --set resample.policy=global --iterations 400 --timeout-ms 2000 \
+      --trace "$dir/t" >"$dir/launcher.txt" 2>&1 &
+    launcher=$!
+    sleep 8
+    rank=$(ranks_of "$launcher" | tail -1)
+    [ -n "$rank" ] || fail "no rank under the launcher"
+    kill -STOP "$rank"
+    wait_gone "$launcher" 40 || fail "the launcher did not end within 40 s of a rank's SIGSTOP"
+    wait "$launcher"; code=$?; launcher=""
+    [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
+    grep -q "was stopped (SIGSTOP or a debugger), then killed by SIGKILL from the launcher" "$dir/launcher.txt" ||
+      fail "the launcher did not say the rank was stopped, then killed by it"
+    no_rank_left
+    expect_diagnosis "it was stopped (SIGSTOP or a debugger), then killed by SIGKILL from the launcher"
+    ;;
+  shared_port)
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    pids=()
+    for job in a b; do
+      for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" "$scenario" --backend gloo \
+          --set resample.policy=global --iterations 20 --timeout-ms 5000 --trace "$dir/t_$job" \
+          >"$dir/job_${job}_$r.txt" 2>&1 &
+        pids+=($!)
+      done
+      sleep 2  # job a serves the port when job b starts
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    grep -q "MASTER_PORT=$port: the port is already in use" "$dir/job_b_0.txt" || fail "job b's rank 0 did not fail on the port"
+    "$petrsim" diagnose "$dir/t_b" >"$dir/diagnose.txt" 2>&1
+    code=$?
+    [ "$code" = 3 ] || fail "diagnose of job b exited $code, expected 3 (incomplete)"
+    grep -qF "rank 0: its trace holds no event" "$dir/diagnose.txt" || fail "diagnose does not say rank 0 recorded nothing"
     ;;
   *)
     fail "unknown case"
