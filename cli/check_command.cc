@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/run_record.h"
 #include "base/temp_files.h"
 #include "check/fixes.h"
@@ -344,7 +345,7 @@ std::string FormatCheckJson(const Scenario& scenario, const std::string& path, c
         {"epochs_in_job", stats.epochs_in_job}}},
       {"fixes", FixesJson(fixes)},
   };
-  return json.dump(2) + "\n";
+  return JsonText(json, 2) + "\n";
 }
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckFlags& flags) {

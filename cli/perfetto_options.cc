@@ -70,6 +70,13 @@ int64_t ParsePerfettoLast(const std::string& text) {
 }
 
 PerfettoWindow MakePerfettoWindow(const PerfettoFlags& flags, int64_t end_ns) {
+  // One window: the iterations and the seconds would each cut what the other keeps.
+  if (!flags.iterations.empty() && !flags.last.empty()) {
+    throw ScenarioError(
+        fmt::format("--perfetto-iterations {} and --perfetto-last {}: expected one window, found two; "
+                    "give one of them",
+                    flags.iterations, flags.last));
+  }
   PerfettoWindow window;
   if (!flags.iterations.empty()) {
     const auto [first, last] = ParsePerfettoIterations(flags.iterations);

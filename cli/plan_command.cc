@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "cli/scenario_args.h"
 #include "plan/backend.h"
 #include "scenario/outcome.h"
@@ -95,7 +96,7 @@ std::string FormatPlanJson(const std::string& path, const std::vector<PlannedCol
     item["only_when_local_batch_has_gt"] = collective.only_when_local_batch_has_gt();
     list.push_back(std::move(item));
   }
-  return doc.dump(2) + "\n";
+  return JsonText(doc, 2) + "\n";
 }
 
 Scenario LoadPlanScenario(const std::string& path, const std::vector<std::string>& sets) {

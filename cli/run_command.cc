@@ -7,6 +7,7 @@
 #include <optional>
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "check/memory_estimate.h"
 #include "check/preflight.h"
 #include "cli/progress_bar.h"
@@ -180,9 +181,11 @@ void AppendBlockedCollective(std::string& out, const Scenario& scenario, const s
     if (!c.python_frame.empty()) Line(out, fmt::format("  their Python traceback ends in {}", c.python_frame));
   }
   if (result.first_watchdog_ns >= 0) {
-    Line(out, fmt::format("  the watchdogs fire at {} (timeout {} ms, checked every {} ms)",
-                          FormatVirtualTime(result.first_watchdog_ns), scenario.comm().timeout_ms(),
-                          scenario.comm().watchdog_poll_ms()));
+    const uint64_t poll_ms = scenario.comm().watchdog_poll_ms();
+    Line(out, fmt::format("  the watchdogs fire at {} (timeout {} ms, {})", FormatVirtualTime(result.first_watchdog_ns),
+                          scenario.comm().timeout_ms(),
+                          poll_ms == 0 ? std::string("watchdog_poll_ms 0: exactly at the deadline")
+                                       : fmt::format("checked every {} ms", poll_ms)));
   }
 }
 
@@ -414,7 +417,7 @@ std::string FormatRunJson(const Scenario& scenario, const std::string& path, con
   j["ranks"] = RanksJson(result);
   j["fixes"] = FixesJson(fixes);
   j["stats"] = RunStatsJson(dataset, result, wall_ms);
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 namespace {
@@ -457,6 +460,13 @@ void CheckRunFlags(const RunFlags& flags) {
   // Bad windows are bad input before anything runs.
   if (!flags.perfetto_flags.iterations.empty()) ParsePerfettoIterations(flags.perfetto_flags.iterations);
   if (!flags.perfetto_flags.last.empty()) ParsePerfettoLast(flags.perfetto_flags.last);
+  MakePerfettoWindow(flags.perfetto_flags, 0);  // refuses two windows
+  if (flags.trace_ring > flags.trace_records_max) {
+    throw ScenarioError(
+        fmt::format("--trace-ring {}: expected at most --trace-records-max ({}), the events written "
+                    "in all: a larger ring never wraps",
+                    flags.trace_ring, flags.trace_records_max));
+  }
   if (flags.scenario_path.empty() && (flags.json || flags.no_wall_time || flags.quiet || !flags.sets.empty() ||
                                       !flags.perfetto.empty() || !flags.trace_dir.empty())) {
     throw ScenarioError(

@@ -34,7 +34,8 @@ CLI::App* AddSweepCommand(CLI::App& app, SweepFlags& flags) {
   // Run seeds are seed_base + i: kept far below 2^64 so that they never wrap.
   sweep->add_option("--seed-base", flags.spec.seed_base, "the first run seed (default 0)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
-  sweep->add_option("--jobs", flags.spec.jobs, "parallel runs (default: the cores available)");
+  sweep->add_option("--jobs", flags.spec.jobs, "parallel runs (default: the cores available)")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{4096}));
   sweep->add_option("--shard", flags.shard,
                     "K/N: run only the K-th of N slices and write its JSON for `petrsim merge`");
   sweep->add_option("--set", flags.spec.sets, kSetHelp);

@@ -23,8 +23,10 @@
 #include "base/input_files.h"
 #include "base/progress_line.h"
 #include "base/run_record.h"
+#include "base/utf8.h"
 #include "formats/mmcv/config.h"
 #include "formats/torch_logs/training_log.h"
+#include "importers/import_output.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_config_job.h"
 #include "importers/mmdet3d_infos.h"
@@ -42,6 +44,14 @@ std::vector<std::string> SplitList(const std::string& text) {
     if (!item.empty()) out.push_back(std::move(item));
   }
   return out;
+}
+
+// A command-line value that becomes a scenario's text (a class or sub-dataset name) must be UTF-8.
+void RequireText(const char* flag, const std::string& value) {
+  if (const std::optional<size_t> bad = FirstInvalidUtf8(value)) {
+    throw ScenarioError(fmt::format("{} '{}': not text: {}; expected UTF-8", flag, EscapedBytes(value),
+                                    InvalidUtf8Detail(value, *bad)));
+  }
 }
 
 void AddNoCacheFlag(CLI::App& command, ImportFlags& flags) {
@@ -176,9 +186,16 @@ void NoteLargeTextScenario(const std::string& path, uint64_t bytes) {
              path, FormatMegabytes(bytes), stem);
 }
 
-ImportFilters ToFilters(const ImportFlags& flags, bool seq_split_num_given) {
+ImportFilters ToFilters(const ImportFlags& flags, bool seq_split_num_given, bool classes_given) {
   ImportFilters filters;
   filters.classes = SplitList(flags.classes);
+  if (classes_given && (filters.classes.empty() || filters.classes.size() != SplitCommaList(flags.classes).size())) {
+    throw ScenarioError(
+        fmt::format("--classes '{}': expected your config's class names, comma separated, found an "
+                    "empty name (leave --classes out for StreamPETR's 10 nuScenes classes)",
+                    EscapedBytes(flags.classes)));
+  }
+  RequireText("--classes", flags.classes);
   if (!flags.classes.empty()) filters.origins["classes"] = "--classes";
   if (!flags.range.empty()) filters.origins["range"] = "--range";
   if (flags.no_valid_flag) filters.origins["use_valid_flag"] = "--no-valid-flag";
@@ -232,10 +249,18 @@ void ApplyLogFacts(ConfigJob& job, const std::string& text, const std::string& p
     job.log_torch_version_from = fmt::format("{}:{}", path, logged->line);
   }
   if (const size_t at = text.find("gpu_ids = range(0, "); at != std::string::npos && !gpus_given) {
-    uint32_t n = 0;
+    uint64_t n = 0;
     const char* begin = text.data() + at + 19;
     const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), n);
-    if (ec == std::errc() && end != begin && n >= 1 && n <= 65536 && n != job.scenario.job().world_size()) {
+    // Only a plain count closes the range; 10**12 is not 10, nor 2^32 + 2 two.
+    if (ec != std::errc() || end == begin || end == text.data() + text.size() || *end != ')' || n < 1 || n > 65536) {
+      const size_t line_end = std::min(text.find('\n', at), at + 60);
+      throw ScenarioError(
+          fmt::format("{}:{}: {}: expected gpu_ids = range(0, N) with N the job's GPU count in [1, "
+                      "65536]; pass --gpus N to use another",
+                      path, LineAt(text, at), EscapedBytes(text.substr(at, line_end - at))));
+    }
+    if (n != job.scenario.job().world_size()) {
       job.notes.push_back(
           fmt::format("world size: the config says {}, the log {} (gpu_ids = range(0, {}) at {}:{}): "
                       "the log's is used",
@@ -300,7 +325,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     ApplyLogFacts(job, log_text, flags.config, flags.gpus > 0);
   }
   ApplyRelease(job, flags.torch_version);
-  std::string description = "petrsim import mmdet3d-config: " + flags.config + "; infos:";
+  std::string description = "petrsim import mmdet3d-config: " + TextOfBytes(flags.config) + "; infos:";
   ImportProgress bar(flags.quiet);
   std::vector<InfoFileRead> reads(job.info_files.size());
   for (size_t i = 0; i < job.info_files.size(); ++i) {
@@ -315,7 +340,7 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     reads[i].options.name = job.subdataset_names[i];
     reads[i].options.use_valid_flag = job.filters.use_valid_flag;
     reads[i].options.interval_test = job.interval_test;
-    description += " " + job.info_files[i];
+    description += " " + TextOfBytes(job.info_files[i]);
   }
   std::vector<ImportedSubDataset> data = ReadInfoFiles(std::move(reads), bar);
   std::set<std::string> seen;
@@ -325,12 +350,13 @@ int RunConfigImport(const ImportFlags& flags, std::FILE* out) {
     sub.name = name;
   }
   bar.Clear();
-  for (const std::string& file : job.info_files) job.scenario.mutable_user_source()->add_info_files(file);
+  for (const std::string& file : job.info_files) job.scenario.mutable_user_source()->add_info_files(TextOfBytes(file));
   ScenarioOverlay overlay;
   overlay.fields = job.scenario;
   overlay.comments = job.provenance;
   for (const std::string& note : job.notes) overlay.comments.push_back("note: " + note);
   const ImportSummary summary = Summarize(data, job.filters);
+  CheckImportOutputAgainstInputsRead(flags.output);
   WriteScenarioFile(data, job.filters, description, flags.output, &overlay);
   std::string text = FormatSummary(summary, job.filters, flags.output);
   text += fmt::format("from {} ({} file(s) read):\n", flags.config, config.files.size());
@@ -426,6 +452,12 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
 
 int RunImport(const CLI::App& import, const ImportFlags& flags, std::FILE* out) {
   if (import.get_subcommand("probe-trace")->parsed()) return RunProbeTraceImport(flags.probe_trace, out);
+  std::vector<std::string> inputs = flags.infos;
+  inputs.insert(inputs.end(), flags.config_infos.begin(), flags.config_infos.end());
+  for (const std::string* path : {&flags.config, &flags.log, &flags.split_file}) {
+    if (!path->empty()) inputs.push_back(*path);
+  }
+  CheckImportOutput(flags.output, inputs);
   // Keyed by the command line: a caller that gives none (a test driving RunImport) gets no cache.
   const bool cache = !flags.no_cache && !flags.command_line.empty();
   if (cache) {
@@ -467,11 +499,13 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
   if (import.get_subcommand("mmdet3d-config")->parsed()) return RunConfigImport(flags, out);
   const CLI::App* source = import.get_subcommand("mmdet3d-infos")->parsed() ? import.get_subcommand("mmdet3d-infos")
                                                                             : import.get_subcommand("nuscenes");
-  const ImportFilters filters = ToFilters(flags, source->get_option("--seq-split-num")->count() > 0);
+  const ImportFilters filters = ToFilters(flags, source->get_option("--seq-split-num")->count() > 0,
+                                          source->get_option("--classes")->count() > 0);
   std::vector<ImportedSubDataset> data;
   std::string description;
   ImportProgress bar(flags.quiet);
   if (import.get_subcommand("mmdet3d-infos")->parsed()) {
+    RequireText("--name", flags.names);
     const std::vector<std::string> names = SplitList(flags.names);
     if (!names.empty() && names.size() != flags.infos.size()) {
       throw ScenarioError(
@@ -486,7 +520,7 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
     data = ReadInfoFiles(std::move(reads), bar);
     description = "petrsim import mmdet3d-infos:";
     for (size_t i = 0; i < flags.infos.size(); ++i) {
-      description += " " + flags.infos[i];
+      description += " " + TextOfBytes(flags.infos[i]);
       if (!data[i].version.empty()) description += " (" + data[i].version + ")";
     }
   } else {
@@ -497,7 +531,8 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
     options.split_file = flags.split_file;
     if (bar.enabled()) options.progress = [&](uint64_t done, uint64_t total) { bar.Show(done, total); };
     data = ReadNuScenesTables(options);
-    description = fmt::format("petrsim import nuscenes: {} {}, split(s)", flags.dataroot, flags.version);
+    description = fmt::format("petrsim import nuscenes: {} {}, split(s)", TextOfBytes(flags.dataroot),
+                              TextOfBytes(flags.version));
     for (const auto& sub : data) description += " " + sub.name;
   }
   std::set<std::string> seen;
@@ -509,6 +544,7 @@ int RunImportOnce(const CLI::App& import, const ImportFlags& flags, std::FILE* o
   bar.Clear();  // the summary follows, maybe on the same terminal
   // Summarized before writing, so that a summary that fails leaves no file behind either.
   const ImportSummary summary = Summarize(data, filters);
+  CheckImportOutputAgainstInputsRead(flags.output);
   const uint64_t bytes = WriteScenarioFile(data, filters, description, flags.output);
   const std::string text = FormatSummary(summary, filters, flags.output, WrittenNote(flags.output, bytes));
   std::fwrite(text.data(), 1, text.size(), out);

@@ -17,6 +17,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/input_files.h"
+#include "base/utf8.h"
 #include "formats/pickle/pickle.h"
 
 namespace petrsim {
@@ -440,7 +441,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
                                      const Mmdet3dInfosOptions& options) {
   ImportedSubDataset out;
   out.source = display_name;
-  out.name = options.name.empty() ? StemOf(display_name) : options.name;
+  out.name = options.name.empty() ? TextOfBytes(StemOf(display_name)) : options.name;  // a path is bytes
   if (bytes.empty()) throw ScenarioError(display_name + ": empty file (not a pickle)");
   PickleOptions pickle;
   pickle.numpy = true;
@@ -451,6 +452,15 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   pickle.record_top_list = true;  // the older format: a bare list of infos
   pickle.record_keys = KeptKeys();
   pickle.record_length_keys = {"sweeps"};
+  // A list far longer than any real dataset's is refused before its frames are built: a pickle can
+  // repeat one memoised info millions of times in a few bytes each.
+  pickle.record_items_max = kInfosPerFileMax;
+  pickle.record_items_why = fmt::format(
+      " (infos), petrsim's limit for one info file (nuScenes trainval has 34,149, Waymo's train split 158,081): "
+      "importing them would need more than {} of memory ({} frames x about {} B each); split the file or check "
+      "how it was written",
+      fmt::format("{:.1f} GiB", static_cast<double>(kInfosPerFileMax * kImportBytesPerFrame) / (1u << 30)),
+      kInfosPerFileMax, kImportBytesPerFrame);
   pickle.progress = options.progress;
   pickle.release = options.release;
   bool av2 = false;

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/input_files.h"
+#include "base/json_text.h"
 #include "importers/nuscenes_splits.h"
 #include "importers/nuscenes_table_stream.h"
 
@@ -226,7 +227,7 @@ class TablesReader {
       for (const auto& scene : scenes) {
         if (!scene.is_string()) {
           throw ScenarioError(fmt::format("{}: split '{}': expected scene names (strings), found {}",
-                                          options_.split_file, name, scene.dump()));
+                                          options_.split_file, name, JsonText(scene)));
         }
         names.push_back(scene.get<std::string>());
       }

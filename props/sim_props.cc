@@ -300,9 +300,13 @@ void FillingEveryEmptyPoolBody(bool mutant) {
   const CheckReport check = RunPreflight(scenario, *dataset);
   RC_TAG(check.pools.empty() ? "no pool" : "pools");
 
+  // (Each new name its own: unnamed scenes are allowed, scenes of one name are not.)
   Scenario renamed = scenario;
   for (auto& sub : *renamed.mutable_dataset()->mutable_subdatasets()) {
-    for (auto& scene : *sub.mutable_explicit_()->mutable_scenes()) scene.set_name("x" + scene.name());
+    int index = 0;
+    for (auto& scene : *sub.mutable_explicit_()->mutable_scenes()) {
+      scene.set_name("x" + std::to_string(index++) + ":" + scene.name());
+    }
   }
   const auto renamed_dataset = TryBuild(renamed);
   RC_ASSERT(renamed_dataset.has_value());

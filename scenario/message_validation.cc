@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 namespace petrsim {
 
@@ -52,9 +54,17 @@ std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::stri
   }
   if (model.process_group().empty()) add("process_group", "must not be empty", "\"\"");
   uint64_t total = 0, trainable = 0;
+  std::unordered_map<std::string_view, int> names;  // a repeated name makes the bucket reports ambiguous
   for (int i = 0; i < model.tensors_size(); ++i) {
     const DdpTensor& t = model.tensors(i);
     const std::string field = "tensors[" + std::to_string(i) + "]";
+    if (!t.name().empty()) {
+      const auto [first, inserted] = names.emplace(t.name(), i);
+      if (!inserted) {
+        add(field + ".name", "must not repeat the name of tensors[" + std::to_string(first->second) + "]",
+            "\"" + t.name() + "\"");
+      }
+    }
     uint64_t numel = 1;
     for (int d = 0; d < t.shape_size(); ++d) {
       if (t.shape(d) < 1 || t.shape(d) > (uint64_t{1} << 40)) {

@@ -530,5 +530,33 @@ TEST(ScenarioLoaderTest, EveryViolationIsReportedOnItsOwnLine) {
   EXPECT_EQ(FindScenarioViolations(scenario).size(), 5u);
 }
 
+// Issue 33: string fields must be UTF-8 (a .pb or a text escape holds any bytes; every JSON writer
+// after loading needs text), with the field path and the offset; names that repeat are refused;
+// a PyTorch release with a tail PEP 440 does not allow is not one.
+TEST(ScenarioValidationTest, RefusesBytesRepeatedNamesAndBadReleaseTails) {
+  const Scenario valid = ParseScenario(kValidText, "valid.pbtxt");
+  Scenario scenario = valid;
+  ASSERT_TRUE(FindScenarioViolations(scenario).empty());
+  scenario.set_name("ok \xc3\xa9");
+  EXPECT_TRUE(FindScenarioViolations(scenario).empty());
+  scenario.set_name("bad\xff\xfename");
+  scenario.mutable_user_source()->add_info_files(std::string("x\xed\xa0\x80.pkl"));
+  std::vector<std::string> lines = FindScenarioViolations(scenario);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "name: must be text (UTF-8): invalid UTF-8 at byte 3 of 9 ('bad\\xff\\xfename')");
+  EXPECT_EQ(lines[1].rfind("user_source.info_files[0]: must be text (UTF-8): invalid UTF-8 at byte 1 of 8", 0), 0u)
+      << lines[1];
+
+  scenario = valid;
+  for (const char* release : {"1.10", "1.10.2", "1.10.0a0", "1.10.0rc1+cu113", "2.1.0.dev20230801", "1.13.1+cu117"}) {
+    scenario.mutable_comm()->set_torch_version(release);
+    EXPECT_TRUE(FindScenarioViolations(scenario).empty()) << release;
+  }
+  for (const char* release : {"1.10abc", "1.10+", "1.10.0rc", "1.10 ", "1.10.0+cu 1"}) {
+    scenario.mutable_comm()->set_torch_version(release);
+    EXPECT_EQ(FindScenarioViolations(scenario).size(), 1u) << release;
+  }
+}
+
 }  // namespace
 }  // namespace petrsim

@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "base/error.h"
+#include "base/utf8.h"
 
 namespace petrsim {
 namespace {
@@ -316,6 +317,12 @@ Message* Descend(std::string_view override_text, Message* message, const FieldDe
 }
 
 void ApplyInPlace(Message& root, std::string_view override_text) {
+  // A command line is bytes; a scenario's names and paths are text, and every writer after this
+  // (JSON, protobuf) needs them to be.
+  if (const std::optional<size_t> bad = FirstInvalidUtf8(override_text)) {
+    throw ScenarioError("--set " + EscapedBytes(override_text) +
+                        ": not text: " + InvalidUtf8Detail(override_text, *bad) + "; expected UTF-8");
+  }
   const size_t equals = override_text.find('=');
   if (equals == std::string_view::npos) {
     Fail(override_text, "expected field.path=value, found no '='");

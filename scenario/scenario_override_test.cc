@@ -280,5 +280,17 @@ TEST(ScenarioOverrideTest, AppliesToTheShippedSeedScenario) {
   EXPECT_TRUE(MessageDifferencer::Equals(scenario, expected));
 }
 
+// Issue 33, point 4: a --set value is text; bytes that are not UTF-8 are refused, escaped, with the offset (they
+// aborted every --json before).
+TEST(ScenarioOverrideTest, RefusesBytesThatAreNotUtf8) {
+  Scenario scenario;
+  EXPECT_EQ(ErrorOf(scenario, "name=\xff\xfe"),
+            "--set name=\\xff\\xfe: not text: invalid UTF-8 at byte 5 of 7 ('name=\\xff\\xfe'); expected UTF-8");
+  EXPECT_NE(ErrorOf(scenario, "description=a\xed\xa0\x80").find("invalid UTF-8 at byte 13 of 16"), std::string::npos);
+  EXPECT_FALSE(scenario.has_name());
+  ApplyOverride(scenario, "name=caf\xc3\xa9");
+  EXPECT_EQ(scenario.name(), "caf\xc3\xa9");
+}
+
 }  // namespace
 }  // namespace petrsim

@@ -1,12 +1,19 @@
 // Semantic validation of scenarios; see scenario_validation.h.
 #include "scenario/scenario_validation.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/reflection.h>
+
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "scenario/message_validation.h"
 #include "scenario/scenario_defaults.h"
 #include "scenario/torch_version.h"
@@ -164,9 +171,17 @@ void CheckExplicit(Violations& v, const std::string& path, const ExplicitData& d
       v.Add(Index(path + ".class_names", c), "must not repeat a name", "\"" + name + "\"");
     }
   }
+  std::unordered_map<std::string_view, int> scene_names;  // a name repeated makes every report ambiguous
   for (int s = 0; s < data.scenes_size(); ++s) {
     const auto& scene = data.scenes(s);
     const std::string scene_path = Index(path + ".scenes", s);
+    if (!scene.name().empty()) {
+      const auto [first, inserted] = scene_names.emplace(scene.name(), s);
+      if (!inserted) {
+        v.Add(scene_path + ".name", "must not repeat the name of " + Index(path + ".scenes", first->second),
+              "\"" + scene.name() + "\"");
+      }
+    }
     if (scene.frames_size() > 0 && scene.gt_counts_size() > 0) {
       v.AddPlain(scene_path, "give either frames or gt_counts, not both");
     }
@@ -335,9 +350,17 @@ void CheckDataset(Violations& v, const Scenario& scenario) {
     v.AddPlain("dataset.subdatasets", "must list at least one sub-dataset");
   }
   uint64_t frames_known = 0;
+  std::unordered_map<std::string_view, int> names;
   for (int i = 0; i < dataset.subdatasets_size(); ++i) {
     const auto& subdataset = dataset.subdatasets(i);
     const std::string path = Index("dataset.subdatasets", i);
+    if (!subdataset.name().empty()) {
+      const auto [first, inserted] = names.emplace(subdataset.name(), i);
+      if (!inserted) {
+        v.Add(path + ".name", "must not repeat the name of " + Index("dataset.subdatasets", first->second),
+              "\"" + subdataset.name() + "\"");
+      }
+    }
     switch (subdataset.source_case()) {
       case SubDataset::kExplicit:
         CheckExplicit(v, path + ".explicit", subdataset.explicit_());
@@ -520,6 +543,59 @@ void CheckCostAndComm(Violations& v, const Scenario& scenario) {
   }
 }
 
+// Whether messages of `type` hold a string field, themselves or in a message below them (a frame's
+// box columns hold none, so a dataset's millions of them are not walked). Memoised per type.
+bool HoldsStrings(const google::protobuf::Descriptor* type, std::map<const google::protobuf::Descriptor*, bool>& memo) {
+  const auto [at, inserted] = memo.emplace(type, false);  // a recursive type counts as none while open
+  if (!inserted) return at->second;
+  bool holds = false;
+  for (int i = 0; i < type->field_count() && !holds; ++i) {
+    const google::protobuf::FieldDescriptor* field = type->field(i);
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_STRING) holds = true;
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE)
+      holds = HoldsStrings(field->message_type(), memo);
+  }
+  memo[type] = holds;
+  return holds;
+}
+
+// Every string field below `message` must be valid UTF-8 (a binary .pb or a text file's escapes
+// can hold any bytes; every JSON and text writer after this relies on it). At most 8 lines.
+void CheckUtf8(Violations& v, const google::protobuf::Message& message, const std::string& path,
+               std::map<const google::protobuf::Descriptor*, bool>& memo, int& found) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  const google::protobuf::Descriptor* type = message.GetDescriptor();
+  std::string scratch;
+  for (int i = 0; i < type->field_count() && found < 8; ++i) {
+    const FieldDescriptor* field = type->field(i);
+    const std::string where = (path.empty() ? "" : path + ".") + field->name();
+    const bool string = field->type() == FieldDescriptor::TYPE_STRING;
+    if (!string && (field->type() != FieldDescriptor::TYPE_MESSAGE || !HoldsStrings(field->message_type(), memo))) {
+      continue;
+    }
+    const int count =
+        field->is_repeated() ? reflection->FieldSize(message, field) : (reflection->HasField(message, field) ? 1 : 0);
+    for (int k = 0; k < count && found < 8; ++k) {
+      const std::string at = field->is_repeated() ? Index(where, k) : where;
+      if (!string) {
+        CheckUtf8(v,
+                  field->is_repeated() ? reflection->GetRepeatedMessage(message, field, k)
+                                       : reflection->GetMessage(message, field),
+                  at, memo, found);
+        continue;
+      }
+      const std::string& text = field->is_repeated()
+                                    ? reflection->GetRepeatedStringReference(message, field, k, &scratch)
+                                    : reflection->GetStringReference(message, field, &scratch);
+      if (const std::optional<size_t> bad = FirstInvalidUtf8(text)) {
+        v.AddPlain(at, "must be text (UTF-8): " + InvalidUtf8Detail(text, *bad));
+        ++found;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
@@ -536,6 +612,9 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   }
   CheckCostAndComm(v, scenario);
   CheckFaults(v, scenario);
+  std::map<const google::protobuf::Descriptor*, bool> memo;
+  int invalid_utf8 = 0;
+  CheckUtf8(v, scenario, "", memo, invalid_utf8);
   return v.Take();
 }
 

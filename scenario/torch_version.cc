@@ -32,6 +32,37 @@ TorchVersion ScenarioTorchVersion(const Scenario& scenario) {
   return *version;
 }
 
+namespace {
+
+// Whether `tail` (what follows MAJOR.MINOR[.PATCH]) is PEP 440's: [{a|b|rc}N][.postN][.devN][+LOCAL].
+bool ReleaseTail(std::string_view tail) {
+  const auto digits = [&](size_t& at) {
+    const size_t from = at;
+    while (at < tail.size() && std::isdigit(static_cast<unsigned char>(tail[at]))) ++at;
+    return at > from;
+  };
+  const auto word = [&](size_t& at, std::string_view prefix) {
+    if (tail.substr(at, prefix.size()) != prefix) return false;
+    size_t end = at + prefix.size();
+    if (!digits(end)) return false;
+    at = end;
+    return true;
+  };
+  size_t at = 0;
+  if (!word(at, "rc")) (void)(word(at, "a") || word(at, "b"));
+  (void)word(at, ".post");
+  (void)word(at, ".dev");
+  if (at == tail.size()) return true;
+  if (tail[at] != '+' || at + 1 == tail.size()) return false;
+  for (size_t k = at + 1; k < tail.size(); ++k) {
+    const char c = tail[k];
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<TorchVersion> ParseTorchVersion(std::string_view text) {
   size_t at = 0;
   const auto major = Number(text, at);
@@ -43,8 +74,9 @@ std::optional<TorchVersion> ParseTorchVersion(std::string_view text) {
     ++at;
     if (!Number(text, at)) return std::nullopt;
   }
-  // What may follow: a pre-release or local tail ("a0", "rc1", "+cu111", "+git1234").
-  if (at < text.size() && text[at] != '+' && !std::isalpha(static_cast<unsigned char>(text[at]))) return std::nullopt;
+  // What may follow, as PEP 440 spells it: a pre-release ("a0", "b1", "rc1"), ".postN", ".devN",
+  // then a local tail ("+cu111", "+git1234"); anything else ("1.10abc") is not a release.
+  if (!ReleaseTail(text.substr(at))) return std::nullopt;
   const TorchVersion version{*major, *minor};
   if (!Supported(version)) return std::nullopt;
   return version;

@@ -10,6 +10,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/temp_files.h"
 
 namespace petrsim {
@@ -47,7 +48,7 @@ class ShardReader {
   uint64_t Unsigned(const Json& object, const std::string& where, const char* name, uint64_t max = UINT64_MAX) const {
     const Json& value = Member(object, where, name);
     if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
-      Fail(where + "." + name, "expected an unsigned integer, got " + value.dump());
+      Fail(where + "." + name, "expected an unsigned integer, got " + JsonText(value));
     }
     const uint64_t number = value.get<uint64_t>();
     if (number > max) Fail(where + "." + name, fmt::format("must be <= {}, got {}", max, number));
@@ -57,22 +58,22 @@ class ShardReader {
   int64_t Signed(const Json& object, const std::string& where, const char* name) const {
     const Json& value = Member(object, where, name);
     if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX})) {
-      Fail(where + "." + name, "expected a 64-bit integer, got " + value.dump());
+      Fail(where + "." + name, "expected a 64-bit integer, got " + JsonText(value));
     }
     return value.get<int64_t>();
   }
 
   std::string String(const Json& object, const std::string& where, const char* name) const {
     const Json& value = Member(object, where, name);
-    if (!value.is_string()) Fail(where + "." + name, "expected a string, got " + value.dump());
+    if (!value.is_string()) Fail(where + "." + name, "expected a string, got " + JsonText(value));
     return value.get<std::string>();
   }
 
   std::vector<std::string> Strings(const Json& value, const std::string& where) const {
-    if (!value.is_array()) Fail(where, "expected a list of strings, got " + value.dump());
+    if (!value.is_array()) Fail(where, "expected a list of strings, got " + JsonText(value));
     std::vector<std::string> strings;
     for (const Json& item : value) {
-      if (!item.is_string()) Fail(where, "expected a list of strings, got " + value.dump());
+      if (!item.is_string()) Fail(where, "expected a list of strings, got " + JsonText(value));
       strings.push_back(item.get<std::string>());
     }
     return strings;
@@ -150,7 +151,7 @@ std::string DescribeIdentityDifference(const Json& a, const Json& b) {
   for (const auto& [key, value] : a.items()) {
     const auto it = b.find(key);
     if (it == b.end()) return key + " missing";
-    if (*it != value) return key + " " + it->dump() + " instead of " + value.dump();
+    if (*it != value) return key + " " + JsonText(*it) + " instead of " + JsonText(value);
   }
   return "different sweep";
 }
@@ -167,7 +168,7 @@ std::string FormatShard(const SweepIdentity& identity, const SweepShard& shard, 
                       {"sweep", IdentityJson(identity)},
                       {"shard", Json{{"index", shard.index}, {"count", shard.count}}},
                       {"runs", runs}};
-  return document.dump(1) + "\n";
+  return JsonText(document, 1) + "\n";
 }
 
 // The runs of shard K/N (1-based K) of a sweep of `total` runs, ascending.

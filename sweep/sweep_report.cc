@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/json_text.h"
 #include "scenario/outcome.h"
 
 namespace petrsim::sweep_internal {
@@ -304,7 +305,7 @@ std::string FormatJson(const SweepIdentity& identity, const std::vector<Combinat
     combinations.push_back(std::move(combination));
   }
   const Json document{{"sweep", IdentityJson(identity)}, {"combinations", combinations}};
-  return document.dump(2) + "\n";
+  return JsonText(document, 2) + "\n";
 }
 
 // `records` holds every run of the sweep, by run index.

@@ -10,12 +10,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "base/error.h"
+#include "base/file_io.h"
+#include "base/input_files.h"
 #include "data/dataset.h"
+#include "importers/import_output.h"
 #include "importers/imported_dataset.h"
 #include "importers/mmdet3d_infos.h"
 #include "importers/nuscenes_splits.h"
@@ -676,6 +680,55 @@ TEST(ImportedDataset, RangeOption) {
   EXPECT_NE(ErrorOf([&] { ParseRangeOption("1,2,3", filters); }).find("expected 6 numbers"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { ParseRangeOption("a,b", filters); }).find("'a' is not a number"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { ParseRangeOption("5,-5", filters); }).find("minimum must be below"), std::string::npos);
+}
+
+// Issue 33, point 5: an import never writes over one of its inputs, nor over a file that is not a
+// scenario an import wrote; its own outputs (text, binary, JSON) and empty files it overwrites.
+TEST(ImportOutput, RefusesInputsAndFilesThatAreNotAnImportsOutput) {
+  EXPECT_TRUE(IsImportOutput(""));
+  EXPECT_TRUE(IsImportOutput("# A petrsim scenario written by `petrsim import` (proto/scenario.proto ...\n"));
+  EXPECT_FALSE(IsImportOutput("# A petrsim scenario\nname: \"mine\"\n"));
+  EXPECT_FALSE(IsImportOutput("name: \"imported: x\"\ndescription: \"petrsim import\"\n"));  // hand-written
+  Scenario scenario;
+  scenario.set_name("imported: train");
+  scenario.set_description("petrsim import mmdet3d-infos: train.pkl");
+  EXPECT_TRUE(IsImportOutput(scenario.SerializeAsString()));
+  scenario.set_description("mine");
+  EXPECT_FALSE(IsImportOutput(scenario.SerializeAsString()));
+  EXPECT_FALSE(IsImportOutput(std::string("\x80\x04\x95", 3)));  // a pickle
+  EXPECT_TRUE(
+      IsImportOutput("{\n \"name\": \"imported: a\",\n \"description\": \"petrsim import mmdet3d-infos: a\"\n}"));
+  EXPECT_FALSE(IsImportOutput("{\n \"name\": \"mine\",\n \"description\": \"petrsim import\"\n}"));
+
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "import_output";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string input = (dir / "a.pkl").string(), link = (dir / "link.pkl").string();
+  std::ofstream(input) << "pickle bytes";
+  std::filesystem::create_symlink(input, link);
+  const auto error_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of([&] { CheckImportOutput(input, {input}); }).find("is the input"), std::string::npos);
+  EXPECT_NE(error_of([&] { CheckImportOutput(link, {input}); }).find("is the input " + input), std::string::npos);
+  EXPECT_NE(error_of([&] { CheckImportOutput(input, {}); }).find("exists and is not a scenario petrsim import wrote"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { CheckImportOutput((dir / "new.pb").string(), {input}); }), "");
+  std::ofstream(dir / "empty.pbtxt");
+  EXPECT_EQ(error_of([&] { CheckImportOutput((dir / "empty.pbtxt").string(), {input}); }), "");
+  // Against the files read so far: an input found while reading (a config's _base_ file).
+  ClearInputFilesRead();
+  std::ofstream(dir / "base.py");
+  ReadRegularFile((dir / "base.py").string(), "config", 1 << 20);
+  EXPECT_NE(error_of([&] { CheckImportOutputAgainstInputsRead((dir / "base.py").string()); }).find("is the input"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { CheckImportOutputAgainstInputsRead((dir / "empty.pbtxt").string()); }), "");
+  ClearInputFilesRead();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.h"
 #include "tests/pickle_test_util.h"
 
 namespace petrsim {
@@ -182,18 +183,25 @@ TEST(PickleNumpy, Latin1StrDecodesEveryByteAndRefusesEverythingElse) {
         << k;
     EXPECT_EQ(ParsePickle(encode(run + "\xc2\x80"), "t.pkl", Numpy()).root->text, run + "\x80") << k;
   }
-  // A character beyond Latin-1 (U+0100), a lone lead at the end, a continuation first, a lead
-  // without its continuation, a continuation after an ASCII byte, three-byte UTF-8, a stray 0xff.
+  // A character beyond Latin-1 (U+0100), three-byte UTF-8: valid text, not protocol 2's bytes.
   for (const std::string bad : {"a\xc4\x80"
                                 "b",
-                                "ab\xc3",
+                                "\xe0\xa0\x80"}) {
+    const std::string error = ErrorOf(encode(bad), Numpy());
+    EXPECT_NE(error.find("_codecs.encode of a str with characters beyond latin-1"), std::string::npos)
+        << testing::PrintToString(bad) << ": " << error;
+  }
+  // A lone lead at the end, a continuation first, a lead without its continuation, a continuation
+  // after an ASCII byte, a stray 0xff: not UTF-8, so refused where the str is read, as Python does
+  // (issue 33).
+  for (const std::string bad : {"ab\xc3",
                                 "\x80"
                                 "ab",
                                 "\xc2"
                                 "ab",
-                                "a\x80", "\xe0\xa0\x80", "a\xff"}) {
+                                "a\x80", "a\xff"}) {
     const std::string error = ErrorOf(encode(bad), Numpy());
-    EXPECT_NE(error.find("_codecs.encode of a str with characters beyond latin-1"), std::string::npos)
+    EXPECT_NE(error.find("a str that is not valid UTF-8 (Python refuses to load it)"), std::string::npos)
         << testing::PrintToString(bad) << ": " << error;
   }
 }
@@ -457,6 +465,71 @@ TEST(PickleNotAPickle, SaysWhatTheFileLooksLike) {
   EXPECT_NE(error(std::string("\x1f\x8b\x08", 3), "x.pkl").find("looks like a gzip file"), std::string::npos);
   EXPECT_NE(error(std::string("\x01\x02", 2), "x.pkl").find("looks like binary data starting with 0x01"),
             std::string::npos);
+}
+
+// Issue 33, point 4: a str must be UTF-8 as CPython's strict decoder has it (pickle does not use
+// 'surrogatepass'); the error names the opcode's offset and the byte in the string and the file.
+TEST(PickleUtf8, StrIsValidatedAsPythonDecodesIt) {
+  const auto pickle_of = [](const std::string& text) {
+    return Bytes({0x80, 4, 0x8c, static_cast<int>(text.size())}) + text + ".";
+  };
+  const PickleOptions plain;
+  for (const std::string& valid :
+       {std::string("plain ascii, longer than eight bytes"), Bytes({0xc3, 0xa9}), Bytes({0xe2, 0x82, 0xac}),
+        Bytes({0xed, 0x9f, 0xbf}), Bytes({0xee, 0x80, 0x80}), Bytes({0xf0, 0x9f, 0x98, 0x80}),
+        Bytes({0xf4, 0x8f, 0xbf, 0xbf}), std::string("abcdefgh") + Bytes({0xc3, 0xa9}) + "ijklmnop"}) {
+    EXPECT_EQ(ErrorOf(pickle_of(valid), plain), "") << EscapedBytes(valid);
+    EXPECT_EQ(ParsePickle(pickle_of(valid), "t.pkl").root->text, valid);
+  }
+  // Each invalid: the bytes, and the offset of the first bad byte within the string.
+  const std::vector<std::pair<std::string, size_t>> invalid = {
+      {Bytes({0xff}), 0},
+      {Bytes({0x80}), 0},                                            // a continuation byte alone
+      {Bytes({0xc0, 0x80}), 0},                                      // overlong NUL
+      {Bytes({0xc1, 0xbf}), 0},                                      // overlong
+      {Bytes({0xe0, 0x80, 0x80}), 0},                                // overlong 3-byte
+      {Bytes({0xed, 0xa0, 0x80}), 0},                                // a surrogate (U+D800)
+      {Bytes({0xed, 0xbf, 0xbf}), 0},                                // a surrogate (U+DFFF)
+      {Bytes({0xf0, 0x80, 0x80, 0x80}), 0},                          // overlong 4-byte
+      {Bytes({0xf4, 0x90, 0x80, 0x80}), 0},                          // above U+10FFFF
+      {Bytes({0xf5, 0x80, 0x80, 0x80}), 0},                          //
+      {std::string("abcdefgh") + Bytes({0xe2, 0x82}), 8},            // cut short
+      {std::string("abcdefghij") + Bytes({0xc3, 0x28}) + "k", 10}};  // a bad continuation
+  for (const auto& [text, at] : invalid) {
+    uint64_t offset = 99;
+    const std::string error = ErrorOf(pickle_of(text), plain, &offset);
+    EXPECT_NE(error.find(fmt::format("a str that is not valid UTF-8 (Python refuses to load it): invalid UTF-8 at "
+                                     "byte {} of {}",
+                                     at, text.size())),
+              std::string::npos)
+        << EscapedBytes(text) << ": " << error;
+    EXPECT_NE(error.find(fmt::format("at byte {} of the file", 4 + at)), std::string::npos) << error;
+    EXPECT_EQ(offset, 2u);  // the opcode's
+  }
+  // BINUNICODE and BINUNICODE8 too; BINBYTES is bytes, never text.
+  const std::string bad = Bytes({0xed, 0xa0, 0x80});
+  EXPECT_NE(ErrorOf(Bytes({0x80, 4, 'X', 3, 0, 0, 0}) + bad + ".", plain).find("not valid UTF-8"), std::string::npos);
+  EXPECT_NE(ErrorOf(Bytes({0x80, 4, 0x8d, 3, 0, 0, 0, 0, 0, 0, 0}) + bad + ".", plain).find("not valid UTF-8"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(Bytes({0x80, 4, 'C', 3}) + bad + ".", plain), "");
+}
+
+// A record list past PickleOptions::record_items_max is refused as it grows, with the caller's reason.
+TEST(PickleRecordMode, RefusesARecordListPastItsLimit) {
+  PickleOptions options;
+  options.record_lists = {"infos"};
+  options.record_keys = {"token"};
+  options.record_items_max = 3;
+  options.record_items_why = " (the reason)";
+  const auto infos_of = [](int n) {
+    std::string out = Bytes({0x80, 4, '}', 0x8c, 5}) + "infos" + Bytes({']', '(', '}', 0x94});
+    for (int i = 1; i < n; ++i) out += Bytes({'h', 0});
+    return out + Bytes({'e', 's', '.'});
+  };
+  EXPECT_EQ(ErrorOf(infos_of(3), options), "");
+  EXPECT_NE(ErrorOf(infos_of(4), options).find("a list of more than 3 records (the reason)"), std::string::npos);
+  options.record_items_max = 0;  // no limit
+  EXPECT_EQ(ErrorOf(infos_of(4), options), "");
 }
 
 }  // namespace

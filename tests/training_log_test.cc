@@ -465,6 +465,25 @@ void ExpectError(const std::string& name, const std::string& text, const std::st
   }
 }
 
+// Issue 33, point 5: a gzip of its header only is no empty log but a cut file (it read as an empty log, exit 0), and
+// a `[Rank r]` past the ranks petrsim holds is refused, not cut to 32 bits (2^64-1 read as rank 4294967295).
+TEST(TrainingLog, RefusesAGzipHeaderAndARankPastTheLimit) {
+  const std::string header = Gzip("").substr(0, 10);
+  try {
+    ReadTrainingLogs({Write(TempDir("gz_header") / "train.log.gz", header)});
+    ADD_FAILURE() << "no error for a gzip header";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(std::string(error.what()).find("a gzip stream of 10 byte(s) that ends before any of its data"),
+              std::string::npos)
+        << error.what();
+  }
+  ExpectError("rank past the limit",
+              "[E ProcessGroupNCCL.cpp:828] [Rank 18446744073709551615] Watchdog caught collective operation timeout: "
+              "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800001 milliseconds before timing "
+              "out.\n",
+              "[Rank 18446744073709551615]: expected a rank of the job, at most 16777216");
+}
+
 TEST(TrainingLog, BadLogsGetAClearError) {
   ExpectError("binary",
               std::string("\x7f"

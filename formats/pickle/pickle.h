@@ -161,6 +161,11 @@ struct PickleOptions {
   bool record_top_list = false;
   std::vector<std::string> record_keys;
   std::vector<std::string> record_length_keys;
+  // Record mode: at most this many records in one record list (0: no limit), refused as the list
+  // grows past it, before the caller builds anything of them; `record_items_why` ends the error
+  // (what the limit is for, what the records would cost).
+  uint64_t record_items_max = 0;
+  std::string record_items_why;
   // Record mode: the value under a key the caller drops is stepped over without being built
   // (pickle_skip.cc). Its structure is checked as the machine checks it (opcodes, lengths within
   // the file, the stack and its MARKs, memo indices stored before they are read, the allowed

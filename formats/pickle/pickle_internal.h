@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "base/assert.h"
+#include "base/utf8.h"
+#include "formats/pickle/latin1.h"
 #include "formats/pickle/pickle.h"
 
 namespace petrsim::pickle_internal {
@@ -323,6 +325,16 @@ class Machine {
   }
   PickleNode* Str(PickleNode::Type type, uint64_t n) {
     const std::string_view raw = Take(n);
+    // Python decodes a str strictly: bytes that are not UTF-8 (surrogates included) fail its load,
+    // and would fail every JSON and protobuf writer after this one.
+    // Protocol 2's array data is Latin-1 text (latin1.h), a subset of UTF-8 checked branch-free and
+    // vectorised: that check first, the general one only where it fails.
+    if (type == PickleNode::Type::kString && !IsLatin1Utf8(reinterpret_cast<const uint8_t*>(raw.data()), raw.size())) {
+      if (const std::optional<size_t> bad = FirstInvalidUtf8(raw)) {
+        Fail(fmt::format("a str that is not valid UTF-8 (Python refuses to load it): {}, at byte {} of the file",
+                         InvalidUtf8Detail(raw, *bad), pos_ - raw.size() + *bad));
+      }
+    }
     PickleNode* node = New(type);
     node->text.assign(raw);
     return node;
@@ -386,6 +398,12 @@ class Machine {
 
   bool IsRecordListKey() const;
   bool IsRecordList(const PickleNode* node) const;
+  // Fails when `list`, a record list, holds more than PickleOptions::record_items_max records.
+  void CheckRecordCount(const PickleNode* list) const {
+    if (options_.record_items_max == 0 || list->items.size() <= options_.record_items_max) return;
+    if (!record_mode_ || !IsRecordList(list)) return;
+    Fail(fmt::format("a list of more than {} records{}", options_.record_items_max, options_.record_items_why));
+  }
   bool IsRecordPosition(size_t at) const;
   PickleNode* Prune(PickleNode* key, PickleNode* value);
   bool IsYoung(const PickleNode* node) const {

@@ -172,6 +172,7 @@ PickleNode* Machine::Run() {
         PickleNode* list = Container(Top(), PickleNode::Type::kList, "APPEND");
         Changed(list);
         list->items.push_back(value);
+        CheckRecordCount(list);
         break;
       }
       case 'e': {  // APPENDS
@@ -181,6 +182,7 @@ PickleNode* Machine::Run() {
         Changed(list);
         list->items.insert(list->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
         stack_.resize(mark);
+        CheckRecordCount(list);
         break;
       }
       case 's': {  // SETITEM

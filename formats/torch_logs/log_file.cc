@@ -78,6 +78,13 @@ void LogBuffer::Inflate() {
       break;
     }
     if (rc == Z_BUF_ERROR && consumed() >= size_) {
+      if (produced == 0) {  // nothing to read: not an empty log but a file cut short (or only a gzip header)
+        inflateEnd(&z);
+        throw ScenarioError(
+            fmt::format("{}: a gzip stream of {} byte(s) that ends before any of its data; expected a "
+                        "compressed training log",
+                        path_, size_));
+      }
       gzip_note_ = fmt::format("{}: the gzip stream ends early (a file cut short); read up to its end", path_);
       break;
     }

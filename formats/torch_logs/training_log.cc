@@ -291,7 +291,7 @@ void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
     return WorkStatus(number, p);
   }
   if (rest.find("Heartbeat monitor") != string_view::npos) {
-    if (const auto r = RankOf(p, MessageRank(rest))) Rank(*r).heartbeat_timeout = true;
+    if (const auto r = RankOf(p, MessageRank(rest, number))) Rank(*r).heartbeat_timeout = true;
     return;
   }
   if (const size_t at = rest.find("communicator was aborted"); at != string_view::npos) {
@@ -387,13 +387,19 @@ void LogParser::SetWorldSize(uint64_t n, std::string from) {
   log_.world_size_from = std::move(from);
 }
 
-// `[Rank r]` or `[PG ... Rank r]` of a message.
-std::optional<uint32_t> LogParser::MessageRank(string_view rest) {
+// `[Rank r]` or `[PG ... Rank r]` of a message (line `number`). A rank above 2^24, the limit of the line prefixes,
+// is refused rather than cut to 32 bits.
+std::optional<uint32_t> LogParser::MessageRank(string_view rest, uint64_t number) const {
   for (size_t at = rest.find("Rank "); at != string_view::npos; at = rest.find("Rank ", at + 1)) {
     if (at > 0 && rest[at - 1] != '[' && rest[at - 1] != ' ') continue;
     size_t pos = at + 5;
     uint64_t r = 0;
-    if (ConsumeUint(rest, pos, r) && pos < rest.size() && rest[pos] == ']') return static_cast<uint32_t>(r);
+    if (!ConsumeUint(rest, pos, r) || pos >= rest.size() || rest[pos] != ']') continue;
+    if (r > (1u << 24)) {
+      throw ScenarioError(fmt::format(
+          "{}: [Rank {}]: expected a rank of the job, at most {} (petrsim's limit on ranks)", At(number), r, 1u << 24));
+    }
+    return static_cast<uint32_t>(r);
   }
   return std::nullopt;
 }
@@ -419,7 +425,7 @@ void LogParser::Watchdog(uint64_t number, const Prefixed& p) {
   const string_view rest = p.rest;
   const size_t at = rest.find("Watchdog caught");
   // `[Rank r]` right before it (1.9-2.5) names the rank in the group.
-  const auto group_rank = MessageRank(rest.substr(0, at));
+  const auto group_rank = MessageRank(rest.substr(0, at), number);
   LogTimeout t;
   t.group_rank = group_rank;
   t.where = Here(number);
@@ -465,7 +471,7 @@ void LogParser::WorkStatus(uint64_t number, const Prefixed& p) {
   const string_view rest = p.rest;
   LogTimeout t;
   t.where = Here(number);
-  t.group_rank = MessageRank(rest);
+  t.group_rank = MessageRank(rest, number);
   MessageGroup(rest, t.pg, t.pg_desc);
   t.seq = rest.find("Timeout at NCCL work: ") != string_view::npos ? UintAfter(rest, "Timeout at NCCL work: ")
                                                                    : UintAfter(rest, "detected by watchdog at work: ");
@@ -483,7 +489,7 @@ void LogParser::GlooTimeout(uint64_t number, const Prefixed& p) {
   LogTimeout t;
   t.backend = "gloo";
   t.where = Here(number);
-  t.group_rank = MessageRank(rest);
+  t.group_rank = MessageRank(rest, number);
   t.timeout_ms = UintAfter(rest, "Timed out waiting ");
   // `Timed out waiting 5000ms for recv operation`: the transport wait, not the collective.
   if (const size_t f = rest.find("ms for "); f != string_view::npos) {

@@ -36,7 +36,7 @@ class LogParser {
   void Seed(uint64_t number, std::string_view rest);
   void ExitCode(std::string_view after);
   void SetWorldSize(uint64_t n, std::string from);
-  static std::optional<uint32_t> MessageRank(std::string_view rest);
+  std::optional<uint32_t> MessageRank(std::string_view rest, uint64_t number) const;
   static void MessageGroup(std::string_view rest, std::string& pg, std::string& desc);
   void Watchdog(uint64_t number, const Prefixed& p);
   void WorkStatus(uint64_t number, const Prefixed& p);

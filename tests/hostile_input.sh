@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Hostile input on the real executable (issue 33, points 4 and 5): strings that are not UTF-8
+# never abort a --json (each is refused where it enters, exit 2); an import never writes over
+# one of its inputs or over a file that is not an import's scenario; counts are refused, never
+# cut to 32 bits; the options that were accepted without a word are refused with the flag or
+# field, what was expected and what was found.
+# Usage: tests/hostile_input.sh PETRSIM WORK_DIR (from the repository root)
+set -uo pipefail
+petrsim=$(realpath "$1")
+work=$2
+repo=$(pwd)
+rm -rf "$work"
+mkdir -p "$work/root"
+fixtures=$repo/tests/data/importers
+tiny=$repo/scenarios/tiny.pbtxt
+cp "$fixtures/mini_infos_val.pkl" "$work/a.pkl"
+cp "$fixtures/mini_infos_train.pkl" "$work/root/nuscenes2d_temporal_infos_train.pkl"
+cp "$fixtures/mini_infos_val.pkl" "$work/root/nuscenes2d_temporal_infos_val.pkl"
+cp -r "$repo/tests/data/configs" "$work/configs"
+config=configs/streampetr/stream_petr_r50_704_trainval_24e.py
+cd "$work"
+
+failures=0
+fail() {
+  echo "hostile_input: $*" >&2
+  failures=$((failures + 1))
+}
+# expect CODE TEXT LABEL -- COMMAND...: the exit status and a text stderr (or stdout) must hold.
+expect() {
+  local code=$1 text=$2 label=$3
+  shift 4
+  "$@" >out.txt 2>err.txt
+  local got=$?
+  [ "$got" = "$code" ] || fail "$label: exit $got, expected $code ($(tail -c 400 err.txt))"
+  [ -z "$text" ] || grep -qF -- "$text" err.txt out.txt || fail "$label: expected \"$text\" in: $(tail -c 400 err.txt)"
+}
+
+# --- Point 4: invalid UTF-8 where strings enter; --json never aborts (it was SIGABRT, 134).
+expect 2 "--set name=\\xff\\xfe: not text: invalid UTF-8 at byte 5" "--set with bytes" -- \
+  "$petrsim" "$tiny" --json --set $'name=\xff\xfe'
+sed 's/^name: .*/name: "bad\\xff\\xfename"/' "$tiny" >bad_name.pbtxt
+expect 2 "name: must be text (UTF-8): invalid UTF-8 at byte 3" "a scenario's name" -- "$petrsim" bad_name.pbtxt --json
+expect 2 "must be text (UTF-8)" "check --json of the same" -- "$petrsim" check bad_name.pbtxt --json
+# The same name in a binary scenario: field 1 (name), 4 bytes.
+printf '\x0a\x04b\xffx\xfe' >bad_name.pb
+expect 2 "name: must be text (UTF-8)" "a binary scenario's name" -- "$petrsim" plan bad_name.pb --json
+# A pickle's str that is not UTF-8 (Python's load refuses it too): a stray 0xff, a surrogate.
+python3 - <<'EOF'
+import re
+b = open('a.pkl', 'rb').read()
+at = [m.start() + 5 for m in re.finditer(rb'X \x00\x00\x00[0-9a-f]{32}', b)][3]
+open('ff.pkl', 'wb').write(b[:at] + b'\xff' + b[at + 1:])
+open('surrogate.pkl', 'wb').write(b[:at] + b'\xed\xa0\x80' + b[at + 3:])
+open('four_byte.pkl', 'wb').write(b[:at] + '\u00e9\U0001F600'.encode() + b[at + 6:])
+EOF
+expect 2 "a str that is not valid UTF-8 (Python refuses to load it): invalid UTF-8 at byte 0 of 32" "pickle 0xff" -- \
+  "$petrsim" import mmdet3d-infos ff.pkl -o ff.pbtxt --quiet --no-cache
+[ ! -e ff.pbtxt ] || fail "a refused import wrote ff.pbtxt"
+expect 2 "('\\xed\\xa0\\x80" "pickle surrogate" -- "$petrsim" import mmdet3d-infos surrogate.pkl -o s.pbtxt --quiet --no-cache
+expect 0 "" "valid 2- and 4-byte UTF-8 in a pickle" -- \
+  "$petrsim" import mmdet3d-infos four_byte.pkl -o four_byte.pbtxt --quiet --no-cache
+expect 1 "" "--json of a scenario with them" -- "$petrsim" four_byte.pbtxt --json --set job.world_size=2
+# An info file whose name is not UTF-8: its sub-dataset name is the escaped name, and --json works.
+cp a.pkl $'bad\xffname.pkl'
+expect 0 "bad\\xffname" "import of bad\\xffname.pkl" -- \
+  "$petrsim" import mmdet3d-infos $'bad\xffname.pkl' -o bad_file.pbtxt --quiet --no-cache
+expect 1 "bad\\\\xffname" "--json on its scenario" -- "$petrsim" bad_file.pbtxt --json --set job.world_size=2
+python3 -c "import json,sys; json.load(open('out.txt'))" || fail "--json on bad_file.pbtxt is not JSON"
+expect 2 "--name 'x\\xff': not text" "--name with bytes" -- \
+  "$petrsim" import mmdet3d-infos a.pkl --name $'x\xff' -o n.pbtxt --quiet --no-cache
+
+# --- Point 5: outputs that would lose an input.
+cp a.pkl a.keep
+expect 2 "-o a.pkl: is the input a.pkl" "infos -o over its input" -- \
+  "$petrsim" import mmdet3d-infos a.pkl -o a.pkl --quiet --no-cache
+cmp -s a.pkl a.keep || fail "import -o a.pkl changed a.pkl"
+ln -sf a.pkl link.pkl
+expect 2 "is the input a.pkl" "-o a link to the input" -- "$petrsim" import mmdet3d-infos a.pkl -o link.pkl --quiet
+cp "$config" config.keep
+expect 2 "is the input $config" "config -o over the config" -- \
+  "$petrsim" import mmdet3d-config "$config" --data-root root --gpus 2 -o "$config" --quiet --no-cache
+cmp -s "$config" config.keep || fail "import mmdet3d-config -o CONFIG changed the config"
+printf 'Set random seed to 0\n' >train.log
+cp train.log log.keep
+expect 2 "is the input train.log" "config -o over its --log" -- \
+  "$petrsim" import mmdet3d-config "$config" --data-root root --gpus 2 --log train.log -o train.log --quiet --no-cache
+cmp -s train.log log.keep || fail "import -o LOG changed the log"
+printf 'notes\n' >notes.txt
+expect 2 "-o notes.txt: exists and is not a scenario petrsim import wrote" "-o over a file not a scenario" -- \
+  "$petrsim" import mmdet3d-infos a.pkl -o notes.txt --quiet --no-cache
+[ "$(cat notes.txt)" = notes ] || fail "import -o notes.txt changed it"
+for out in S.pb S.pbtxt S.json; do
+  expect 0 "" "first import -o $out" -- "$petrsim" import mmdet3d-infos a.pkl -o $out --quiet --no-cache
+  expect 0 "" "re-import -o $out (an import's own output)" -- "$petrsim" import mmdet3d-infos a.pkl -o $out --quiet --no-cache
+done
+: >empty.pbtxt
+expect 0 "" "-o an empty file" -- "$petrsim" import mmdet3d-infos a.pkl -o empty.pbtxt --quiet --no-cache
+
+# --- Point 5: counts refused, never truncated.
+printf 'gpu_ids = range(0, 10**12)\n' >big.log
+expect 2 "big.log:1: gpu_ids = range(0, 10**12): expected gpu_ids = range(0, N) with N the job's GPU count in [1, 65536]" \
+  "gpu_ids = range(0, 10**12) (was world size 10)" -- \
+  "$petrsim" import mmdet3d-config "$config" --data-root root --log big.log -o big.pbtxt --quiet --no-cache
+printf 'gpu_ids = range(0, 4294967298)\n' >wrap.log
+expect 2 "gpu_ids = range(0, 4294967298): expected" "gpu_ids = range(0, 2^32+2)" -- \
+  "$petrsim" import mmdet3d-config "$config" --data-root root --log wrap.log -o wrap.pbtxt --quiet --no-cache
+sed 's/seq_split_num=2,/seq_split_num=4294967298,/' "$config" >configs/streampetr/split.py
+expect 2 "seq_split_num: expected an int in [1, 100000] or 'all', found 4294967298" "seq_split_num=2^32+2" -- \
+  "$petrsim" import mmdet3d-config configs/streampetr/split.py --data-root root --gpus 2 -o split.pbtxt --quiet
+sed 's/seq_split_num=2,/seq_split_num=10**12,/' "$config" >configs/streampetr/split12.py
+expect 2 "found 1000000000000" "seq_split_num=10**12" -- \
+  "$petrsim" import mmdet3d-config configs/streampetr/split12.py --data-root root --gpus 2 -o split.pbtxt --quiet
+printf '[rank0]:[E ProcessGroupNCCL.cpp:828] [Rank 18446744073709551615] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2048, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1808453 milliseconds before timing out.\n' >rank.log
+expect 2 "rank.log:1: [Rank 18446744073709551615]: expected a rank of the job, at most 16777216" "a log's rank 2^64-1" -- \
+  "$petrsim" diagnose rank.log --world-size 8
+printf '\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03' >header_only.log.gz
+expect 2 "header_only.log.gz: a gzip stream of 10 byte(s) that ends before any of its data" "a gzip of its header only" -- \
+  "$petrsim" diagnose header_only.log.gz
+# A pickle that repeats one memoised info millions of times is refused before its frames are built.
+python3 - <<'EOF'
+import struct
+def s(t):
+    b = t.encode()
+    return b'\x8c' + bytes([len(b)]) + b
+out = bytearray(b'\x80\x04}' + s('infos') + b'](}(' + s('token') + s('a' * 32) + b'u\x94e')
+for _ in range(4_001):
+    out += b'(' + b'h\x00' * 1000 + b'e'
+open('repeated.pkl', 'wb').write(bytes(out + b's.'))
+EOF
+expect 2 "a list of more than 4000000 records (infos), petrsim's limit for one info file" "4 M repeats of one info" -- \
+  "$petrsim" import mmdet3d-infos repeated.pkl -o repeated.pbtxt --quiet --no-cache
+
+# --- Point 5: accepted without a word.
+expect 2 "comm.torch_version: must be a supported PyTorch release" "torch_version 1.10abc" -- \
+  "$petrsim" check "$tiny" --set comm.torch_version=1.10abc
+expect 1 "" "torch_version 1.10.0rc1+cu113 still reads" -- "$petrsim" check "$tiny" --set comm.torch_version=1.10.0rc1+cu113
+expect 1 "watchdog_poll_ms 0: exactly at the deadline" "watchdog_poll_ms 0 said" -- \
+  "$petrsim" "$tiny" --set comm.watchdog_poll_ms=0 --set comm.backend=nccl
+expect 2 "--trace-ring 4294967296: expected at most --trace-records-max" "--trace-ring 2^32" -- \
+  "$petrsim" "$tiny" --trace tr --trace-ring 4294967296
+expect 2 "--jobs: Value 0 not in range 1 to 4096" "sweep --jobs 0" -- "$petrsim" sweep "$tiny" --jobs 0
+expect 2 "--classes '': expected your config's class names" "--classes \"\"" -- \
+  "$petrsim" import mmdet3d-infos a.pkl --classes "" -o c.pbtxt --quiet --no-cache
+expect 2 "--perfetto-iterations 1-2 and --perfetto-last 5: expected one window, found two" "two perfetto windows" -- \
+  "$petrsim" "$tiny" --perfetto p.json --perfetto-iterations 1-2 --perfetto-last 5
+expect 2 "dataset.subdatasets[0].explicit.scenes[1].name: must not repeat the name of dataset.subdatasets[0].explicit.scenes[0]" \
+  "duplicate scene names" -- "$petrsim" check "$tiny" --set 'dataset.subdatasets[0].explicit.scenes[1].name=a'
+sed 's/^  subdatasets {/  subdatasets { name: "mini" synthetic { scenes: 2 } }\n  subdatasets {/' "$tiny" >dup.pbtxt
+expect 2 "dataset.subdatasets[1].name: must not repeat the name of dataset.subdatasets[0]" "duplicate sub-dataset names" -- \
+  "$petrsim" check dup.pbtxt
+
+[ "$failures" = 0 ] || exit 1
+echo "hostile_input: all cases as expected"
