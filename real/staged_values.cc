@@ -50,23 +50,6 @@ T Get(std::span<const std::byte> bytes, size_t i) {
 
 }  // namespace
 
-size_t DtypeBytes(Collective::Dtype dtype) {
-  switch (dtype) {
-    case Collective::float16:
-    case Collective::bfloat16:
-      return 2;
-    case Collective::float32:
-    case Collective::int32:
-      return 4;
-    case Collective::float64:
-    case Collective::int64:
-      return 8;
-    case Collective::uint8:
-      return 1;
-  }
-  return 4;
-}
-
 void EncodeValues(Collective::Dtype dtype, std::span<const double> values, std::span<std::byte> out) {
   PETRSIM_ASSERT(out.size() == values.size() * DtypeBytes(dtype));
   for (size_t i = 0; i < values.size(); ++i) {

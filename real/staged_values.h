@@ -8,12 +8,13 @@
 #include <span>
 #include <vector>
 
+#include "plan/ddp_plan.h"
 #include "proto/scenario.pb.h"
 
 namespace petrsim::real {
 
-// The bytes one value of `dtype` takes.
-size_t DtypeBytes(Collective::Dtype dtype);
+// The bytes one value of `dtype` takes (the plan's own).
+using petrsim::DtypeBytes;
 
 // Writes `values`, each converted to `dtype` first (comm::ToDtype: rounded, truncated or wrapped as
 // c10d converts), into `out`, which holds exactly DtypeBytes(dtype) * values.size() bytes.

@@ -25,11 +25,8 @@
 #include "real/c10d_backend.h"
 #endif
 #ifdef PETRSIM_HAVE_NCCL_DIRECT
-#include <condition_variable>
-#include <map>
-#include <mutex>
-
 #include "real/nccl_backend.h"
+#include "tests/map_store.h"
 #endif
 
 namespace petrsim::comm {
@@ -126,35 +123,13 @@ struct C10dImpl {
 #endif
 
 #ifdef PETRSIM_HAVE_NCCL_DIRECT
-// The store the NCCL backend's ranks meet through, in memory: a get waits (bounded) for the key.
-class MapStore : public real::RendezvousStore {
- public:
-  void Set(const std::string& key, const std::vector<uint8_t>& value) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    values_[key] = value;
-    set_.notify_all();
-  }
-  std::vector<uint8_t> Get(const std::string& key) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!set_.wait_for(lock, std::chrono::seconds(30), [&] { return values_.count(key) > 0; })) {
-      throw std::runtime_error("MapStore: no key " + key);
-    }
-    return values_[key];
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable set_;
-  std::map<std::string, std::vector<uint8_t>> values_;
-};
-
 // The NCCL backend on one rank (NCCL refuses two ranks on one GPU): skipped without a GPU.
 struct NcclDirectImpl {
   static constexpr const char* kName = "Nccl";
   static constexpr uint32_t kRanks = 1;
   static void Run(std::chrono::milliseconds timeout, const Body& body) {
     if (const auto why = real::NcclUnavailable()) GTEST_SKIP() << *why;
-    MapStore store;
+    real::MapStore store;
     OnThreads(
         [&](uint32_t rank) -> std::unique_ptr<Backend> {
           real::NcclOptions options;

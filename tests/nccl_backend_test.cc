@@ -9,9 +9,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <regex>
 #include <thread>
@@ -20,6 +18,7 @@
 #include "real/staged_values.h"
 #ifdef PETRSIM_HAVE_NCCL_DIRECT
 #include "real/nccl_backend.h"
+#include "tests/map_store.h"
 #endif
 
 namespace petrsim::real {
@@ -91,27 +90,6 @@ TEST(StagedValues, DecodingGivesBackTheValuesInTheDtype) {
 }
 
 #ifdef PETRSIM_HAVE_NCCL_DIRECT
-
-class MapStore : public RendezvousStore {
- public:
-  void Set(const std::string& key, const std::vector<uint8_t>& value) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    values_[key] = value;
-    set_.notify_all();
-  }
-  std::vector<uint8_t> Get(const std::string& key) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!set_.wait_for(lock, std::chrono::seconds(30), [&] { return values_.count(key) > 0; })) {
-      throw std::runtime_error("MapStore: no key " + key);
-    }
-    return values_[key];
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable set_;
-  std::map<std::string, std::vector<uint8_t>> values_;
-};
 
 TEST(NcclUniqueId, RankZeroMakesItAndTheOthersReadItFromTheStore) {
   MapStore store;
