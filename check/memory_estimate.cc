@@ -66,13 +66,6 @@ MemoryEstimate EstimateCheckMemory(const Scenario& scenario) {
   return estimate;
 }
 
-std::string FormatBytes(uint64_t bytes) {
-  if (bytes >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
-  if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
-  if (bytes >= (1ull << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1ull << 10));
-  return fmt::format("{} B", bytes);
-}
-
 uint64_t ParseByteSize(const std::string& text, const std::string& option) {
   uint64_t value = 0;
   const char* begin = text.data();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/host_memory.h"  // FormatBytes
 #include "proto/scenario.pb.h"
 
 namespace petrsim {
@@ -24,9 +25,6 @@ uint64_t DatasetFramesMax(const Scenario& scenario);
 // `petrsim SCENARIO` (one simulated run) and `petrsim check`.
 MemoryEstimate EstimateRunMemory(const Scenario& scenario);
 MemoryEstimate EstimateCheckMemory(const Scenario& scenario);
-
-// "16 GiB", "512 MiB", "1234 B".
-std::string FormatBytes(uint64_t bytes);
 
 // Parses a --memory-max value: a whole number of bytes, or with a K, M, G or T suffix (powers
 // of 1024; "8G", "512M"). Throws ScenarioError naming `option`.

@@ -396,6 +396,7 @@ int RunCheckOnce(const CheckFlags& flags, std::string& text) {
   const Scenario scenario = LoadWithOverrides(flags.scenario_path, flags.sets);
   CheckMemory(EstimateCheckMemory(scenario), MemoryMax(flags.memory_max), "the pre-flight check", flags.scenario_path);
   const Dataset dataset = BuildDataset(scenario, flags.scenario_path);
+  CheckJobLength(scenario, dataset, flags.scenario_path);
   const CheckReport report = RunPreflight(scenario, dataset);
   const std::vector<Fix> fixes = ProveFixes(scenario, dataset, flags.scenario_path, report);
   if (!flags.write_drops.empty()) WriteDrops(scenario, flags, fixes);

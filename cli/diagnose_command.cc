@@ -2,6 +2,8 @@
 #include "cli/diagnose_command.h"
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -18,6 +20,41 @@
 namespace petrsim {
 
 namespace {
+
+// Whether directory `path` holds a file named like one rank's recording: a .pbtrace, or a name whose
+// stem ends in a number (a Flight Recorder dump's rank: nccl_trace_rank_3, dump_3.json).
+bool HoldsRankNamedFile(const std::string& path) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+    std::error_code kind_error;
+    if (entry.is_directory(kind_error)) continue;  // not a rank's file (lib64 in /)
+    const std::string stem = entry.path().stem().string();
+    if (entry.path().extension() == ".pbtrace" ||
+        (!stem.empty() && std::isdigit(static_cast<unsigned char>(stem.back())))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// LoadRecordings, with a directory that holds no rank's file said as such (`diagnose /` used to
+// report only that some unrelated JSON file was not a Flight Recorder dump).
+Recordings LoadRecordingsSaid(const std::vector<std::string>& paths) {
+  try {
+    return LoadRecordings(paths);
+  } catch (const ScenarioError& error) {
+    std::error_code kind_error;
+    if (paths.size() != 1 || !std::filesystem::is_directory(paths.front(), kind_error) ||
+        HoldsRankNamedFile(paths.front())) {
+      throw;
+    }
+    throw ScenarioError(paths.front() +
+                        ": expected a directory of one job's recordings (petrsim's rank_<r>.pbtrace, Flight Recorder "
+                        "dumps named by rank such as nccl_trace_rank_<r>, or training logs), found no file named "
+                        "like one; the first file read: " +
+                        error.what());
+  }
+}
 
 // The diagnosis of `flags.paths`: training logs, or traces and dumps (read into `recordings`).
 Diagnosis DiagnosePaths(const DiagnoseFlags& flags, const std::optional<Scenario>& scenario,
@@ -36,7 +73,7 @@ Diagnosis DiagnosePaths(const DiagnoseFlags& flags, const std::optional<Scenario
   }
   if (flags.world_size > 0)
     throw ScenarioError("diagnose: --world-size is for training logs (traces and dumps say it)");
-  recordings = LoadRecordings(flags.paths);
+  recordings = LoadRecordingsSaid(flags.paths);
   return Diagnose(*recordings);
 }
 

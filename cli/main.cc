@@ -1,5 +1,6 @@
 // The petrsim executable: wiring only. Each subcommand is an AddXCommand/RunX pair in its own
 // file (cli/*_command.h, importers/import_command.h); `petrsim SCENARIO` is the simulated run.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -68,8 +69,9 @@ void AddCommands(CLI::App& app, Commands& c) {
 }
 
 // A first word that is neither a command nor a file, but close to a command's name: a typo
-// (`petrsim chek S`), said as such rather than as the scenario `chek` with an unexpected argument.
-// True when it was said.
+// (`petrsim chek S`), said as such rather than as the scenario `chek` with an unexpected argument;
+// or a bare word far from every name followed by more arguments, said as no command. True when
+// it was said.
 bool SaidTypo(const CLI::App& app, int argc, char** argv) {
   if (argc <= 1 || argv[1][0] == '-') return false;
   std::vector<std::string> names;
@@ -77,9 +79,22 @@ bool SaidTypo(const CLI::App& app, int argc, char** argv) {
   std::error_code error;
   const std::string word = argv[1];
   const auto nearest = petrsim::NearestCommand(word, names);
-  if (!nearest || std::filesystem::exists(word, error)) return false;
-  std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): did you mean '" << *nearest
-            << "'? (petrsim help lists the commands)\n";
+  if (std::filesystem::exists(word, error) || std::filesystem::is_symlink(word, error)) return false;
+  if (nearest) {
+    std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): did you mean '" << *nearest
+              << "'? (petrsim help lists the commands)\n";
+    return true;
+  }
+  // A bare word (no '.', no '/') followed by more words reads as a command, not as a scenario path
+  // (`petrsim frobnicate S.pbtxt` used to blame S.pbtxt as an unexpected argument).
+  if (argc <= 2 || word.find_first_of("./") != std::string::npos ||
+      std::find(names.begin(), names.end(), word) != names.end()) {
+    return false;
+  }
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  std::cerr << "petrsim: error: '" << word << "' is not a command (nor a scenario file): expected one of " << list
+            << ", or a scenario file (.pbtxt, .pb, .json) first\n";
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/json_text.h"
 #include "cli/scenario_args.h"
 #include "plan/backend.h"
@@ -33,6 +34,35 @@ const char* SectionName(RankProgram::Section section) {
   return "?";
 }
 
+// The most collectives `plan` lists, and what each costs on the way to stdout (the row's text or
+// JSON object and its place in the list); the tiny scenario's 1,000,000 iterations (51 M collectives)
+// ended in bad_alloc at 4.9 GB, before the text was complete.
+constexpr uint64_t kListedCollectivesMax = 1'000'000;
+constexpr uint64_t kListedCollectiveBytes = 150;
+
+// Collectives the first `iterations` iterations issue with the startup ones, on every process group.
+uint64_t CollectivesListed(const ExpandedPlan& plan, uint64_t iterations) {
+  uint64_t total = 0;
+  for (const std::string& group : ProcessGroupNames(plan)) total += CollectivesBefore(plan, group, iterations);
+  return total;
+}
+
+// Refuses a listing beyond kListedCollectivesMax before it is built, with its size and the most
+// iterations that fit.
+void CheckListingSize(const ExpandedPlan& plan, uint64_t iterations, const std::string& path) {
+  const uint64_t listed = CollectivesListed(plan, iterations);
+  if (listed <= kListedCollectivesMax) return;
+  uint64_t low = 0, high = iterations;  // CollectivesListed(low) fits, CollectivesListed(high) does not
+  while (high - low > 1) {
+    const uint64_t mid = low + (high - low) / 2;
+    (CollectivesListed(plan, mid) <= kListedCollectivesMax ? low : high) = mid;
+  }
+  throw ScenarioError(fmt::format(
+      "--iterations {}: expected a listing of at most {} collectives, found {} for {} (about {} to build and print); "
+      "use --iterations {} or fewer",
+      iterations, kListedCollectivesMax, listed, path, FormatBytes(listed * kListedCollectiveBytes), low));
+}
+
 }  // namespace
 
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
@@ -43,7 +73,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags& flags) {
                    "scenario file (.pbtxt, .pb or .json), or a recorded run's trace (rank_<r>.pbtrace, or a directory "
                    "of them: rank 0's) for the plan of the scenario it ran")
       ->required();
-  plan->add_option("--iterations", flags.iterations, "iterations to list after the startup collectives (default 3)")
+  plan->add_option("--iterations", flags.iterations,
+                   "iterations to list after the startup collectives (default 3; at most 1,000,000 collectives in all, "
+                   "refused before any is built)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1000000}));
   plan->add_flag("--json", flags.json, "print a JSON object");
   plan->add_option("--set", flags.sets, kSetHelp);
@@ -121,6 +153,7 @@ Scenario LoadPlanScenario(const std::string& path, const std::vector<std::string
 int RunPlanCommand(const PlanFlags& flags) {
   const Scenario scenario = LoadPlanScenario(flags.scenario_path, flags.sets);
   const ExpandedPlan plan = ExpandPlan(scenario);
+  CheckListingSize(plan, flags.iterations, flags.scenario_path);
   const std::vector<PlannedCollective> collectives = ListCollectives(plan, 0, flags.iterations);
   const std::string text = flags.json ? FormatPlanJson(flags.scenario_path, collectives, flags.iterations)
                                       : FormatPlan(flags.scenario_path, collectives, flags.iterations);

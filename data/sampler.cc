@@ -8,6 +8,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "scenario/scenario_defaults.h"
+#include "scenario/scenario_validation.h"
 
 namespace petrsim {
 
@@ -249,6 +250,7 @@ bool InfiniteSamplerAssertionHolds(const Scenario& scenario, const Dataset& data
 
 void CheckSamplerConstructible(const Scenario& scenario, const Dataset& dataset, const std::string& display_name) {
   const auto& job = scenario.job();
+  CheckJobLength(scenario, dataset, display_name);
   if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch &&
       !InfiniteSamplerAssertionHolds(scenario, dataset)) {
     throw ScenarioError(display_name +
@@ -326,7 +328,22 @@ uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset) {
   const auto& job = scenario.job();
   if (job.has_iterations()) return job.iterations();
   const uint64_t epochs = job.has_epochs() ? job.epochs() : 1;
+  CheckJobLength(scenario, dataset, "scenario");
   return epochs * IterationsPerEpoch(scenario, dataset);
+}
+
+void CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name) {
+  const auto& job = scenario.job();
+  if (job.has_iterations()) return;
+  const uint64_t epochs = job.has_epochs() && job.epochs() > 0 ? job.epochs() : 1;
+  const uint64_t per_epoch = IterationsPerEpoch(scenario, dataset);
+  // Dividing cannot wrap; a product beyond kIterationsMax is refused, never truncated (issue 33).
+  if (per_epoch > kIterationsMax / epochs) {
+    throw ScenarioError(fmt::format(
+        "{}: job.epochs x iterations per epoch: must be at most {} iterations, got {} x {} (iterations per epoch "
+        "from {}); set job.iterations, or fewer epochs",
+        display_name, kIterationsMax, epochs, per_epoch, IterationsPerEpochSource(scenario)));
+  }
 }
 
 }  // namespace petrsim

@@ -179,7 +179,12 @@ inline constexpr uint64_t kStreamPetrEpochSamples = 28130;
 // Where IterationsPerEpoch's figure comes from, for reports: "job.iterations_per_epoch",
 // "StreamPETR's configs: 28130 // (8 GPUs x 2 samples)" or "the sampler's batches per rank".
 std::string IterationsPerEpochSource(const Scenario& scenario);
-// The job length: job.iterations, or epochs (default 1) x IterationsPerEpoch.
+// The job length: job.iterations, or epochs (default 1) x IterationsPerEpoch. Throws like
+// CheckJobLength.
 uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset);
+// Throws ScenarioError naming `display_name` when epochs x IterationsPerEpoch exceeds
+// kIterationsMax (scenario_validation.h): refused, never wrapped. CheckSamplerConstructible
+// calls it first.
+void CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name);
 
 }  // namespace petrsim

@@ -152,6 +152,31 @@ TEST(SamplerTest, InfiniteSamplerAssertion) {
   EXPECT_THROW(MakeRankSampler(scenario, dataset, 0), ScenarioError);
 }
 
+// Issue 33, point 2: epochs x the default iterations per epoch beyond kIterationsMax is refused with
+// the file, the factors and where the per-epoch figure comes from; never wrapped or truncated.
+TEST(SamplerTest, AJobLengthBeyondTheLimitIsRefused) {
+  Scenario scenario = testing::ShippedScenario("streampetr_trainval_hang.pbtxt");
+  const Dataset dataset = BuildDataset(scenario, "t");
+  scenario.mutable_job()->clear_iterations_per_epoch();
+  scenario.mutable_job()->set_world_size(1);
+  scenario.mutable_job()->set_samples_per_gpu(1);
+  scenario.mutable_job()->set_epochs(100000);  // x 28130 = 2.8e9 > 10^9
+  try {
+    CheckSamplerConstructible(scenario, dataset, "s.pbtxt");
+    ADD_FAILURE() << "accepted 100000 x 28130 iterations";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(
+        std::string(error.what())
+            .find("s.pbtxt: job.epochs x iterations per epoch: must be at most 1000000000 iterations, got "
+                  "100000 x 28130 (iterations per epoch from StreamPETR's configs: 28130 // (1 GPUs x 1 samples))"),
+        std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(JobIterations(scenario, dataset), ScenarioError);
+  scenario.mutable_job()->set_epochs(35549);  // 35549 x 28130 = 999,993,370: the most that fit
+  EXPECT_EQ(JobIterations(scenario, dataset), 999'993'370u);
+}
+
 TEST(SamplerTest, JobLengthFromEpochs) {
   Scenario scenario = testing::ShippedScenario("streampetr_trainval_hang.pbtxt");
   const Dataset dataset = BuildDataset(scenario, "t");

@@ -44,6 +44,7 @@
 #include "base/launch_env.h"
 #include "base/progress_line.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "real/c10d_backend.h"
 #include "real/termination.h"
 #include "real/trainer.h"
@@ -476,6 +477,10 @@ int main(int argc, char** argv) {
       throw petrsim::ScenarioError(cl.path + ": --nproc " + std::to_string(cl.nproc) + " but job.world_size is " +
                                    std::to_string(scenario.job().world_size()));
     }
+    // What every rank would find wrong (a sampler the real job cannot build, a plan too small for
+    // the model) is found here, once, before a rank is spawned (issue 33).
+    petrsim::CheckSamplerConstructible(scenario, dataset, cl.path);
+    petrsim::real::MakeRealJob(scenario, cl.options.model, cl.options.plan_sizes);
     Launcher launcher(cl, scenario, dataset);
     return launcher.Run();
   } catch (const petrsim::ScenarioError& error) {

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/host_memory.h"
+
 namespace petrsim {
 
 namespace {
@@ -34,6 +36,24 @@ void CheckGradReadyOrder(const DdpModel& model, uint64_t trainable, const Add& a
         first_at[position] = i;
       }
     }
+  }
+}
+
+// The state_dict keys `model` stands for (each tensor's repeat unrolled, under 1 +
+// state_dict_aliases keys), at most kDdpStateDictKeysMax: the plan unrolls every one, about 100
+// bytes apiece. Repeats and aliases beyond their own limits count at those limits.
+template <class Add>
+void CheckStateDictKeys(const DdpModel& model, const Add& add) {
+  uint64_t keys = 0;
+  for (const DdpTensor& t : model.tensors()) {
+    keys += std::min<uint64_t>(t.repeat(), 1'000'000) * (1 + std::min<uint64_t>(t.state_dict_aliases(), 1000));
+  }
+  if (keys > kDdpStateDictKeysMax) {
+    add("tensors",
+        "must stand for at most " + std::to_string(kDdpStateDictKeysMax) +
+            " state_dict keys in all (repeat x (1 + state_dict_aliases), summed; about " + FormatBytes(keys * 100) +
+            " unrolled)",
+        keys);
   }
 }
 
@@ -94,6 +114,7 @@ std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::stri
       break;
     }
   }
+  CheckStateDictKeys(model, add);
   if (model.tensors_size() > 0 && trainable == 0) {
     add("tensors", "must list at least one parameter that requires grad", "none");
   }

@@ -11,6 +11,10 @@
 
 namespace petrsim {
 
+// State_dict keys a DDP model may stand for in all (each tensor's repeat x (1 + its
+// state_dict_aliases)): the plan unrolls every one; real models have thousands at most.
+inline constexpr uint64_t kDdpStateDictKeysMax = 1'000'000;
+
 // Problems with `model`, fields relative to `prefix` (e.g. "plan.ddp").
 std::vector<std::string> ValidateDdpModel(const DdpModel& model, const std::string& prefix);
 

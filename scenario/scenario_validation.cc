@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/utf8.h"
 #include "scenario/message_validation.h"
 #include "scenario/scenario_defaults.h"
@@ -230,6 +231,15 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
     if (p.decoder_layers() < 1 || p.decoder_layers() > 64) {
       v.Add("plan.streampetr.decoder_layers", "must be in [1, 64]", p.decoder_layers());
     }
+    // Each term is one all-reduce in every iteration's plan (about 200 bytes held per step): 4e9
+    // of them used to end in bad_alloc near 6 GB. StreamPETR's FocalHead logs 5.
+    if (p.focal_head_loss_terms() > kFocalHeadLossTermsMax) {
+      v.Add("plan.streampetr.focal_head_loss_terms",
+            "must be <= " + std::to_string(kFocalHeadLossTermsMax) +
+                " (one all-reduce per term in every iteration: the plan would hold about " +
+                FormatBytes(uint64_t{p.focal_head_loss_terms()} * kPlanStepBytes) + " for them)",
+            p.focal_head_loss_terms());
+    }
     for (const auto& [field, set] :
          {std::pair{"parameters", p.has_parameters()}, std::pair{"bucket_cap_mb", p.has_bucket_cap_mb()},
           std::pair{"first_bucket_mb", p.has_first_bucket_mb()}}) {
@@ -393,8 +403,10 @@ void CheckFilters(Violations& v, const Scenario& scenario) {
       v.Add(path, "must not repeat a class", "\"" + filters.classes(i) + "\"");
     }
   }
-  if (!std::isfinite(filters.bev_range_min_m()) || !std::isfinite(filters.bev_range_max_m()) ||
-      filters.bev_range_min_m() >= filters.bev_range_max_m()) {
+  // Each bound is blamed for itself: a NaN minimum is the minimum's fault, not the maximum's.
+  if (!std::isfinite(filters.bev_range_min_m())) {
+    v.Add("filters.bev_range_min_m", "must be finite", filters.bev_range_min_m());
+  } else if (!std::isfinite(filters.bev_range_max_m()) || filters.bev_range_min_m() >= filters.bev_range_max_m()) {
     v.Add("filters.bev_range_max_m",
           "must be finite and > bev_range_min_m (" + std::to_string(filters.bev_range_min_m()) + ")",
           filters.bev_range_max_m());
@@ -495,8 +507,18 @@ void CheckJob(Violations& v, const Scenario& scenario) {
   if (job.has_epochs() && (job.epochs() < 1 || job.epochs() > 100000)) {
     v.Add("job.epochs", "must be in [1, 100000]", job.epochs());
   }
-  if (job.has_iterations_per_epoch() && job.iterations_per_epoch() < 1) {
-    v.Add("job.iterations_per_epoch", "must be >= 1", job.iterations_per_epoch());
+  if (job.has_iterations_per_epoch() &&
+      (job.iterations_per_epoch() < 1 || job.iterations_per_epoch() > kIterationsMax)) {
+    v.Add("job.iterations_per_epoch", "must be in [1, " + std::to_string(kIterationsMax) + "]",
+          job.iterations_per_epoch());
+  } else if (job.has_iterations_per_epoch() && job.has_epochs() && job.epochs() >= 1 &&
+             job.iterations_per_epoch() > kIterationsMax / job.epochs()) {
+    // The product in 64 bits without wrapping: epochs <= 10^5 and iterations_per_epoch <= 10^9 here.
+    v.Add("job.iterations_per_epoch",
+          "times job.epochs (" + std::to_string(job.epochs()) + ") must be at most " + std::to_string(kIterationsMax) +
+              " iterations",
+          std::to_string(job.iterations_per_epoch()) + " (" +
+              std::to_string(job.epochs() * job.iterations_per_epoch()) + " iterations)");
   }
   if (job.has_iterations() && job.has_iterations_per_epoch()) {
     v.AddPlain("job.iterations_per_epoch", "applies with epochs only, iterations is set");

@@ -15,6 +15,10 @@ inline constexpr uint32_t kWorldSizeMax = 65536;
 inline constexpr uint32_t kSamplesPerGpuMax = 256;
 inline constexpr uint32_t kWorkersPerGpuMax = 256;
 inline constexpr uint64_t kIterationsMax = 1'000'000'000;
+inline constexpr uint32_t kFocalHeadLossTermsMax = 1000;  // StreamPETR's FocalHead logs 5
+// What one step of an expanded plan holds in memory (a Collective and its strings), about; for
+// the estimates in errors about sizes that would expand the plan.
+inline constexpr uint64_t kPlanStepBytes = 160;
 
 // Returns every violation as "path: rule, got value", in schema order; empty when valid.
 std::vector<std::string> FindScenarioViolations(const Scenario& scenario);

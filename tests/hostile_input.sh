@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Hostile input on the real executable (issue 33, points 4 and 5): strings that are not UTF-8
-# never abort a --json (each is refused where it enters, exit 2); an import never writes over
-# one of its inputs or over a file that is not an import's scenario; counts are refused, never
-# cut to 32 bits; the options that were accepted without a word are refused with the flag or
-# field, what was expected and what was found.
+# Hostile input on the real executable (issue 33, points 2, 4, 5 and 6): sizes from input are
+# bounded before memory is spent, with an estimate; strings that are not UTF-8 never abort a
+# --json (each is refused where it enters, exit 2); an import never writes over one of its inputs
+# or over a file that is not an import's scenario; counts are refused, never cut to 32 bits; the
+# options that were accepted without a word are refused with the flag or field, what was
+# expected and what was found; unclear messages name the real cause.
 # Usage: tests/hostile_input.sh PETRSIM WORK_DIR (from the repository root)
 set -uo pipefail
 petrsim=$(realpath "$1")
@@ -148,6 +149,81 @@ expect 2 "dataset.subdatasets[0].explicit.scenes[1].name: must not repeat the na
 sed 's/^  subdatasets {/  subdatasets { name: "mini" synthetic { scenes: 2 } }\n  subdatasets {/' "$tiny" >dup.pbtxt
 expect 2 "dataset.subdatasets[1].name: must not repeat the name of dataset.subdatasets[0]" "duplicate sub-dataset names" -- \
   "$petrsim" check dup.pbtxt
+
+# --- Point 2: sizes from input are bounded before memory is spent; a regression stops at 4 GB of
+# address space and 20 s here instead of eating the machine (it was bad_alloc at 5.9 GB after 25 s).
+limited() { (ulimit -v 4000000 && exec timeout 20 "$@"); }
+# refused TEXT LABEL -- COMMAND...: exit 2, TEXT on stderr, nothing on stdout.
+refused() {
+  expect 2 "$1" "$2" -- "${@:4}"
+  [ ! -s out.txt ] || fail "$2: wrote to stdout: $(head -c 200 out.txt)"
+}
+seed=$repo/scenarios/streampetr_trainval_hang.pbtxt
+terms_set=(--set plan.streampetr.focal_head_loss_terms=4000000000)
+terms="plan.streampetr.focal_head_loss_terms: must be <= 1000 (one all-reduce per term in every iteration: the plan would hold about 596.0 GiB for them), got 4000000000"
+refused "$terms" "plan, 4e9 loss terms" -- limited "$petrsim" plan "$seed" "${terms_set[@]}"
+refused "$terms" "run, 4e9 loss terms" -- limited "$petrsim" "$seed" "${terms_set[@]}" --trace terms_trace
+[ ! -e terms_trace ] || fail "a refused run wrote terms_trace"
+refused "$terms" "check, 4e9 loss terms" -- limited "$petrsim" check "$seed" "${terms_set[@]}" --no-cache
+refused "--iterations 1000000: expected a listing of at most 1000000 collectives, found 51020007 for $tiny (about 7.1 GiB to build and print); use --iterations 19600 or fewer" \
+  "plan --iterations 10^6" -- limited "$petrsim" plan "$tiny" --iterations 1000000
+expect 0 "" "plan --iterations 19600 (the most that fit) lists" -- limited "$petrsim" plan "$tiny" --iterations 19600
+wrap=(--set job.epochs=2 --set job.iterations_per_epoch=18446744073709551615)
+wrapped="(after --set): job.iterations_per_epoch: must be in [1, 1000000000], got 18446744073709551615"
+refused "$wrapped" "plan, epochs x 2^64-1" -- limited "$petrsim" plan "$tiny" "${wrap[@]}"
+refused "$wrapped" "run, epochs x 2^64-1" -- limited "$petrsim" "$tiny" "${wrap[@]}"
+refused "$wrapped" "check, epochs x 2^64-1" -- limited "$petrsim" check "$tiny" "${wrap[@]}" --no-cache
+refused "job.iterations_per_epoch: times job.epochs (100000) must be at most 1000000000 iterations, got 100000 (10000000000 iterations)" \
+  "epochs x iterations_per_epoch beyond 10^9" -- \
+  limited "$petrsim" "$tiny" --set job.epochs=100000 --set job.iterations_per_epoch=100000
+# The default iterations per epoch (StreamPETR's 28130 // (GPUs x samples)) times the epochs.
+two_scenes='dataset { subdatasets { explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }'
+printf '%s\n' "$two_scenes" 'grouping { seq_split_num: 2 }' 'sampler { kind: infinite_group_each_sample_in_batch }' \
+  'job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 epochs: 100000 }' >epochs.pbtxt
+length="epochs.pbtxt: job.epochs x iterations per epoch: must be at most 1000000000 iterations, got 100000 x 28130"
+refused "$length" "run, epochs x the default iterations per epoch" -- limited "$petrsim" epochs.pbtxt
+refused "$length" "check, the same" -- limited "$petrsim" check epochs.pbtxt --no-cache
+refused "$length" "sample, the same" -- limited "$petrsim" sample epochs.pbtxt
+# A DDP model whose repeats unroll into more state_dict keys than petrsim holds.
+printf '%s\n' "$two_scenes" 'job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }' \
+  'plan { custom {} ddp { tensors { name: "w" shape: [4] repeat: 1000000 state_dict_aliases: 1000 } } }' >keys.pbtxt
+refused "keys.pbtxt: plan.ddp.tensors: must stand for at most 1000000 state_dict keys in all (repeat x (1 + state_dict_aliases), summed; about 93.2 GiB unrolled), got 1001000000" \
+  "DDP repeat x aliases" -- limited "$petrsim" plan keys.pbtxt
+# train validates before it spawns a rank: 1,024 ranks used to start, each to find the sampler impossible.
+if [ -x "$(dirname "$petrsim")/petrsim_train" ]; then
+  refused "job.world_size * job.samples_per_gpu: InfiniteGroupEachSampleInBatchSampler asserts groups_num >= world_size * samples_per_gpu, got 8 < 1024 * 1" \
+    "train --nproc 1024" -- timeout 20 "$petrsim" train "$tiny" --backend gloo --nproc 1024 --set job.world_size=1024 --quiet
+  ! grep -q "rank [0-9]" err.txt || fail "train --nproc 1024: a rank started: $(head -c 300 err.txt)"
+  refused "$terms" "train, 4e9 loss terms" -- timeout 20 "$petrsim" train "$tiny" --backend gloo --nproc 2 "${terms_set[@]}"
+fi
+
+# --- Point 6: what was unclear.
+refused "/nonexistent-petrsim-dir: no such file or directory" "diagnose a missing directory" -- \
+  "$petrsim" diagnose /nonexistent-petrsim-dir
+mkdir -p unrelated && echo '{"image": "x"}' >unrelated/container_info.json
+refused "unrelated: expected a directory of one job's recordings (petrsim's rank_<r>.pbtrace, Flight Recorder dumps named by rank such as nccl_trace_rank_<r>, or training logs), found no file named like one; the first file read: unrelated/container_info.json" \
+  "diagnose a directory of unrelated JSON" -- "$petrsim" diagnose unrelated
+mkdir -p loop && ln -sf b.py loop/a.py && ln -sf a.py loop/b.py && echo "_base_ = ['./a.py']" >loop/cfg.py
+refused "cfg.py:1: _base_ './a.py': loop/a.py: cannot be read: Too many levels of symbolic links" "a _base_ symlink loop" -- \
+  "$petrsim" import mmdet3d-config loop/cfg.py -o loop.pbtxt --quiet --no-cache
+"$petrsim" "$tiny" --trace full_trace --quiet >/dev/null 2>&1
+mkdir -p no_header
+python3 -c '
+data = open("full_trace/rank_0.pbtrace", "rb").read()
+size, at, shift = 0, 0, 0
+while True:  # the header length, a varint
+    byte = data[at]; at += 1; size |= (byte & 0x7F) << shift; shift += 7
+    if byte < 0x80: break
+open("no_header/rank_0.pbtrace", "wb").write(data[at + size:])'
+no_header="no_header/rank_0.pbtrace: not a petrsim trace: expected its header first (a TraceHeader)"
+refused "$no_header" "plan of a trace without its header" -- "$petrsim" plan no_header/rank_0.pbtrace
+refused "$no_header" "diagnose of the same" -- "$petrsim" diagnose no_header
+refused "$no_header" "replay of the same" -- "$petrsim" replay no_header --against sim
+refused "'frobnicate' is not a command (nor a scenario file): expected one of help, check" "an unknown command" -- \
+  "$petrsim" frobnicate "$tiny"
+sed 's/^resample/filters { bev_range_min_m: nan }\nresample/' "$tiny" >nan_range.pbtxt
+refused "nan_range.pbtxt: filters.bev_range_min_m: must be finite, got nan" "bev_range_min_m: nan" -- \
+  "$petrsim" check nan_range.pbtxt --no-cache
 
 [ "$failures" = 0 ] || exit 1
 echo "hostile_input: all cases as expected"

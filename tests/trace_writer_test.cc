@@ -376,6 +376,16 @@ TEST_F(TraceWriterTest, CorruptEmptyAndNewerFilesAreRefused) {
   WriteBytes(path, std::string(1, static_cast<char>(body.size())) + body);
   EXPECT_NE(ReadError(path).find("format_version 2"), std::string::npos) << ReadError(path);
 
+  // Issue 33, point 6: a trace cut before its first event (no header) is not "a newer format": the
+  // event's kind (collective = 3) reads as format_version 3, its other fields with other wire types.
+  TraceEvent event;
+  event.set_kind(TraceEventKind::collective);
+  event.set_start_ns(5);
+  const std::string event_body = event.SerializeAsString();
+  WriteBytes(path, std::string(1, static_cast<char>(event_body.size())) + event_body);
+  EXPECT_NE(ReadError(path).find("bad.pbtrace: not a petrsim trace: expected its header first"), std::string::npos)
+      << ReadError(path);
+
   EXPECT_NE(ReadError(root_.string() + "/missing.pbtrace").find("missing.pbtrace: cannot open"), std::string::npos);
 }
 
@@ -408,6 +418,29 @@ TEST_F(TraceWriterTest, ADirectoryThatCannotBeCreatedIsNamed) {
   }
 }
 
+// Writes `bad` as the scenario of a one-rank trace in `directory` and expects plan, diagnose and replay
+// to refuse it, naming the header and saying `expected`.
+void ExpectHeaderRefused(const std::string& directory, const Scenario& bad, const std::string& expected) {
+  {
+    TraceDirectoryWriter writer(directory, bad, "bad.pbtxt", 1, "sim", "b");
+    writer.Finish();
+  }
+  const std::string rank0 = RankTracePath(directory, 0);
+  const auto expect_refused = [&](const std::function<void()>& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " accepted the header's scenario";
+    } catch (const ScenarioError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(rank0 + " (the scenario in its header)"), std::string::npos) << what << ": " << message;
+      EXPECT_NE(message.find(expected), std::string::npos) << what << ": " << message;
+    }
+  };
+  expect_refused([&] { LoadPlanScenario(directory, {}); }, "plan");
+  expect_refused([&] { LoadRecordings({directory}); }, "diagnose");
+  expect_refused([&] { LoadRecordedJob(directory); }, "replay");
+}
+
 // A trace header's scenario is input like a scenario file: plan, diagnose and replay validate it
 // before expanding its plan (a grad_ready_order out of range would index past the parameters).
 TEST_F(TraceWriterTest, AnInvalidScenarioInTheHeaderIsRefusedByPlanDiagnoseAndReplay) {
@@ -417,25 +450,20 @@ TEST_F(TraceWriterTest, AnInvalidScenarioInTheHeaderIsRefusedByPlanDiagnoseAndRe
     plan { custom {} ddp { tensors { name: "w" shape: [4] } } }
   )");
   bad.mutable_plan()->mutable_ddp()->add_grad_ready_order(4'000'000'000u);  // as a hostile file could hold it
-  {
-    TraceDirectoryWriter writer(directory_, bad, "bad.pbtxt", 1, "sim", "b");
-    writer.Finish();
-  }
-  const std::string rank0 = RankTracePath(directory_, 0);
-  const auto expect_refused = [&](const std::function<void()>& call, const char* what) {
-    try {
-      call();
-      ADD_FAILURE() << what << " accepted the header's scenario";
-    } catch (const ScenarioError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find(rank0 + " (the scenario in its header)"), std::string::npos) << what << ": " << message;
-      EXPECT_NE(message.find("plan.ddp.grad_ready_order[0]: must be < 1"), std::string::npos)
-          << what << ": " << message;
-    }
-  };
-  expect_refused([&] { LoadPlanScenario(directory_, {}); }, "plan");
-  expect_refused([&] { LoadRecordings({directory_}); }, "diagnose");
-  expect_refused([&] { LoadRecordedJob(directory_); }, "replay");
+  ExpectHeaderRefused(directory_, bad, "plan.ddp.grad_ready_order[0]: must be < 1");
+}
+
+// Issue 33, point 2: a size in the header that would expand the plan beyond memory (4e9 loss terms
+// ended in bad_alloc near 6 GB in plan TRACE and replay --against sim) is refused with an estimate.
+TEST_F(TraceWriterTest, AnUnboundedSizeInTheHeaderIsRefusedBeforeThePlanIsExpanded) {
+  Scenario bad = testing::ScenarioFromText(R"(
+    dataset { subdatasets { name: "d" explicit { scenes { gt_counts: [1, 1, 1, 1] } scenes { gt_counts: [1, 1, 1, 1] } } } }
+    job { world_size: 1 samples_per_gpu: 1 workers_per_gpu: 0 iterations: 2 }
+  )");
+  bad.mutable_plan()->mutable_streampetr()->set_focal_head_loss_terms(4'000'000'000u);
+  ExpectHeaderRefused(directory_, bad,
+                      "plan.streampetr.focal_head_loss_terms: must be <= 1000 (one all-reduce per term in every "
+                      "iteration: the plan would hold about 596.0 GiB for them), got 4000000000");
 }
 
 // The fast decoder (ScanTraceEvents) and protobuf's parser (ForEachTraceEvent) read every

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -146,6 +148,18 @@ void ParseHeader(const std::string& path, const std::string& where, const Chunke
                  TraceHeader& header) {
   if (!header.ParseFromArray(m.body, static_cast<int>(m.size))) {
     throw ScenarioError(fmt::format("{}: corrupt: its {} bytes do not parse", where, m.size));
+  }
+  // A field this build knows, found with another wire type, lands among the unknown fields: protobuf never changes
+  // a field's type between versions, so the message is not a header at all (a trace whose header was cut off begins
+  // with an event, whose kind reads as format_version).
+  const google::protobuf::UnknownFieldSet& unknown = header.GetReflection()->GetUnknownFields(header);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    if (TraceHeader::descriptor()->FindFieldByNumber(unknown.field(i).number()) != nullptr) {
+      throw ScenarioError(fmt::format(
+          "{}: not a petrsim trace: expected its header first (a TraceHeader), found a message whose field {} has "
+          "another type (an event: the header is missing, or the file is a piece of a trace)",
+          path, unknown.field(i).number()));
+    }
   }
   const uint32_t version = header.format_version();
   if (version == 0) {

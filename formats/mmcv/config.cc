@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
@@ -272,7 +274,13 @@ ConfigDict LoadBase(const ConfigValue& item, const std::string& base_where, cons
   const std::string site = where + ": _base_ '" + relative + "'";
   CheckExtension(joined, site + ": ");
   struct stat info {};
-  if (::stat(joined.c_str(), &info) != 0) throw ScenarioError(site + ": " + joined + " does not exist");
+  if (::stat(joined.c_str(), &info) != 0) {
+    // Only a missing file "does not exist": a symlink loop, a denied directory say their own cause.
+    const int error = errno;
+    throw ScenarioError(
+        site + ": " + joined +
+        (error == ENOENT ? std::string(" does not exist") : ": cannot be read: " + std::string(std::strerror(error))));
+  }
   if (!S_ISREG(info.st_mode)) {
     throw ScenarioError(site + ": " + joined + " is " + FileKindName(info.st_mode) + ", not a config file");
   }
