@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -444,14 +445,16 @@ void LoadPetrsimTraces(Recordings& rec, const std::vector<std::string>& files) {
 
 // Groups no dump described (no pg_config): their members are the ranks that recorded them.
 void InferUndescribedMembers(Recordings& rec) {
+  // One pass over the calls, a hash lookup each: dumps of many groups cost time linear in their calls (it was
+  // groups times calls).
+  std::unordered_map<std::string_view, std::set<uint32_t>> recorded_by;
+  for (const auto& rank : rec.ranks) {
+    for (const CallRecord& call : rank.calls) recorded_by[call.group].insert(rank.rank);
+  }
   for (auto& [name, group] : rec.groups) {
     if (!group.members.empty()) continue;
-    std::set<uint32_t> members;
-    for (const auto& rank : rec.ranks) {
-      for (const CallRecord& call : rank.calls) {
-        if (call.group == name) members.insert(rank.rank);
-      }
-    }
+    const auto found = recorded_by.find(name);
+    const std::set<uint32_t> members = found != recorded_by.end() ? found->second : std::set<uint32_t>{};
     group.members.assign(members.begin(), members.end());
     rec.notes.push_back(
         fmt::format("process group {}: no pg_config describes it; its members are taken to be "

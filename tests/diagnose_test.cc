@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -399,6 +400,47 @@ TEST(Diagnose, ACutTraceIsReadUpToTheCut) {
   const Diagnosis diagnosis = Diagnose(LoadRecordings({dir.string()}));
   ASSERT_EQ(diagnosis.partial.size(), 1u);
   EXPECT_NE(diagnosis.partial[0].find("rank_0.pbtrace: message "), std::string::npos) << diagnosis.partial[0];
+}
+
+// Issue 33, point 3: recordings of many distinct process groups cost time linear in the groups (300 k group names
+// in one trace took over 200 s, quadratic in the names). 20 k groups here, as a trace and as a JSON dump of groups
+// no pg_config describes; PETRSIM_MANY_GROUPS sets the count (300000 reproduces the issue's case).
+TEST(Diagnose, ManyProcessGroupsCostTimeLinearInTheirNames) {
+  const char* env = std::getenv("PETRSIM_MANY_GROUPS");
+  const uint64_t groups = env != nullptr ? std::strtoull(env, nullptr, 10) : 20000;
+  const std::string scenario_path = PETRSIM_SOURCE_DIR "/scenarios/tiny.pbtxt";
+  const Scenario scenario = LoadScenarioFile(scenario_path);
+  const fs::path dir = TempDir("many_groups_trace");
+  {
+    TraceDirectoryWriter writer(dir.string(), scenario, scenario_path, scenario.job().world_size(), "sim", "test");
+    for (uint64_t g = 0; g < groups; ++g) {
+      const std::string name = "g" + std::to_string(g);
+      TraceRecord record;
+      record.kind = TraceKind::kCollective;
+      record.rank = 0;
+      record.start_ns = record.end_ns = static_cast<int64_t>(1000 + g);
+      record.process_group = name;
+      record.seq = 1;
+      record.numel = 4;
+      record.completed = false;
+      writer.Record(record);
+    }
+    writer.Finish();
+  }
+  const Recordings traces = LoadRecordings({dir.string()});
+  EXPECT_GE(traces.groups.size(), groups);
+  const fs::path dumps = TempDir("many_groups_dump");
+  nlohmann::json list = nlohmann::json::array();
+  for (uint64_t g = 0; g < groups; ++g) {
+    list.push_back({{"process_group", {"g" + std::to_string(g), ""}},
+                    {"collective_seq_id", 1},
+                    {"profiling_name", "nccl:all_reduce"},
+                    {"state", "scheduled"},
+                    {"is_p2p", false}});
+  }
+  std::ofstream(dumps / "dump_0.json") << nlohmann::json{{"version", "2.10"}, {"entries", list}}.dump();
+  const Recordings dump = LoadRecordings({(dumps / "dump_0.json").string()});
+  EXPECT_EQ(dump.groups.size(), groups);
 }
 
 // A small Flight Recorder JSON dump: `entries` are (group name, seq, op, dtype, size) pending on

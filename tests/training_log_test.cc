@@ -484,6 +484,77 @@ TEST(TrainingLog, RefusesAGzipHeaderAndARankPastTheLimit) {
               "[Rank 18446744073709551615]: expected a rank of the job, at most 16777216");
 }
 
+// Issue 33, point 3: a rank within the prefixes' limit but past kLogRanksMax is refused with its line (a log of the
+// seed job and one `[Rank 16000000]` line listed sixteen million ranks and aborted at 3 GB); one below it is read.
+TEST(TrainingLog, RefusesARankPastTheLogsLimitWithItsLine) {
+  ExpectError("rank_past_log_limit", Line19(0) + "\n" + Line19(16000000) + "\n",
+              "train.log:2: rank 16000000: expected a rank of the job, below 1048576");
+  ExpectError("pg_rank_past_log_limit",
+              Line19(0) + "\n[PG 0 (default_pg) Rank " + std::to_string(kLogRanksMax) +
+                  "] Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.\n",
+              "train.log:2: rank 1048576");
+  const TrainingLog log = ReadText("rank_below_log_limit", Line19(0) + "\n" + Line19(kLogRanksMax - 1) + "\n");
+  EXPECT_EQ(log.ranks.size(), 2u);
+  EXPECT_EQ(log.ranks.rbegin()->first, kLogRanksMax - 1);
+  // A rank by the file's name too.
+  const fs::path dir = TempDir("file_rank_past_limit");
+  Write(dir / "rank0.log", Line19(0) + "\n");
+  Write(dir / "rank16000000.log", Line19(1) + "\n");
+  try {
+    ReadTrainingLogs({dir.string()});
+    ADD_FAILURE() << "no error for a file rank past the limit";
+  } catch (const ScenarioError& error) {
+    EXPECT_NE(std::string(error.what()).find("rank16000000.log: rank 16000000 by its name"), std::string::npos)
+        << error.what();
+  }
+}
+
+// Issue 33, point 3: a gzip that inflates past kGzipRatioMax times its size is refused as it is read (a 46 MB gzip
+// of 10 GB held all of it in memory); what inflates within the limit is read. The bomb is ~70 MB of newlines (what
+// the free allowance lets through, and some), 300 KB compressed: cheap to make here.
+TEST(TrainingLog, RefusesAGzipBombAsItInflates) {
+  const std::string bomb = Gzip(Line19(0) + "\n" + std::string(kGzipFreeBytes + (4u << 20), '\n'));
+  ASSERT_LT(bomb.size() * kGzipRatioMax, kGzipFreeBytes);
+  try {
+    ReadTrainingLogs({Write(TempDir("gz_bomb") / "train.log.gz", bomb)});
+    ADD_FAILURE() << "no error for a gzip bomb";
+  } catch (const ScenarioError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("train.log.gz: byte "), std::string::npos) << what;
+    EXPECT_NE(what.find("more than 200 times its size (petrsim's limit on a compressed log"), std::string::npos)
+        << what;
+  }
+}
+
+// Issue 33, point 3: a log is read a window at a time (32 MiB), not whole: lines straddling a window's end, a
+// traceback whose frames lie in the next window, and the line numbers after it read as in one piece; a line longer
+// than a window is refused with its byte.
+TEST(TrainingLog, ReadsALogLongerThanAWindowAsOnePiece) {
+  std::string text = Line19(0) + "\n";
+  const std::string filler(99, 'x');
+  while (text.size() < (size_t{32} << 20) - 150) text += filler + "\n";
+  text += "[default1]:Traceback (most recent call last):\n";
+  text += "[default1]:  File \"tools/train.py\", line 257, in <module>\n";
+  text += "[default1]:    main()\n";
+  text += "[default1]:RuntimeError: NCCL communicator was aborted on rank 1.\n";
+  const uint64_t lines_before = static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
+  text += Line19(2) + "\n";
+  const TrainingLog log = ReadText("windows", text);
+  ASSERT_EQ(log.ranks.count(1), 1u);
+  ASSERT_EQ(log.ranks.at(1).tracebacks.size(), 1u);
+  const LogTraceback& tb = log.ranks.at(1).tracebacks[0];
+  ASSERT_EQ(tb.frames.size(), 1u);
+  EXPECT_EQ(tb.frames[0].code, "main()");
+  EXPECT_EQ(tb.exception, "RuntimeError: NCCL communicator was aborted on rank 1.");
+  EXPECT_EQ(tb.where.line, lines_before - 3);
+  ASSERT_EQ(log.ranks.at(2).timeouts.size(), 1u);
+  EXPECT_EQ(log.ranks.at(2).timeouts[0].where.line, lines_before + 1);
+  EXPECT_EQ(log.lines, lines_before + 1);
+  EXPECT_EQ(log.bytes, text.size());
+  ExpectError("long_line", Line19(0) + "\n" + std::string((size_t{33} << 20), 'x') + "\n",
+              "byte " + std::to_string(Line19(0).size() + 1) + ": a line longer than 32 MiB");
+}
+
 TEST(TrainingLog, BadLogsGetAClearError) {
   ExpectError("binary",
               std::string("\x7f"

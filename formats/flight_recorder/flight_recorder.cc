@@ -27,60 +27,6 @@ std::string WithArticle(const std::string& type) {
 
 using Type = PickleNode::Type;
 
-// JSON values as pickle nodes, so one converter reads both formats.
-const PickleNode* FromJson(const nlohmann::json& json, PickleDocument& doc, int depth, const std::string& path) {
-  if (depth > kPickleDepthMax)
-    throw ScenarioError(path + ": JSON nested deeper than " + std::to_string(kPickleDepthMax));
-  doc.arena.push_back(std::make_unique<PickleNode>());
-  PickleNode* node = doc.arena.back().get();
-  switch (json.type()) {
-    case nlohmann::json::value_t::null:
-      node->type = Type::kNone;
-      break;
-    case nlohmann::json::value_t::boolean:
-      node->type = Type::kBool;
-      node->boolean = json.get<bool>();
-      break;
-    case nlohmann::json::value_t::number_integer:
-      node->type = Type::kInt;
-      node->integer = json.get<int64_t>();
-      break;
-    case nlohmann::json::value_t::number_unsigned: {
-      const uint64_t value = json.get<uint64_t>();
-      if (value > static_cast<uint64_t>(INT64_MAX)) throw ScenarioError(path + ": an integer wider than 64 bits");
-      node->type = Type::kInt;
-      node->integer = static_cast<int64_t>(value);
-      break;
-    }
-    case nlohmann::json::value_t::number_float:
-      node->type = Type::kFloat;
-      node->real = json.get<double>();
-      break;
-    case nlohmann::json::value_t::string:
-      node->type = Type::kString;
-      node->text = json.get<std::string>();
-      break;
-    case nlohmann::json::value_t::array:
-      node->type = Type::kList;
-      for (const auto& item : json)
-        node->items.push_back(const_cast<PickleNode*>(FromJson(item, doc, depth + 1, path)));
-      break;
-    case nlohmann::json::value_t::object:
-      node->type = Type::kDict;
-      for (const auto& [key, value] : json.items()) {
-        doc.arena.push_back(std::make_unique<PickleNode>());
-        PickleNode* k = doc.arena.back().get();
-        k->type = Type::kString;
-        k->text = key;
-        node->entries.emplace_back(k, const_cast<PickleNode*>(FromJson(value, doc, depth + 1, path)));
-      }
-      break;
-    default:
-      throw ScenarioError(path + ": unsupported JSON value");
-  }
-  return node;
-}
-
 class Converter {
  public:
   // `file_bytes`: the dump's size. Memo references let a small pickle name one value many
@@ -210,57 +156,62 @@ class Converter {
   // keys petrsim does not know (frames, thread_name, duration_ms, ...) are ignored.
   void ConvertEntries(const PickleNode& entries, FrDump& dump) const {
     if (!entries.is_sequence()) Fail("entries", "expected a list, found " + WithArticle(entries.TypeName()));
-    dump.entries.reserve(entries.items.size());
-    const std::vector<const char*> required =
-        dump.bare_list
-            ? std::vector<const char*>{"pg_id", "profiling_name"}
-            : std::vector<const char*>{"process_group", "collective_seq_id", "profiling_name", "state", "is_p2p"};
+    const size_t before = dump.entries.size();
+    dump.entries.reserve(before + entries.items.size());
     for (size_t i = 0; i < entries.items.size(); ++i) {
-      const PickleNode& e = *entries.items[i];
-      const std::string where = fmt::format("entries[{}]", i);
-      const bool cut_last = dump.partial && i + 1 == entries.items.size();
-      if (e.type != Type::kDict) {
-        if (cut_last) break;
-        Fail(where, "expected a dict, found " + WithArticle(e.TypeName()));
-      }
-      bool complete = true;
-      for (const char* key : required) complete = complete && Get(e, key, where) != nullptr;
-      if (dump.bare_list) {
-        complete = complete && (Get(e, "collective_seq_id", where) != nullptr || Get(e, "seq_id", where) != nullptr);
-      }
-      if (cut_last && !complete) break;
-      FrEntry entry;
-      entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
-      if (dump.bare_list) {
-        ConvertBareListGroup(e, where, entry);
-      } else {
-        ConvertGroup(e, where, entry);
-      }
-      entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
-      entry.op_id = OptInt(e, "op_id", where, 0);
-      entry.profiling_name = NeedStr(e, "profiling_name", where);
-      entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
-      if (const PickleNode* sizes = Get(e, "input_sizes", where); sizes != nullptr) {
-        entry.input_sizes = Sizes(sizes, where + ".input_sizes");
-      }
-      if (const PickleNode* sizes = Get(e, "output_sizes", where); sizes != nullptr) {
-        entry.output_sizes = Sizes(sizes, where + ".output_sizes");
-      }
-      entry.input_dtypes = Strings(Get(e, "input_dtypes", where), where + ".input_dtypes");
-      entry.output_dtypes = Strings(Get(e, "output_dtypes", where), where + ".output_dtypes");
-      entry.state = dump.bare_list ? OptStr(e, "state", where) : NeedStr(e, "state", where);
-      entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
-      if (!dump.bare_list) {
-        entry.is_p2p = NeedInt(e, "is_p2p", where) != 0;
-      } else if (Get(e, "is_p2p", where) != nullptr) {
-        entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
-      } else {  // before is_p2p: a send or recv by its name (ProcessGroupNCCL's "nccl:send 0->1")
-        entry.is_p2p =
-            entry.profiling_name.rfind("nccl:send", 0) == 0 || entry.profiling_name.rfind("nccl:recv", 0) == 0;
-      }
-      dump.entries.push_back(std::move(entry));
+      ConvertEntry(*entries.items[i], i, dump.partial && i + 1 == entries.items.size(), dump);
     }
-    PETRSIM_ASSERT(dump.entries.size() <= entries.items.size());  // one entry per dict, the cut last one aside
+    // One entry per dict, the cut last one aside.
+    PETRSIM_ASSERT(dump.entries.size() - before <= entries.items.size());
+  }
+
+  // Entry `i` of the list; `cut_last`: the last entry of a cut dump, dropped unless it is whole.
+  void ConvertEntry(const PickleNode& e, size_t i, bool cut_last, FrDump& dump) const {
+    static const std::vector<const char*> kRequiredBare = {"pg_id", "profiling_name"};
+    static const std::vector<const char*> kRequired = {"process_group", "collective_seq_id", "profiling_name", "state",
+                                                       "is_p2p"};
+    const std::string where = fmt::format("entries[{}]", i);
+    if (e.type != Type::kDict) {
+      if (cut_last) return;
+      Fail(where, "expected a dict, found " + WithArticle(e.TypeName()));
+    }
+    bool complete = true;
+    for (const char* key : dump.bare_list ? kRequiredBare : kRequired) {
+      complete = complete && Get(e, key, where) != nullptr;
+    }
+    if (dump.bare_list) {
+      complete = complete && (Get(e, "collective_seq_id", where) != nullptr || Get(e, "seq_id", where) != nullptr);
+    }
+    if (cut_last && !complete) return;
+    FrEntry entry;
+    entry.record_id = OptInt(e, "record_id", where, static_cast<int64_t>(i));
+    if (dump.bare_list) {
+      ConvertBareListGroup(e, where, entry);
+    } else {
+      ConvertGroup(e, where, entry);
+    }
+    entry.p2p_seq_id = OptInt(e, "p2p_seq_id", where, 0);
+    entry.op_id = OptInt(e, "op_id", where, 0);
+    entry.profiling_name = NeedStr(e, "profiling_name", where);
+    entry.time_created_ns = OptInt(e, "time_created_ns", where, 0);
+    if (const PickleNode* sizes = Get(e, "input_sizes", where); sizes != nullptr) {
+      entry.input_sizes = Sizes(sizes, where + ".input_sizes");
+    }
+    if (const PickleNode* sizes = Get(e, "output_sizes", where); sizes != nullptr) {
+      entry.output_sizes = Sizes(sizes, where + ".output_sizes");
+    }
+    entry.input_dtypes = Strings(Get(e, "input_dtypes", where), where + ".input_dtypes");
+    entry.output_dtypes = Strings(Get(e, "output_dtypes", where), where + ".output_dtypes");
+    entry.state = dump.bare_list ? OptStr(e, "state", where) : NeedStr(e, "state", where);
+    entry.timeout_ms = OptInt(e, "timeout_ms", where, 0);
+    if (!dump.bare_list) {
+      entry.is_p2p = NeedInt(e, "is_p2p", where) != 0;
+    } else if (Get(e, "is_p2p", where) != nullptr) {
+      entry.is_p2p = OptInt(e, "is_p2p", where, 0) != 0;
+    } else {  // before is_p2p: a send or recv by its name (ProcessGroupNCCL's "nccl:send 0->1")
+      entry.is_p2p = entry.profiling_name.rfind("nccl:send", 0) == 0 || entry.profiling_name.rfind("nccl:recv", 0) == 0;
+    }
+    dump.entries.push_back(std::move(entry));
   }
 
   // A bare-list entry's group and sequence: its pg_id (the group's index in its process) and
@@ -389,6 +340,139 @@ class Converter {
   mutable uint64_t budget_;
 };
 
+// A JSON dump read by nlohmann's SAX events into pickle nodes, without a JSON DOM: each entry of the entries list
+// (the root's "entries", or the root list of a bare-list dump) is converted as soon as it is whole and its nodes
+// dropped, so that memory grows with the entries converted, not with the text of each (a 510 MB dump of a million
+// entries took 7.7 GB as a DOM and its nodes). An entry's error waits until the top level is checked (a dump of
+// another version is refused as such), then is thrown.
+class JsonDumpReader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  JsonDumpReader(PickleDocument& doc, const Converter& converter, FrDump& dump, const std::string& path)
+      : doc_(doc), converter_(converter), dump_(dump), path_(path) {}
+
+  const PickleNode* root() const { return root_; }
+  const std::exception_ptr& entry_error() const { return entry_error_; }
+
+  bool null() override { return Attach(New(Type::kNone)); }
+  bool boolean(bool value) override {
+    PickleNode* node = New(Type::kBool);
+    node->boolean = value;
+    return Attach(node);
+  }
+  bool number_integer(number_integer_t value) override {
+    PickleNode* node = New(Type::kInt);
+    node->integer = value;
+    return Attach(node);
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    if (value > static_cast<uint64_t>(INT64_MAX)) throw ScenarioError(path_ + ": an integer wider than 64 bits");
+    return number_integer(static_cast<int64_t>(value));
+  }
+  bool number_float(number_float_t value, const string_t& /*text*/) override {
+    PickleNode* node = New(Type::kFloat);
+    node->real = value;
+    return Attach(node);
+  }
+  bool string(string_t& value) override {
+    PickleNode* node = New(Type::kString);
+    node->text = std::move(value);
+    return Attach(node);
+  }
+  bool binary(binary_t& /*value*/) override { throw ScenarioError(path_ + ": unsupported JSON value"); }
+  bool start_object(size_t /*size*/) override { return Open(Type::kDict); }
+  bool key(string_t& value) override {
+    key_ = New(Type::kString);
+    key_->text = std::move(value);
+    return true;
+  }
+  bool end_object() override { return Close(); }
+  bool start_array(size_t /*size*/) override { return Open(Type::kList); }
+  bool end_array() override { return Close(); }
+  bool parse_error(size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& error) override {
+    if (error.id >= 101 && error.id <= 199) {
+      throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", path_, position, error.what()));
+    }
+    throw ScenarioError(fmt::format("{}: not valid JSON: {}", path_, error.what()));  // e.g. 1e999
+  }
+
+ private:
+  PickleNode* New(Type type) {
+    doc_.arena.push_back(std::make_unique<PickleNode>());
+    doc_.arena.back()->type = type;
+    return doc_.arena.back().get();
+  }
+
+  bool Open(Type type) {
+    PickleNode* node = New(type);
+    Attach(node);
+    stack_.push_back(node);
+    // The entries list: the root list (a bare-list dump), or the root dict's "entries".
+    if (stack_.size() == 1 && type == Type::kList) dump_.bare_list = true;
+    if ((stack_.size() == 1 && type == Type::kList) ||
+        (stack_.size() == 2 && type == Type::kList && key_of_[1] != nullptr && key_of_[1]->text == "entries")) {
+      entries_ = node;
+      entries_depth_ = stack_.size();
+    }
+    return true;
+  }
+
+  bool Close() {
+    PickleNode* closed = stack_.back();
+    stack_.pop_back();
+    if (closed == entries_) entries_ = nullptr;
+    if (entries_ != nullptr && stack_.size() == entries_depth_) Converted(closed);
+    return true;
+  }
+
+  bool Attach(PickleNode* node) {
+    if (stack_.empty()) {
+      root_ = node;
+      return true;
+    }
+    PickleNode* parent = stack_.back();
+    if (parent == entries_) {
+      entry_mark_ = doc_.arena.size() - 1;  // the entry's own node is the last one made
+      if (node->type != Type::kDict && node->type != Type::kList) Converted(node);
+      return true;
+    }
+    if (parent->type == Type::kDict) {
+      parent->entries.emplace_back(key_, node);
+      if (stack_.size() == 1) key_of_[1] = key_;
+    } else {
+      parent->items.push_back(node);
+    }
+    return true;
+  }
+
+  // An entry is whole: converted (unless an earlier one failed), then its nodes dropped.
+  void Converted(const PickleNode* entry) {
+    if (!entry_error_) {
+      try {
+        converter_.ConvertEntry(*entry, entry_index_, false, dump_);
+      } catch (const ScenarioError&) {
+        entry_error_ = std::current_exception();
+      }
+    }
+    ++entry_index_;
+    doc_.arena.resize(entry_mark_);
+  }
+
+  PickleDocument& doc_;
+  const Converter& converter_;
+  FrDump& dump_;
+  const std::string& path_;
+  const PickleNode* root_ = nullptr;
+  std::vector<PickleNode*> stack_;
+  PickleNode* key_ = nullptr;
+  PickleNode* key_of_[2] = {nullptr, nullptr};  // the key of the root's value being read
+  PickleNode* entries_ = nullptr;
+  size_t entries_depth_ = 0;
+  size_t entry_mark_ = 0;
+  size_t entry_index_ = 0;
+  std::exception_ptr entry_error_;
+};
+
 bool RankFromFileName(const std::string& path, uint32_t& rank) {
   const std::string name = std::filesystem::path(path).filename().string();
   size_t end = name.size();
@@ -462,17 +546,12 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
       throw ScenarioError(
           fmt::format("{}: byte {}: JSON nested deeper than {} levels", display_name, *at, kPickleDepthMax));
     }
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(bytes.begin(), bytes.end());
-    } catch (const nlohmann::json::parse_error& error) {
-      throw ScenarioError(fmt::format("{}: byte {}: not valid JSON: {}", display_name, error.byte, error.what()));
-    } catch (const nlohmann::json::exception& error) {  // e.g. a number out of range (1e999)
-      throw ScenarioError(fmt::format("{}: not valid JSON: {}", display_name, error.what()));
-    }
     PickleDocument doc;
-    const PickleNode* root = FromJson(json, doc, 0, display_name);
-    has_rank = converter.Convert(*root, dump);
+    JsonDumpReader reader(doc, converter, dump, display_name);
+    nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &reader);
+    PETRSIM_ASSERT(reader.root() != nullptr);
+    has_rank = converter.Convert(*reader.root(), dump);
+    if (reader.entry_error()) std::rethrow_exception(reader.entry_error());
   } else {
     throw ScenarioError(
         fmt::format("{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "

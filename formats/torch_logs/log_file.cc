@@ -2,7 +2,6 @@
 #include "formats/torch_logs/log_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -19,86 +18,108 @@
 
 #include "base/error.h"
 #include "base/input_files.h"
+#include "formats/torch_logs/training_log.h"
 
 namespace petrsim::log_file {
 
-LogBuffer::LogBuffer(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw ScenarioError(fmt::format("{}: cannot open the log: {}", path, std::strerror(errno)));
-  NoteInputFile(path, fd);
+LogStream::LogStream(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw ScenarioError(fmt::format("{}: cannot open the log: {}", path, std::strerror(errno)));
+  NoteInputFile(path, fd_);
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
     throw ScenarioError(fmt::format("{}: expected a training log (a regular file)", path));
   }
-  size_ = static_cast<size_t>(info.st_size);
-  if (size_ > 0) {
-    // MAP_POPULATE: the whole file is read, so map it at once rather than a page fault at a time.
-    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      throw ScenarioError(fmt::format("{}: cannot map the log: {}", path, std::strerror(errno)));
+  char magic[2];
+  const ssize_t n = ::pread(fd_, magic, 2, 0);
+  if (n == 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b) {
+    if (inflateInit2(&z_, 15 + 32) != Z_OK) {
+      ::close(fd_);
+      throw ScenarioError(path + ": cannot start reading gzip");
     }
-    map_ = static_cast<const char*>(map);
-  }
-  ::close(fd);
-  if (size_ >= 2 && static_cast<unsigned char>(map_[0]) == 0x1f && static_cast<unsigned char>(map_[1]) == 0x8b) {
-    Inflate();
+    gzip_ = true;
   }
 }
 
-LogBuffer::~LogBuffer() {
-  if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
+LogStream::~LogStream() {
+  if (gzip_) inflateEnd(&z_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void LogBuffer::Inflate() {
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) throw ScenarioError(path_ + ": cannot start reading gzip");
-  const auto consumed = [&] { return static_cast<size_t>(reinterpret_cast<const char*>(z.next_in) - map_); };
-  const auto feed = [&] {
-    if (z.avail_in == 0) z.avail_in = static_cast<uInt>(std::min<size_t>(size_ - consumed(), UINT32_MAX));
-  };
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(map_));
-  feed();
-  std::string out(std::max<size_t>(size_ * 4, 1 << 16), '\0');
-  size_t produced = 0;
+size_t LogStream::Read(std::string& out, size_t want) {
+  if (ended_ || want == 0) return 0;
+  const size_t old = out.size();
+  out.resize(old + want);
+  const size_t n = gzip_ ? Inflate(out.data() + old, want) : ReadRaw(out.data() + old, want);
+  out.resize(old + n);
+  if (n == 0) ended_ = true;
+  return n;
+}
+
+size_t LogStream::ReadRaw(char* into, size_t want) {
   for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
-    z.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    z.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - produced, UINT32_MAX));
+    const ssize_t n = ::read(fd_, into, want);
+    if (n >= 0) {
+      raw_read_ += static_cast<uint64_t>(n);
+      return static_cast<size_t>(n);
+    }
+    if (errno != EINTR) throw ScenarioError(fmt::format("{}: cannot read the log: {}", path_, std::strerror(errno)));
+  }
+}
+
+size_t LogStream::Inflate(char* into, size_t want) {
+  z_stream& z = z_;
+  const auto consumed = [&] { return raw_read_ - z.avail_in; };  // compressed bytes inflated
+  size_t produced = 0;
+  while (produced < want) {
+    if (z.avail_in == 0) {
+      in_.resize(1 << 20);
+      in_.resize(ReadRaw(in_.data(), in_.size()));
+      z.next_in = reinterpret_cast<Bytef*>(in_.data());
+      z.avail_in = static_cast<uInt>(in_.size());
+    }
+    const bool input_over = z.avail_in == 0;
+    z.next_out = reinterpret_cast<Bytef*>(into + produced);
+    z.avail_out = static_cast<uInt>(std::min<size_t>(want - produced, UINT32_MAX));
     const uInt before_out = z.avail_out;
     const int rc = inflate(&z, Z_NO_FLUSH);
     produced += before_out - z.avail_out;
-    feed();
+    produced_ += before_out - z.avail_out;
+    if (produced_ > kGzipFreeBytes && produced_ > kGzipRatioMax * consumed()) {
+      throw ScenarioError(fmt::format(
+          "{}: byte {} of the gzip: it inflates to {} bytes, more than {} times its size (petrsim's limit on a "
+          "compressed log, against gzip bombs); gunzip it and give the plain log",
+          path_, consumed(), produced_, kGzipRatioMax));
+    }
     if (rc == Z_STREAM_END) {
-      if (consumed() < size_) {  // concatenated gzip members (`cat a.gz b.gz`) are one log
-        inflateReset(&z);
+      if (z.avail_in > 0 || ::lseek(fd_, 0, SEEK_CUR) < static_cast<off_t>(FileSize())) {
+        inflateReset(&z);  // concatenated gzip members (`cat a.gz b.gz`) are one log
         continue;
       }
       break;
     }
-    if (rc == Z_BUF_ERROR && consumed() >= size_) {
-      if (produced == 0) {  // nothing to read: not an empty log but a file cut short (or only a gzip header)
-        inflateEnd(&z);
+    if (rc == Z_BUF_ERROR && input_over) {
+      if (produced_ == 0) {  // nothing to read: not an empty log but a file cut short (or only a gzip header)
         throw ScenarioError(
             fmt::format("{}: a gzip stream of {} byte(s) that ends before any of its data; expected a "
                         "compressed training log",
-                        path_, size_));
+                        path_, raw_read_));
       }
       gzip_note_ = fmt::format("{}: the gzip stream ends early (a file cut short); read up to its end", path_);
       break;
     }
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
       const std::string why = z.msg != nullptr ? z.msg : "corrupt data";
-      const size_t at = consumed();
-      inflateEnd(&z);
-      throw ScenarioError(fmt::format("{}: byte {}: a gzip log that cannot be inflated: {}", path_, at, why));
+      throw ScenarioError(fmt::format("{}: byte {}: a gzip log that cannot be inflated: {}", path_, consumed(), why));
     }
   }
-  inflateEnd(&z);
-  out.resize(produced);
-  text_ = std::move(out);
-  inflated_ = true;
+  return produced;
+}
+
+uint64_t LogStream::FileSize() const {
+  struct stat info {};
+  return ::fstat(fd_, &info) == 0 ? static_cast<uint64_t>(info.st_size) : 0;
 }
 
 // Binary: a NUL byte, or mostly bytes no text log has, in the first 64 KiB.

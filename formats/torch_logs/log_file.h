@@ -1,5 +1,5 @@
-// A training log file's bytes for formats/torch_logs/training_log_read.cc: mapped, or inflated from gzip (concatenated
-// members too), and whether they are text at all.
+// A training log file's bytes for formats/torch_logs/training_log_read.cc: read or inflated from gzip (concatenated
+// members too) a window at a time, and whether they are text at all.
 #pragma once
 
 #include <cstddef>
@@ -9,30 +9,40 @@
 #include <string>
 #include <string_view>
 
+#include <zlib.h>
+
 namespace petrsim::log_file {
 
-// A file's bytes: mapped, or inflated from gzip. Throws ScenarioError naming the file when it cannot be
-// opened, is not a regular file, or is gzip that cannot be inflated; a gzip stream cut short is read up to
-// its end and said in truncated_gzip().
-class LogBuffer {
+// A file's bytes read in order, a window at a time, so that reading a log costs memory constant in its size: plain
+// files by read(2), gzip inflated as it is read (concatenated members are one log). Throws ScenarioError naming the
+// file when it cannot be opened, is not a regular file, is gzip that cannot be inflated, or inflates past
+// kGzipRatioMax times its size (training_log.h); a gzip stream cut short is read up to its end and said in
+// truncated_gzip().
+class LogStream {
  public:
-  explicit LogBuffer(const std::string& path);
-  ~LogBuffer();
-  LogBuffer(const LogBuffer&) = delete;
-  LogBuffer& operator=(const LogBuffer&) = delete;
+  explicit LogStream(const std::string& path);
+  ~LogStream();
+  LogStream(const LogStream&) = delete;
+  LogStream& operator=(const LogStream&) = delete;
 
-  std::string_view text() const { return inflated_ ? std::string_view(text_) : std::string_view(map_, size_); }
-  bool gzip() const { return inflated_; }
+  // Appends up to `want` bytes to `out`; returns how many, 0 at the end of the log.
+  size_t Read(std::string& out, size_t want);
+  bool gzip() const { return gzip_; }
   const std::string& truncated_gzip() const { return gzip_note_; }
 
  private:
-  void Inflate();
+  size_t ReadRaw(char* into, size_t want);
+  size_t Inflate(char* into, size_t want);
+  uint64_t FileSize() const;
 
   std::string path_;
-  const char* map_ = nullptr;
-  size_t size_ = 0;
-  bool inflated_ = false;
-  std::string text_;
+  int fd_ = -1;
+  bool gzip_ = false;
+  bool ended_ = false;
+  std::string in_;         // compressed bytes read ahead (gzip)
+  uint64_t raw_read_ = 0;  // bytes read from the file
+  uint64_t produced_ = 0;  // bytes inflated (gzip)
+  z_stream z_{};           // gzip: inflateInit2 done when gzip_
   std::string gzip_note_;
 };
 

@@ -222,19 +222,23 @@ ChunkScan ScanChunk(string_view text, size_t begin, size_t end) {
 
 namespace training_log_internal {
 
-void LogParser::ParseFile(const FileContext& file, string_view text) {
+void LogParser::BeginFile(const FileContext& file) {
   file_ = &file;
+  file_lines_ = 0;
+}
+
+void LogParser::ParseWindow(string_view text, size_t end, uint64_t offset) {
   text_ = text;
   const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  const size_t want = text.size() < (8u << 20) ? 1 : threads;
+  const size_t want = end < (8u << 20) ? 1 : threads;
   std::vector<size_t> cuts{0};
   for (size_t i = 1; i < want; ++i) {
-    size_t cut = text.size() * i / want;
-    const size_t nl = text.find('\n', cut);
-    cut = nl == string_view::npos ? text.size() : nl + 1;
+    size_t cut = end * i / want;
+    const size_t nl = text.substr(0, end).find('\n', cut);
+    cut = nl == string_view::npos ? end : nl + 1;
     if (cut > cuts.back()) cuts.push_back(cut);
   }
-  cuts.push_back(text.size());
+  cuts.push_back(end);
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   std::vector<ChunkScan> scans(cuts.size() - 1);
   {
@@ -245,20 +249,22 @@ void LogParser::ParseFile(const FileContext& file, string_view text) {
     if (!scans.empty()) scans[0] = ScanChunk(text, cuts[0], cuts[1]);
     for (auto& t : pool) t.join();
   }
-  uint64_t line_base = 0;
   for (size_t i = 0; i < scans.size(); ++i) {
     if (scans[i].nul) {
       throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data (a NUL byte)",
-                                      file.path, *scans[i].nul));
+                                      file_->path, offset + *scans[i].nul));
     }
     for (const MarkedLine& m : scans[i].marked) {
-      ParseLine(line_base + m.line + 1, m.begin, string_view(text.data() + m.begin, m.end - m.begin));
+      ParseLine(file_lines_ + m.line + 1, m.begin, string_view(text.data() + m.begin, m.end - m.begin));
     }
-    line_base += scans[i].lines;
+    file_lines_ += scans[i].lines;
   }
-  log_.lines += line_base;
+}
+
+void LogParser::EndFile() {
+  log_.lines += file_lines_;
   // Lines per rank for a file of one rank.
-  if (file.rank) log_.ranks[*file.rank].lines += line_base;
+  if (file_->rank) log_.ranks[*file_->rank].lines += file_lines_;
 }
 
 LogPlace LogParser::Here(uint64_t line) const { return LogPlace{file_->path, line}; }
@@ -275,6 +281,12 @@ std::optional<uint32_t> LogParser::RankOf(const Prefixed& p, std::optional<uint3
 }
 
 RankLog& LogParser::Rank(uint32_t r) {
+  if (r >= kLogRanksMax) {
+    throw ScenarioError(
+        fmt::format("{}: rank {}: expected a rank of the job, below {} (petrsim's limit on the ranks of "
+                    "a log's job)",
+                    At(line_), r, kLogRanksMax));
+  }
   RankLog& rank = log_.ranks[r];
   rank.rank = r;
   if (file_->rank && *file_->rank == r && rank.source.empty()) rank.source = file_->path;
@@ -282,6 +294,7 @@ RankLog& LogParser::Rank(uint32_t r) {
 }
 
 void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
+  line_ = number;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const Prefixed p = SplitPrefixes(line);
   const string_view rest = p.rest;
@@ -376,7 +389,7 @@ void LogParser::ExitCode(string_view after) {
 }
 
 void LogParser::SetWorldSize(uint64_t n, std::string from) {
-  if (n == 0 || n > (1u << 20)) return;
+  if (n == 0 || n > kLogRanksMax) return;
   if (log_.world_size && *log_.world_size != n) {
     throw ScenarioError(fmt::format(
         "{}: world size {}, but {} says {}: lines of two different jobs are mixed in the log; give petrsim one "

@@ -109,6 +109,15 @@ struct TrainingLog {
   uint64_t unattributed = 0;       // recognised lines without a rank
 };
 
+// The most ranks a log's job may have: a rank a log names (in a line or a file name) is below it, and so is the world
+// size it states (a larger one is ignored). The diagnosis lists every rank of the world, so this bounds its size.
+inline constexpr uint32_t kLogRanksMax = 1u << 20;
+
+// A gzip log inflates to at most kGzipRatioMax times its compressed size (past its first kGzipFreeBytes): deflate
+// reaches ~1000x only on data no log has (a "gzip bomb"); a log that does is refused, to be read gunzipped.
+inline constexpr uint64_t kGzipRatioMax = 200;
+inline constexpr uint64_t kGzipFreeBytes = uint64_t{64} << 20;
+
 // True when `path` (a regular file) reads as a training log: gzip, or text that is not a Flight Recorder JSON dump.
 bool LooksLikeTrainingLog(const std::string& path);
 
@@ -118,7 +127,9 @@ bool IsTrainingLogPath(const std::string& path);
 
 // Reads PATHS (files, or directories searched recursively for *.log, *.txt, *.out, *.err and their .gz). Throws
 // ScenarioError naming the file (and line) for: a binary file, a file that cannot be read, lines of two different
-// jobs mixed (two seeds, two iteration totals, one rank timing out in two collectives of one group).
+// jobs mixed (two seeds, two iteration totals, one rank timing out in two collectives of one group), a rank past
+// kLogRanksMax, a gzip past kGzipRatioMax, a line longer than 32 MiB. A file is read a window at a time (32 MiB of
+// lines and 1 MiB past them, for a traceback's frames): memory stays constant in the log's size.
 TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths);
 
 // `Set random seed to S`, as mmcv's and mmdet3d's train scripts print the seed they drew.

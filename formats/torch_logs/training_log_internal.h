@@ -24,7 +24,12 @@ class LogParser {
  public:
   explicit LogParser(TrainingLog& log) : log_(log) {}
 
-  void ParseFile(const FileContext& file, std::string_view text);
+  // A file is read a window at a time: BeginFile, ParseWindow for each, EndFile. ParseWindow parses the lines of
+  // text[0, end) (whole lines; numbered on from the window before), looking ahead into text[end, size) for what
+  // follows a line (a traceback's frames); `offset` is text[0]'s byte in the file.
+  void BeginFile(const FileContext& file);
+  void ParseWindow(std::string_view text, size_t end, uint64_t offset);
+  void EndFile();
 
  private:
   LogPlace Here(uint64_t line) const;
@@ -56,6 +61,8 @@ class LogParser {
   std::string_view text_;
   std::string seed_at_;
   std::optional<uint32_t> summary_rank_;
+  uint64_t line_ = 0;        // the line being parsed, for errors
+  uint64_t file_lines_ = 0;  // lines of the file parsed so far
 };
 
 // The releases a watchdog line's format fits, from its fields and ProcessGroupNCCL.cpp line.

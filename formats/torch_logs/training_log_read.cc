@@ -27,7 +27,7 @@ namespace {
 
 using log_file::BinaryOffset;
 using log_file::HasLogName;
-using log_file::LogBuffer;
+using log_file::LogStream;
 using log_file::RankOfPath;
 using std::string_view;
 using training_log_internal::FileContext;
@@ -149,6 +149,53 @@ void CheckReadLog(const TrainingLog& log) {
   if (log.world_size) PETRSIM_ASSERT(*log.world_size >= 1);
 }
 
+// A log is read a window at a time (kWindowBytes of whole lines, and kLookaheadBytes past them for a traceback's
+// frames), so that its memory is constant in the log's size; a line longer than a window is refused.
+constexpr size_t kWindowBytes = size_t{32} << 20;
+constexpr size_t kLookaheadBytes = size_t{1} << 20;
+
+// Reads one file into `parser`; returns its bytes (inflated).
+uint64_t ReadLogFile(const FileContext& f, LogParser& parser, TrainingLog& log, std::string& first_line) {
+  LogStream stream(f.path);
+  std::string window;
+  window.reserve(kWindowBytes + kLookaheadBytes);
+  uint64_t offset = 0;
+  bool ended = false;
+  parser.BeginFile(f);
+  for (bool first = true;; first = false) {
+    while (!ended && window.size() < kWindowBytes + kLookaheadBytes) {
+      ended = stream.Read(window, kWindowBytes + kLookaheadBytes - window.size()) == 0;
+    }
+    if (first) {
+      if (const auto at = BinaryOffset(window)) {
+        throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data{}", f.path, *at,
+                                        stream.gzip() ? " (after gzip)" : ""));
+      }
+      if (first_line.empty()) first_line = FirstLine(window);
+      ReadTorchVersion(log, window, f.path);
+    }
+    if (window.empty()) break;
+    size_t end = window.size();
+    if (!ended || end > kWindowBytes) {
+      const size_t nl = string_view(window).substr(0, kWindowBytes).rfind('\n');
+      if (nl == string_view::npos) {
+        throw ScenarioError(
+            fmt::format("{}: byte {}: a line longer than {} MiB; expected a text training log "
+                        "(petrsim's limit on a line)",
+                        f.path, offset, kWindowBytes >> 20));
+      }
+      end = nl + 1;
+    }
+    parser.ParseWindow(window, end, offset);
+    window.erase(0, end);
+    offset += end;
+  }
+  parser.EndFile();
+  if (!stream.truncated_gzip().empty()) log.notes.push_back(stream.truncated_gzip());
+  log.files.push_back(f.path);
+  return offset;
+}
+
 }  // namespace
 
 TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
@@ -164,6 +211,11 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
   for (FileContext& f : files) {
     if (!all_ranked) {
       f.rank.reset();
+    } else if (*f.rank >= kLogRanksMax) {
+      throw ScenarioError(
+          fmt::format("{}: rank {} by its name: expected a rank of the job, below {} (petrsim's limit "
+                      "on the ranks of a log's job)",
+                      f.path, *f.rank, kLogRanksMax));
     } else {
       file_ranks.insert(*f.rank);
     }
@@ -172,18 +224,7 @@ TrainingLog ReadTrainingLogs(const std::vector<std::string>& paths) {
   LogParser parser(log);
   std::string first_line;  // the first file's first non-blank line, to say what a file that is no log looks like
   for (const FileContext& f : files) {
-    const LogBuffer buffer(f.path);
-    const string_view text = buffer.text();
-    if (const auto at = BinaryOffset(text)) {
-      throw ScenarioError(fmt::format("{}: byte {}: expected a text training log, found binary data{}", f.path, *at,
-                                      buffer.gzip() ? " (after gzip)" : ""));
-    }
-    if (!buffer.truncated_gzip().empty()) log.notes.push_back(buffer.truncated_gzip());
-    if (first_line.empty()) first_line = FirstLine(text);
-    log.files.push_back(f.path);
-    log.bytes += text.size();
-    parser.ParseFile(f, text);
-    ReadTorchVersion(log, text, f.path);
+    log.bytes += ReadLogFile(f, parser, log, first_line);
     if (f.rank) log.ranks[*f.rank].rank = *f.rank;
     if (f.rank && log.ranks[*f.rank].source.empty()) log.ranks[*f.rank].source = f.path;
   }

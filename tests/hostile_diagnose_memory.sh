@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Memory in `petrsim diagnose` on hostile recordings (issue 33, point 3): a log is read a window at a
+# time (its memory constant in its size), a rank past the limit on a log's ranks is refused with its
+# line, a gzip that inflates past the ratio limit is refused as it inflates, and a Flight Recorder
+# JSON dump is read entry by entry. Inputs are made here, small or cheap (under 100 MB, a second).
+# Usage: tests/hostile_diagnose_memory.sh PETRSIM WORK_DIR (from the repository root)
+set -uo pipefail
+petrsim=$(realpath "$1")
+work=$2
+repo=$(pwd)
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+seed=$repo/tests/data/logs/seed_job_excerpt.log
+
+failures=0
+fail() {
+  echo "hostile_diagnose_memory: $*" >&2
+  failures=$((failures + 1))
+}
+# expect CODE TEXT MAX_KB LABEL -- COMMAND...: the exit status, a text in stderr, and a peak RSS
+# below MAX_KB (where /usr/bin/time is there to measure it). Under a 4 GB address space limit: a
+# regression aborts rather than takes the machine's memory.
+expect() {
+  local code=$1 text=$2 max_kb=$3 label=$4
+  shift 5
+  local got
+  if [ -x /usr/bin/time ]; then
+    (ulimit -v 4000000; /usr/bin/time -o rss.txt -f %M timeout 60 "$@" >out.txt 2>err.txt)
+    got=$?
+    local rss
+    rss=$(tail -1 rss.txt)
+    [ "$rss" -lt "$max_kb" ] 2>/dev/null || fail "$label: peak RSS $rss KB, expected below $max_kb KB"
+  else
+    (ulimit -v 4000000; timeout 60 "$@" >out.txt 2>err.txt)
+    got=$?
+  fi
+  [ "$got" = "$code" ] || fail "$label: exit $got, expected $code ($(tail -c 400 err.txt))"
+  [ -z "$text" ] || grep -qF -- "$text" err.txt || fail "$label: expected \"$text\" in: $(tail -c 400 err.txt)"
+}
+
+# A rank within the prefixes' 2^24 but past the log's limit: it listed sixteen million ranks (3.1 GB).
+{ cat "$seed"; echo '[E ProcessGroupNCCL.cpp:566] [Rank 16000000] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1808453 milliseconds before timing out.'; } >big_rank.log
+expect 2 "big_rank.log:16: rank 16000000: expected a rank of the job, below 1048576" 200000 "[Rank 16000000]" -- \
+  "$petrsim" diagnose big_rank.log
+{ cat "$seed"; echo '[E ProcessGroupNCCL.cpp:1272] [PG 0 (default_pg) Rank 16000000] Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.'; } >big_pg_rank.log
+expect 2 "big_pg_rank.log:16: rank 16000000" 200000 "[PG 0 Rank 16000000]" -- "$petrsim" diagnose big_pg_rank.log
+
+# Gzip bombs (10 GB of zeros in 46 MB took 3 GB): refused in the first window (zeros are binary) or
+# past the ratio limit (newlines), before more than a window is held.
+head -c 70M /dev/zero | gzip -1 >zeros.log.gz
+expect 2 "zeros.log.gz: byte 0: expected a text training log, found binary data (after gzip)" 200000 "zero bomb" -- \
+  "$petrsim" diagnose zeros.log.gz
+head -c 70M /dev/zero | tr '\0' '\n' | gzip -1 >newlines.log.gz
+expect 2 "more than 200 times its size (petrsim's limit on a compressed log" 200000 "newline bomb" -- \
+  "$petrsim" diagnose newlines.log.gz
+
+# A 96 MB log is read a window at a time: its memory stays below its size (it was held whole).
+{ head -c 96M /dev/zero | tr '\0' 'x' | fold -w 99; echo; cat "$seed"; } >long.log
+expect 1 "" 90000 "96 MB log" -- "$petrsim" diagnose long.log
+
+# A JSON dump of 100 k entries (34 MB) is read an entry at a time (its DOM took some 15 times the text).
+python3 - <<'PY'
+import json
+entry = {"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 1,
+         "p2p_seq_id": 0, "op_id": 1, "profiling_name": "nccl:all_reduce", "time_created_ns": 1000,
+         "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
+         "state": "scheduled", "timeout_ms": 1000, "is_p2p": False}
+entries = [dict(entry, record_id=i, op_id=i, collective_seq_id=i + 1) for i in range(100000)]
+dump = {"version": "2.4", "rank": 0, "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+        "pg_status": {}, "entries": entries}
+with open("dump_0.json", "w") as f:
+    json.dump(dump, f)
+PY
+expect 1 "" 250000 "JSON dump of 100 k entries" -- "$petrsim" diagnose dump_0.json
+
+rm -f long.log dump_0.json zeros.log.gz newlines.log.gz
+if [ "$failures" -gt 0 ]; then
+  echo "hostile_diagnose_memory: $failures failure(s)" >&2
+  exit 1
+fi
+echo "hostile_diagnose_memory: all passed"
