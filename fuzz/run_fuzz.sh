@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ (once; ccache and ninja make later runs
 # cheap) and runs each for SECONDS (default 20) from a seed corpus: the Flight Recorder fixtures,
-# their JSON form and petrsim traces. A crash, a leak, a timeout (10 s per input) or an
+# their JSON form and petrsim traces. A crash, undefined behaviour (UBSan), a leak, a timeout (10 s per input) or an
 # allocation over 2 GiB fails the run; the reproducer is left in build-fuzz/artifacts/.
 # Usage: fuzz/run_fuzz.sh [SECONDS [SEED [RUNS]]]  (the ctest `fuzz_smoke`: 4,000 inputs per
 #                                         target with seed 1, at most 60 s each;
@@ -23,11 +23,11 @@ if ! command -v clang++ > /dev/null; then
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPETRSIM_FUZZ=ON -DPETRSIM_BUILD_TESTS=OFF -DPETRSIM_BUILD_BENCH=OFF -DPETRSIM_WITH_REAL=OFF > /dev/null
-cmake --build "$build" --target fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig -j "${PETRSIM_JOBS:-2}"
+cmake --build "$build" --target fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig fuzz_log -j "${PETRSIM_JOBS:-2}"
 
 corpus="$build/corpus"
 rm -rf "$build/artifacts"  # findings of earlier runs are theirs, not this run's
-mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$corpus/pyconfig" "$build/artifacts"
+mkdir -p "$corpus/pickle" "$corpus/trace" "$corpus/scenario" "$corpus/infos" "$corpus/pyconfig" "$corpus/log" "$build/artifacts"
 cp -n tests/data/flight_recorder/nvrx/*/_dump_* "$corpus/pickle/" 2>/dev/null || true
 for f in tests/data/flight_recorder/nvrx/lock_gil_2nd/_dump_*; do cp -n "$f" "$corpus/pickle/lock_gil_2nd_$(basename "$f")"; done
 for f in tests/data/flight_recorder_json/synthetic_lock_gil_2nd/*.json; do cp -n "$f" "$corpus/pickle/json_$(basename "$f")"; done
@@ -56,7 +56,11 @@ cp -n tests/data/hostile/*.pbtxt "$corpus/scenario/" 2>/dev/null || true
 # Python configs: every one under tests/data/configs (petrsim's own, of every construct and error).
 find tests/data/configs -name '*.py' | while read -r f; do cp -n "$f" "$corpus/pyconfig/$(echo "$f" | tr / _)"; done
 
-for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig; do
+# Training logs: every one under tests/data/logs, and the seed job's own, gzipped once too.
+for f in tests/data/logs/*.log; do cp -n "$f" "$corpus/log/"; done
+[ -f "$corpus/log/seed_job_excerpt.log.gz" ] || gzip -c tests/data/logs/seed_job_excerpt.log > "$corpus/log/seed_job_excerpt.log.gz"
+
+for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig fuzz_log; do
   dir="$corpus/${target#fuzz_}"
   echo "run_fuzz: $target for $seconds s"
   status=0
@@ -70,4 +74,4 @@ for target in fuzz_pickle fuzz_trace fuzz_scenario fuzz_infos fuzz_pyconfig; do
     exit 1
   fi
 done
-echo "run_fuzz: no crash, leak, timeout or allocation over 2 GiB"
+echo "run_fuzz: no crash, undefined behaviour, leak, timeout or allocation over 2 GiB"

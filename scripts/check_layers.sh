@@ -32,7 +32,7 @@ declare -A allowed=(
   [cli]="base proto scenario data plan check trace formats/pickle sim replay sweep importers"
   [props]="base proto scenario data plan check sim"
   [bench]="base proto scenario data plan check sim real trace"
-  [fuzz]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder replay importers"
+  [fuzz]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder formats/torch_logs replay importers"
 )
 exceptions=()
 

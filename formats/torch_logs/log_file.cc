@@ -49,6 +49,9 @@ LogStream::~LogStream() {
 
 size_t LogStream::Read(std::string& out, size_t want) {
   if (ended_ || want == 0) return 0;
+  // At most a mebibyte a call: `out` grows with what the file holds, never by a whole window of
+  // zeros (a window is 32 MiB; a run's logs are often a thousand files of a few kilobytes).
+  want = std::min(want, kReadChunkBytes);
   const size_t old = out.size();
   out.resize(old + want);
   const size_t n = gzip_ ? Inflate(out.data() + old, want) : ReadRaw(out.data() + old, want);

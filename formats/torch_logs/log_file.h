@@ -25,8 +25,10 @@ class LogStream {
   LogStream(const LogStream&) = delete;
   LogStream& operator=(const LogStream&) = delete;
 
-  // Appends up to `want` bytes to `out`; returns how many, 0 at the end of the log.
+  // Appends up to `want` bytes (at most kReadChunkBytes) to `out`; returns how many, 0 at the end
+  // of the log.
   size_t Read(std::string& out, size_t want);
+  static constexpr size_t kReadChunkBytes = size_t{1} << 20;
   bool gzip() const { return gzip_; }
   const std::string& truncated_gzip() const { return gzip_note_; }
 
