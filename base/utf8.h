@@ -15,6 +15,35 @@
 
 namespace petrsim {
 
+// The length of the valid UTF-8 sequence at `bytes` (`left` bytes from it, at least 1): 1 for
+// ASCII, 2 to 4 for a sequence; 0 when none starts there (a truncated one included).
+inline size_t Utf8SequenceLength(const uint8_t* bytes, size_t left) {
+  const uint8_t lead = bytes[0];
+  if (lead < 0x80) return 1;
+  // The lead's sequence length and the range its first continuation byte must be in (the
+  // narrower ranges rule out overlong forms, surrogates and code points above U+10FFFF).
+  size_t length = 0;
+  uint8_t low = 0x80, high = 0xbf;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;
+    if (lead == 0xed) high = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;
+    if (lead == 0xf4) high = 0x8f;
+  } else {
+    return 0;
+  }
+  if (length > left || bytes[1] < low || bytes[1] > high) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if ((bytes[k] & 0xc0) != 0x80) return 0;
+  }
+  return length;
+}
+
 // The byte offset of the first byte that does not start a valid UTF-8 sequence (a truncated
 // sequence counts as invalid at its lead byte); null when all of `text` is valid. ASCII, the
 // common case, is checked eight bytes at a time.
@@ -30,33 +59,8 @@ inline std::optional<size_t> FirstInvalidUtf8(std::string_view text) {
       at += 8;
     }
     if (at >= n) break;
-    const uint8_t lead = bytes[at];
-    if (lead < 0x80) {
-      ++at;
-      continue;
-    }
-    // The lead's sequence length and the range its first continuation byte must be in (the
-    // narrower ranges rule out overlong forms, surrogates and code points above U+10FFFF).
-    size_t length = 0;
-    uint8_t low = 0x80, high = 0xbf;
-    if (lead >= 0xc2 && lead <= 0xdf) {
-      length = 2;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-      length = 3;
-      if (lead == 0xe0) low = 0xa0;
-      if (lead == 0xed) high = 0x9f;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-      length = 4;
-      if (lead == 0xf0) low = 0x90;
-      if (lead == 0xf4) high = 0x8f;
-    } else {
-      return at;
-    }
-    if (at + length > n) return at;
-    if (bytes[at + 1] < low || bytes[at + 1] > high) return at;
-    for (size_t k = 2; k < length; ++k) {
-      if ((bytes[at + k] & 0xc0) != 0x80) return at;
-    }
+    const size_t length = Utf8SequenceLength(bytes + at, n - at);
+    if (length == 0) return at;
     at += length;
   }
   return std::nullopt;

@@ -2,7 +2,7 @@
 # `diagnose` on recordings of a failed job or an incomplete set of them (issue 33): never "healthy" (exit 0).
 #   livelock_beside_bad_rank0  a good rank_1.pbtrace of a livelock next to an empty, garbage, truncated or other
 #                              rank's rank_0.pbtrace: exit 1 (the spinning worker), rank 0 reported without a usable file
-#   fr_invalid_seq             Flight Recorder dumps whose entries have collective_seq_id -5: exit 3, the entries refused
+#   fr_synthetic_invalid_seq             Flight Recorder dumps whose entries have collective_seq_id -5: exit 3, the entries refused
 #   healthy                    a whole set of a job that completed: exit 0 (the verdict line says healthy)
 # Usage: diagnose_faults.sh CASE PETRSIM SOURCE_DIR WORK_DIR
 set -uo pipefail
@@ -54,8 +54,8 @@ case "$case_name" in
     done
     expect 1 "$dir/other_rank" "its header says rank 1, its name rank 0: another rank's trace"
     ;;
-  fr_invalid_seq)
-    expect 3 "$source/tests/data/flight_recorder_json/invalid_seq" \
+  fr_synthetic_invalid_seq)
+    expect 3 "$source/tests/data/flight_recorder_json/synthetic_invalid_seq" \
       "rank 0: 2 invalid record(s) refused, the first: entry with record_id 0 (nccl:all_reduce on group 0): collective_seq_id -5" \
       "verdict: incomplete recordings (exit 3)"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["verdict"]=="incomplete" and d["exit_code"]==3 and len(d["incomplete_ranks"])==2 else 1)' \

@@ -13,15 +13,6 @@ namespace {
 
 const std::string kData = std::string(PETRSIM_SOURCE_DIR) + "/tests/data/importers/";
 
-PickleOptions Records(bool skip) {
-  PickleOptions options = Numpy();
-  options.record_lists = {"infos"};
-  options.record_keys = {"token", "timestamp", "gt_boxes", "gt_names", "num_lidar_pts"};
-  options.record_length_keys = {"sweeps"};
-  options.skip_dropped = skip;
-  return options;
-}
-
 // The info files scripts/make_import_fixtures.py wrote with Python's pickle (mmcv's dump, protocol
 // 2, and protocols 3-5): every value, dropped or kept, the same either way; most dropped values
 // skipped (cams, sweeps, the arrays the importer does not read).

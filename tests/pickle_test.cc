@@ -299,14 +299,6 @@ TEST(PickleNumpy, TruncatedNumpyPicklesFailWithAnOffset) {
 // --- Record mode
 // ----------------------------------------------------------------------------------
 
-PickleOptions Records() {
-  PickleOptions options = Numpy();
-  options.record_lists = {"infos"};
-  options.record_keys = {"token", "timestamp", "gt_boxes", "gt_names", "num_lidar_pts"};
-  options.record_length_keys = {"sweeps"};
-  return options;
-}
-
 TEST(PickleRecords, KeepTheRecordKeysExactlyAsAFullParseReadsThem) {
   for (const std::string name : {"mini_infos_train.pkl", "mini_infos_val.pkl", "mini_infos_val_p3.pkl",
                                  "mini_infos_val_p4.pkl", "mini_infos_val_p5.pkl"}) {

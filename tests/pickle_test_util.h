@@ -39,6 +39,17 @@ inline PickleOptions Numpy() {
   return options;
 }
 
+// Record mode as the info importer uses it: the records of "infos", five keys kept, the sweeps'
+// length only; `skip`: PickleOptions::skip_dropped.
+inline PickleOptions Records(bool skip = true) {
+  PickleOptions options = Numpy();
+  options.record_lists = {"infos"};
+  options.record_keys = {"token", "timestamp", "gt_boxes", "gt_names", "num_lidar_pts"};
+  options.record_length_keys = {"sweeps"};
+  options.skip_dropped = skip;
+  return options;
+}
+
 // The error ParsePickle throws for `bytes`, or "" when it does not throw.
 inline std::string ErrorOf(const std::string& bytes, const PickleOptions& options, uint64_t* offset = nullptr) {
   try {

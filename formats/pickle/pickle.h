@@ -109,6 +109,7 @@ struct PickleNode {
   Type type = Type::kNone;
   bool boolean = false;
   bool built = false;   // kNumpyArray, kNumpyDtype: BUILD has set the state
+  bool latin1 = false;  // kString: read from the file with every character below U+0100
   int64_t integer = 0;  // kInt; kGlobal: which one (pickle_numpy_globals.cc)
   double real = 0;
   std::string text;                                          // kString (UTF-8 as stored), kBytes, numpy element bytes

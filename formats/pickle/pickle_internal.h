@@ -298,6 +298,7 @@ class Machine {
       node = &slab_[slab_used_++];
       node->boolean = false;
       node->built = false;
+      node->latin1 = false;
       node->integer = 0;
       node->real = 0;
       node->text.clear();
@@ -329,7 +330,9 @@ class Machine {
     // and would fail every JSON and protobuf writer after this one.
     // Protocol 2's array data is Latin-1 text (latin1.h), a subset of UTF-8 checked branch-free and
     // vectorised: that check first, the general one only where it fails.
-    if (type == PickleNode::Type::kString && !IsLatin1Utf8(reinterpret_cast<const uint8_t*>(raw.data()), raw.size())) {
+    const bool latin1 =
+        type == PickleNode::Type::kString && IsLatin1Utf8(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+    if (type == PickleNode::Type::kString && !latin1) {
       if (const std::optional<size_t> bad = FirstInvalidUtf8(raw)) {
         Fail(fmt::format("a str that is not valid UTF-8 (Python refuses to load it): {}, at byte {} of the file",
                          InvalidUtf8Detail(raw, *bad), pos_ - raw.size() + *bad));
@@ -337,6 +340,7 @@ class Machine {
     }
     PickleNode* node = New(type);
     node->text.assign(raw);
+    node->latin1 = latin1;  // so that _codecs.encode does not check it again (Latin1)
     return node;
   }
   size_t Base() const { return marks_.empty() ? 0 : marks_.back(); }
@@ -460,7 +464,7 @@ class Machine {
   static std::string ShapeText(const PickleNode& shape);
   void CheckDataLength(const PickleNode& node) const;
   static void ToCOrder(PickleNode& node);
-  void Latin1(const std::string& utf8, std::string& out) const;
+  void Latin1(const PickleNode& text, std::string& out) const;
   bool IsOpaqueGlobal(const std::string& module, const std::string& name) const;
 
   // --- torch (pickle_torch.cc) ----------------------------------------------------------------------

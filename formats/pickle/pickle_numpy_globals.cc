@@ -266,7 +266,7 @@ PickleNode* Machine::CodecsEncode(const PickleNode& args) {
   }
   ChargeCopy(text.text.size(), "_codecs.encode's bytes");
   PickleNode* node = New(PickleNode::Type::kBytes);
-  Latin1(text.text, node->text);
+  Latin1(text, node->text);
   return node;
 }
 
@@ -487,9 +487,11 @@ void Machine::ToCOrder(PickleNode& node) {
   }
 }
 // Protocol 2 writes bytes as the str of their Latin-1 decoding (latin1.h); back to bytes.
-void Machine::Latin1(const std::string& utf8, std::string& out) const {
+// `text`, a kString, was checked as it was read (PickleNode::latin1); one made otherwise is checked here.
+void Machine::Latin1(const PickleNode& text, std::string& out) const {
+  const std::string& utf8 = text.text;
   const auto* in = reinterpret_cast<const uint8_t*>(utf8.data());
-  if (!IsLatin1Utf8(in, utf8.size())) {
+  if (!text.latin1 && !IsLatin1Utf8(in, utf8.size())) {
     Fail("_codecs.encode of a str with characters beyond latin-1 (not bytes written by protocol 2)");
   }
   out.resize(utf8.size());

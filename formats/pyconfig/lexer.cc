@@ -12,6 +12,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "formats/pyconfig/limits.h"
 
 namespace petrsim::pyconfig {
@@ -68,28 +69,8 @@ void CheckText(std::string_view text, const std::string& path, int first_line) {
       ++i;
       continue;
     }
-    size_t length = 0;
-    unsigned char low = 0x80;
-    unsigned char high = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      length = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      length = 3;
-      if (c == 0xE0) low = 0xA0;
-      if (c == 0xED) high = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      length = 4;
-      if (c == 0xF0) low = 0x90;
-      if (c == 0xF4) high = 0x8F;
-    }
-    bool valid = length > 0 && i + length <= text.size();
-    for (size_t k = 1; valid && k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      const unsigned char lo = k == 1 ? low : 0x80;
-      const unsigned char hi = k == 1 ? high : 0xBF;
-      valid = next >= lo && next <= hi;
-    }
-    if (!valid) {
+    const size_t length = Utf8SequenceLength(reinterpret_cast<const uint8_t*>(text.data()) + i, text.size() - i);
+    if (length == 0) {
       char byte[8];
       std::snprintf(byte, sizeof(byte), "0x%02X", c);
       throw ScenarioError(Location(path, line, col) + ": not UTF-8 text (byte " + byte +
