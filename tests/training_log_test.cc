@@ -433,13 +433,20 @@ TEST(TrainingLog, ReadsTorchrunsFailureSummaryAndTheHeartbeatMonitor) {
 
 // --- gzip and bad logs -----------------------------------------------------------------------------------------------
 
+// `text` as one gzip member, made in memory (ctest runs this file's cases as processes side by
+// side: a shared scratch file would let one read another's half-written member).
 std::string Gzip(const std::string& text) {
-  const fs::path path = TempDir("gz_tmp") / "x.gz";
-  gzFile f = gzopen(path.c_str(), "wb");
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, static_cast<uLong>(text.size())) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
 }
 
 TEST(TrainingLog, ReadsGzipIncludingConcatenatedMembers) {
