@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/strong_components.hpp>
 
 #include "base/assert.h"
@@ -215,37 +214,25 @@ Candidates FindCandidates(const Recordings& rec, const Instances& instances) {
   return candidates;
 }
 
-// The happens-before graph over the instances (program order of each rank's pending calls), and
-// per candidate c, reach[c][v]: instance v is reachable from it. Counts the graph in `out`.
-std::vector<std::vector<bool>> Reachability(const Recordings& rec, const Instances& instances,
-                                            const Candidates& candidates, Diagnosis& out) {
-  const size_t vertices = instances.list.size();
-  Graph hb(vertices);
-  std::set<std::pair<size_t, size_t>> edges;
+// The happens-before graph over the instances: per rank, an edge from each pending call's instance to its next one's
+// (program order), each edge once. Counts the graph in `out`.
+std::vector<std::pair<size_t, size_t>> HappensBefore(const Recordings& rec, const Instances& instances,
+                                                     Diagnosis& out) {
+  std::vector<std::pair<size_t, size_t>> edges;
   for (const RankRecording& rank : rec.ranks) {
     size_t previous = SIZE_MAX;
     for (const CallRecord& call : rank.calls) {
       if (call.completed) continue;
       const size_t current = instances.index_of.at({call.group, call.seq});
-      if (previous != SIZE_MAX && previous != current && edges.emplace(previous, current).second) {
-        boost::add_edge(previous, current, hb);
-      }
+      if (previous != SIZE_MAX && previous != current) edges.emplace_back(previous, current);
       previous = current;
     }
   }
-  out.graph_vertices = vertices;
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  out.graph_vertices = instances.list.size();
   out.graph_edges = edges.size();
-  std::vector<std::vector<bool>> reach(candidates.instance.size());
-  for (size_t c = 0; c < candidates.instance.size(); ++c) {
-    std::vector<boost::default_color_type> colors(vertices, boost::white_color);
-    boost::breadth_first_visit(
-        hb, candidates.instance[c],
-        boost::color_map(boost::make_iterator_property_map(colors.begin(), boost::get(boost::vertex_index, hb))));
-    reach[c].resize(vertices);
-    for (size_t v = 0; v < vertices; ++v) reach[c][v] = colors[v] != boost::white_color;
-    PETRSIM_ASSERT(reach[c][candidates.instance[c]]);  // a search visits where it starts
-  }
-  return reach;
+  return edges;
 }
 
 // Candidate c as a stuck collective, without its `root` (decided from the other candidates).
@@ -279,27 +266,15 @@ StuckCollective StuckOf(const Recordings& rec, const Instance& instance, const C
 // The stuck collectives, root ones first. A candidate is a consequence when, for each of its
 // missing ranks, another candidate the same rank is missing from happens before it.
 void AddStuck(const Recordings& rec, const Instances& instances, const Candidates& candidates,
-              const std::vector<std::vector<bool>>& reach, Diagnosis& out) {
-  const auto precedes = [&](size_t a, size_t b) {  // candidate a before candidate b
-    const size_t va = candidates.instance[a], vb = candidates.instance[b];
-    if (!reach[a][vb]) return false;
-    if (reach[b][va]) return instances.list[va].time_ns < instances.list[vb].time_ns;  // a cycle: by time
-    return true;
-  };
+              const std::vector<std::pair<size_t, size_t>>& edges, Diagnosis& out) {
+  std::vector<diagnose_internal::RootCandidate> roots(candidates.instance.size());
+  for (size_t c = 0; c < roots.size(); ++c) {
+    roots[c] = {candidates.instance[c], candidates.missing[c], instances.list[candidates.instance[c]].time_ns};
+  }
+  const std::vector<bool> root = diagnose_internal::RootCandidates(instances.list.size(), edges, roots);
   for (size_t c = 0; c < candidates.instance.size(); ++c) {
     StuckCollective stuck = StuckOf(rec, instances.list[candidates.instance[c]], candidates, c);
-    bool all_explained = true;
-    for (const uint32_t m : candidates.missing[c]) {
-      bool explained = false;
-      for (size_t other = 0; other < candidates.instance.size() && !explained; ++other) {
-        if (other == c) continue;
-        const auto& other_missing = candidates.missing[other];
-        if (std::find(other_missing.begin(), other_missing.end(), m) == other_missing.end()) continue;
-        explained = precedes(other, c);
-      }
-      all_explained &= explained;
-    }
-    stuck.root = !all_explained;
+    stuck.root = root[c];
     out.stuck.push_back(std::move(stuck));
   }
   std::stable_sort(out.stuck.begin(), out.stuck.end(), [](const StuckCollective& a, const StuckCollective& b) {
@@ -497,8 +472,8 @@ Diagnosis Diagnose(const Recordings& rec) {
   Diagnosis out = StartDiagnosis(rec);
   const Instances instances = CollectInstances(rec);
   const Candidates candidates = FindCandidates(rec, instances);
-  const std::vector<std::vector<bool>> reach = Reachability(rec, instances, candidates, out);
-  AddStuck(rec, instances, candidates, reach, out);
+  const std::vector<std::pair<size_t, size_t>> edges = HappensBefore(rec, instances, out);
+  AddStuck(rec, instances, candidates, edges, out);
   FindDesyncs(instances, rec.format == "petrsim", out);
   FindCycles(rec, instances, out);
   DesyncCause(out);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,5 +40,20 @@ nlohmann::json LogJson(const Diagnosis& d);
 void NoteHealth(const Recordings& rec, Diagnosis& out);
 std::string FormatHealth(const Diagnosis& d);
 nlohmann::json HealthJson(const Diagnosis& d);
+
+// A stuck collective that may be a root cause (diagnose_roots.cc): its vertex in the happens-before graph, the ranks
+// it is missing (ascending, no repeats) and its time.
+struct RootCandidate {
+  size_t vertex = 0;
+  std::vector<uint32_t> missing;
+  int64_t time_ns = 0;
+};
+
+// Per candidate, whether it is a root cause: whether some rank it is missing is not missing from another candidate
+// that happens before it. Candidate a happens before b when b's vertex is reachable from a's along `edges` (program
+// order) and a's is not from b's, or, where each reaches the other (a cycle), when a is earlier. Linear in the graph
+// per 64 distinct ranks missing from two candidates or more.
+std::vector<bool> RootCandidates(size_t vertices, const std::vector<std::pair<size_t, size_t>>& edges,
+                                 const std::vector<RootCandidate>& candidates);
 
 }  // namespace petrsim::diagnose_internal
