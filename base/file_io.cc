@@ -23,7 +23,9 @@ const char* FileKindName(unsigned mode) {
   return "not a regular file";
 }
 
-std::string ReadRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+RegularFileChunks::RegularFileChunks(const std::string& path, const std::string& what, uint64_t max_bytes,
+                                     size_t chunk_bytes)
+    : path_(path), what_(what), max_bytes_(max_bytes), buffer_(chunk_bytes) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     const int saved = errno;
@@ -38,32 +40,40 @@ std::string ReadRegularFile(const std::string& path, const std::string& what, ui
                         " (" + std::to_string(max_bytes) + ")");
   }
   // O_NONBLOCK: should the file have been swapped for a FIFO since the stat, open does not wait.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw ScenarioError(path + ": cannot open " + what + " (no such file or not readable)");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw ScenarioError(path + ": cannot open " + what + " (no such file or not readable)");
+  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
     throw ScenarioError(path + ": expected a " + what + " (a regular file), found " + FileKindName(info.st_mode));
   }
-  NoteInputFile(path, fd);
-  // Read to the end, not to the stat'ed size: a file that grew since is still bounded.
-  std::string content;
-  content.reserve(static_cast<size_t>(info.st_size));
-  char chunk[1 << 16];
+  size_at_open_ = static_cast<uint64_t>(info.st_size);
+  NoteInputFile(path, fd_);
+}
+
+RegularFileChunks::~RegularFileChunks() { ::close(fd_); }
+
+std::string_view RegularFileChunks::Next() {
   while (true) {
-    const ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    const ssize_t got = ::read(fd_, buffer_.data(), buffer_.size());
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw ScenarioError(path + ": error while reading the " + what + ": " + std::strerror(errno));
+      throw ScenarioError(path_ + ": error while reading the " + what_ + ": " + std::strerror(errno));
     }
-    if (got == 0) break;
-    if (content.size() + static_cast<size_t>(got) > max_bytes) {
-      throw ScenarioError(path + ": grew past " + std::to_string(max_bytes) + " bytes while being read (" + what + ")");
+    // Read to the end, not to the stat'ed size: a file that grew since is still bounded.
+    if (read_ + static_cast<uint64_t>(got) > max_bytes_) {
+      throw ScenarioError(path_ + ": grew past " + std::to_string(max_bytes_) + " bytes while being read (" + what_ +
+                          ")");
     }
-    content.append(chunk, static_cast<size_t>(got));
+    read_ += static_cast<uint64_t>(got);
+    return {buffer_.data(), static_cast<size_t>(got)};
   }
+}
+
+std::string ReadRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  RegularFileChunks chunks(path, what, max_bytes, 1 << 16);
+  std::string content;
+  content.reserve(static_cast<size_t>(chunks.size_at_open()));
+  for (std::string_view chunk = chunks.Next(); !chunk.empty(); chunk = chunks.Next()) content.append(chunk);
   return content;
 }
 

@@ -1,65 +1,36 @@
 // Streaming a nuScenes table (nuscenes_table_stream.h): the file in chunks through nlohmann's
 // SAX parser, each record's wanted fields kept in the Table.
 #include "importers/nuscenes_table_stream.h"
+#include "base/chunked_chars.h"
 #include "base/input_files.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <vector>
 
 namespace petrsim::nuscenes_internal {
 namespace {
 
-// The file in 1 MiB chunks, as the character iterator nlohmann's parser reads.
-class ChunkedFile {
+// The file in 1 MiB chunks (ChunkedChars' source), each counted by `on_bytes`.
+class FileChunks {
  public:
-  ChunkedFile(std::FILE* file, const std::function<void(uint64_t)>& on_bytes)
-      : file_(file), buffer_(1 << 20), on_bytes_(on_bytes) {
-    Refill();
-  }
-  bool at_end() const { return pos_ == size_; }
-  char current() const { return buffer_[pos_]; }
-  void Advance() {
-    if (++pos_ == size_) Refill();
+  FileChunks(std::FILE* file, const std::function<void(uint64_t)>& on_bytes)
+      : file_(file), buffer_(1 << 20), on_bytes_(on_bytes) {}
+  std::string_view Next() {
+    const size_t size = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+    if (size == 0 && std::ferror(file_)) failed_ = true;
+    if (size > 0 && on_bytes_) on_bytes_(size);
+    return {buffer_.data(), size};
   }
   bool failed() const { return failed_; }
 
-  class Iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = char;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const char*;
-    using reference = char;
-    Iterator() = default;
-    explicit Iterator(ChunkedFile* file) : file_(file) {}
-    char operator*() const { return file_->current(); }
-    Iterator& operator++() {
-      file_->Advance();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return at_end() == other.at_end(); }
-    bool operator!=(const Iterator& other) const { return !(*this == other); }
-
-   private:
-    bool at_end() const { return file_ == nullptr || file_->at_end(); }
-    ChunkedFile* file_ = nullptr;
-  };
-
  private:
-  void Refill() {
-    size_ = std::fread(buffer_.data(), 1, buffer_.size(), file_);
-    pos_ = 0;
-    if (size_ == 0 && std::ferror(file_)) failed_ = true;
-    if (size_ > 0 && on_bytes_) on_bytes_(size_);
-  }
   std::FILE* file_;
   std::vector<char> buffer_;
   const std::function<void(uint64_t)>& on_bytes_;
-  size_t size_ = 0;
-  size_t pos_ = 0;
   bool failed_ = false;
 };
 
@@ -193,9 +164,10 @@ void Table::Read(const std::function<void(uint64_t bytes)>& on_bytes, const OnRe
     ~Closer() { std::fclose(file); }
   } closer{file};
   NoteInputFile(path_, ::fileno(file));
-  ChunkedFile chunks(file, on_bytes);
+  FileChunks chunks(file, on_bytes);
+  ChunkedChars<FileChunks> chars(chunks);
   TableSax sax(*this, on_record);
-  const bool ok = nlohmann::json::sax_parse(ChunkedFile::Iterator(&chunks), ChunkedFile::Iterator(), &sax);
+  const bool ok = nlohmann::json::sax_parse(chars.begin(), chars.end(), &sax);
   if (chunks.failed()) throw ScenarioError(fmt::format("{}: read error: {}", path_, std::strerror(errno)));
   if (!ok || !sax.error().empty()) {
     throw ScenarioError(sax.error().empty() ? path_ + ": invalid JSON" : sax.error());

@@ -231,6 +231,69 @@ TEST(FlightRecorderFormats, AJsonDumpIsReadAnEntryAtATime) {
   }
 }
 
+// A JSON dump file is parsed as it is read, a megabyte at a time (its text is never held whole): the file gives what
+// its bytes give in memory, entry for entry, with chunk boundaries inside strings, escapes and blanks; and the depth
+// limit names the same byte when the deep part lies past the first chunk.
+TEST(FlightRecorderFormats, AJsonDumpFileIsParsedAsItIsRead) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "petrsim_fr_chunks";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return (dir / name).string();
+  };
+  nlohmann::json json = nlohmann::json::parse(ReadText(kVersioned + "/2.10/json/_dump_0.json"));
+  // Escaped quotes and backslashes every few bytes, over 2 MB; brackets in the strings, as many as the depth limit
+  // allows and more, after each escaped quote (read as the string's end, they would be nesting).
+  std::string padding;
+  while (padding.size() < 60000) padding += "ab\\\"" + std::string(70, '[') + "cd\\";
+  for (nlohmann::json& entry : json["entries"]) entry["frames"] = std::vector<std::string>(4, padding);
+  // Blanks first, a whole chunk of them, and as many more as put an escaped quote's backslash last in the second chunk
+  // (the reader hands the parser what it read to tell the format, the first two chunks, as one).
+  const std::string dumped = json.dump();
+  size_t escape = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < dumped.size() && i < (size_t{1} << 20); ++i) {
+    if (in_string && dumped[i] == '\\') {
+      if (dumped[i + 1] == '"') escape = i;  // the escape of a quote: read as its end, it would close the string
+      ++i;
+    } else if (dumped[i] == '"') {
+      in_string = !in_string;
+    }
+  }
+  ASSERT_EQ(dumped[escape + 1], '"');
+  const std::string blanks((size_t{2} << 20) - 1 - escape, ' ');
+  const std::string text = blanks + dumped + "\n";
+  ASSERT_GT(text.size(), size_t{3} << 20);
+  const FrDump from_file = ReadFlightRecorderDump(write("_dump_0.json", text));
+  const FrDump in_memory = ParseFlightRecorderDump(text, (dir / "_dump_0.json").string(), 0u);
+  ASSERT_EQ(from_file.entries.size(), json["entries"].size());
+  ASSERT_EQ(from_file.entries.size(), in_memory.entries.size());
+  for (size_t i = 0; i < from_file.entries.size(); ++i) {
+    EXPECT_EQ(from_file.entries[i].record_id, in_memory.entries[i].record_id);
+    EXPECT_EQ(from_file.entries[i].profiling_name, in_memory.entries[i].profiling_name);
+    EXPECT_EQ(from_file.entries[i].input_sizes, in_memory.entries[i].input_sizes);
+  }
+  EXPECT_EQ(from_file.version, in_memory.version);
+  EXPECT_EQ(from_file.pg_config.size(), in_memory.pg_config.size());
+  // Nesting past the limit, in the last entry (megabytes in).
+  json["entries"].back()["deep"] = nlohmann::json::parse(std::string(300, '[') + std::string(300, ']'));
+  const std::string deep = blanks + json.dump();  // the same first megabyte: the escape again ends the second chunk
+  const auto error_of = [](const auto& read) {
+    try {
+      read();
+    } catch (const ScenarioError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  const std::string path = write("_dump_1.json", deep);
+  const std::string want = error_of([&] { ParseFlightRecorderDump(deep, path, 1u); });
+  EXPECT_NE(want.find("JSON nested deeper than"), std::string::npos) << want;
+  EXPECT_EQ(error_of([&] { ReadFlightRecorderDump(path); }), want);
+  fs::remove_all(dir);
+}
+
 TEST(FlightRecorderFormats, UnknownKeysAreIgnored) {
   FrDump plain, extended;
   ASSERT_EQ(ParseEdited([](nlohmann::json&) {}, &plain), "");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/assert.h"
+#include "base/chunked_chars.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "formats/pickle/pickle.h"
@@ -501,29 +502,98 @@ bool LooksLikeFlightRecorderDump(const std::string& path) {
   return static_cast<uint8_t>(c) == 0x80 || c == '{';
 }
 
-// The deepest nesting of JSON arrays and objects (outside strings), so that a hostile file is
-// refused before the parser builds it; and the byte where it passes `limit`.
-std::optional<size_t> JsonTooDeep(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
+namespace {
+
+// The nesting of JSON arrays and objects (outside strings), followed chunk by chunk as the file is read, so that a
+// hostile file is refused, with the byte where it passes the limit, before the parser builds it.
+class JsonDepth {
+ public:
+  JsonDepth(const std::string& name, int limit) : name_(name), limit_(limit) {}
+  void Feed(std::string_view chunk) {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const char c = chunk[i];
+      if (escaped_) {
+        escaped_ = false;
+      } else if (in_string_) {
+        if (c == '\\') {
+          escaped_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
       } else if (c == '"') {
-        in_string = false;
+        in_string_ = true;
+      } else if ((c == '[' || c == '{') && ++depth_ > limit_) {
+        throw ScenarioError(fmt::format("{}: byte {}: JSON nested deeper than {} levels", name_, offset_ + i, limit_));
+      } else if (c == ']' || c == '}') {
+        --depth_;
       }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return i;
-    } else if (c == ']' || c == '}') {
-      --depth;
     }
+    offset_ += chunk.size();
   }
-  return std::nullopt;
+
+ private:
+  const std::string& name_;
+  const int limit_;
+  int depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
+  uint64_t offset_ = 0;
+};
+
+// The chunks of a JSON dump as the parser reads them: `prefix` (what was read to tell the format) first, then the
+// rest of `file` (none: `prefix` is the whole dump), each checked for depth before the parser sees it.
+class JsonDumpChunks {
+ public:
+  JsonDumpChunks(std::string_view prefix, RegularFileChunks* file, JsonDepth& depth)
+      : prefix_(prefix), file_(file), depth_(depth) {}
+  std::string_view Next() {
+    std::string_view chunk;
+    if (!prefix_done_) {
+      prefix_done_ = true;
+      chunk = prefix_;
+    } else if (file_ != nullptr) {
+      chunk = file_->Next();
+    }
+    depth_.Feed(chunk);
+    return chunk;
+  }
+
+ private:
+  std::string_view prefix_;
+  bool prefix_done_ = false;
+  RegularFileChunks* file_;
+  JsonDepth& depth_;
+};
+
+// A JSON dump, read entry by entry from `chunks` (JsonDumpReader); whether it named its rank.
+bool ParseJsonDump(JsonDumpChunks& chunks, const Converter& converter, const std::string& display_name, FrDump& dump) {
+  PickleDocument doc;
+  JsonDumpReader reader(doc, converter, dump, display_name);
+  ChunkedChars<JsonDumpChunks> chars(chunks);
+  nlohmann::json::sax_parse(chars.begin(), chars.end(), &reader);
+  PETRSIM_ASSERT(reader.root() != nullptr);
+  const bool has_rank = converter.Convert(*reader.root(), dump);
+  if (reader.entry_error()) std::rethrow_exception(reader.entry_error());
+  return has_rank;
 }
+
+// What every dump must satisfy once read: a rank, from its name or its own key.
+void FinishDump(const FrDump& dump, bool has_rank, std::optional<uint32_t> rank_from_name) {
+  if (!rank_from_name && !has_rank) {
+    throw ScenarioError(
+        fmt::format("{}: cannot tell the rank: the file name does not end in a "
+                    "number and the dump has no 'rank' key",
+                    dump.path));
+  }
+  // What the converter checked as it read: a 'rank' key in range, and no version or pg_status in
+  // the bare list of PyTorch 2.2.
+  if (has_rank) PETRSIM_ASSERT(dump.rank < (uint32_t{1} << 20));
+  if (dump.bare_list) PETRSIM_ASSERT(dump.version.empty());
+  if (dump.bare_list) PETRSIM_ASSERT(!dump.has_pg_status);
+}
+
+bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+}  // namespace
 
 FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
                                std::optional<uint32_t> rank_from_name) {
@@ -532,43 +602,23 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   if (rank_from_name) dump.rank = *rank_from_name;
   const Converter converter(display_name, bytes.size());
   size_t first = 0;
-  while (first < bytes.size() &&
-         (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\t' || bytes[first] == '\r')) {
-    ++first;
-  }
+  while (first < bytes.size() && IsBlank(bytes[first])) ++first;
   bool has_rank = false;
   if (first < bytes.size() && static_cast<uint8_t>(bytes[first]) == 0x80) {
     const PickleDocument doc = ParsePickle(bytes.substr(first), display_name);
     dump.partial = doc.partial;
     has_rank = converter.Convert(*doc.root, dump);
   } else if (first < bytes.size() && bytes[first] == '{') {
-    if (const auto at = JsonTooDeep(bytes, kPickleDepthMax)) {
-      throw ScenarioError(
-          fmt::format("{}: byte {}: JSON nested deeper than {} levels", display_name, *at, kPickleDepthMax));
-    }
-    PickleDocument doc;
-    JsonDumpReader reader(doc, converter, dump, display_name);
-    nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &reader);
-    PETRSIM_ASSERT(reader.root() != nullptr);
-    has_rank = converter.Convert(*reader.root(), dump);
-    if (reader.entry_error()) std::rethrow_exception(reader.entry_error());
+    JsonDepth depth(display_name, kPickleDepthMax);
+    JsonDumpChunks chunks(bytes, nullptr, depth);
+    has_rank = ParseJsonDump(chunks, converter, display_name, dump);
   } else {
     throw ScenarioError(
         fmt::format("{}: byte 0: neither a Flight Recorder pickle (starts with 0x80) nor a JSON dump (starts "
                     "with '{{'){}",
                     display_name, first >= bytes.size() ? ": the file is empty" : ""));
   }
-  if (!rank_from_name && !has_rank) {
-    throw ScenarioError(
-        fmt::format("{}: cannot tell the rank: the file name does not end in a "
-                    "number and the dump has no 'rank' key",
-                    display_name));
-  }
-  // What the converter checked as it read: a 'rank' key in range, and no version or pg_status in
-  // the bare list of PyTorch 2.2.
-  if (has_rank) PETRSIM_ASSERT(dump.rank < (uint32_t{1} << 20));
-  if (dump.bare_list) PETRSIM_ASSERT(dump.version.empty());
-  if (dump.bare_list) PETRSIM_ASSERT(!dump.has_pg_status);
+  FinishDump(dump, has_rank, rank_from_name);
   return dump;
 }
 
@@ -793,10 +843,32 @@ std::vector<std::string> MatchBareListGroups(std::vector<FrDump>& dumps) {
 }
 
 FrDump ReadFlightRecorderDump(const std::string& path) {
-  const std::string text = ReadRegularFile(path, "Flight Recorder dump", uint64_t{1} << 32);
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 32;
   uint32_t rank = 0;
   const bool named = RankFromFileName(path, rank);
-  return ParseFlightRecorderDump(text, path, named ? std::optional<uint32_t>(rank) : std::nullopt);
+  const std::optional<uint32_t> rank_from_name = named ? std::optional<uint32_t>(rank) : std::nullopt;
+  RegularFileChunks file(path, "Flight Recorder dump", kMaxBytes);
+  // Read up to the first byte that is not blank: it tells the format.
+  std::string prefix;
+  for (std::string_view chunk = file.Next(); !chunk.empty(); chunk = file.Next()) {
+    prefix.append(chunk);
+    const auto first = std::find_if_not(prefix.begin(), prefix.end(), IsBlank);
+    if (first == prefix.end()) continue;
+    if (*first != '{') break;
+    // A JSON dump is parsed as it is read: its text is never held whole.
+    FrDump dump;
+    dump.path = path;
+    if (named) dump.rank = rank;
+    const Converter converter(path, file.size_at_open());
+    JsonDepth depth(path, kPickleDepthMax);
+    JsonDumpChunks chunks(prefix, &file, depth);
+    const bool has_rank = ParseJsonDump(chunks, converter, path, dump);
+    FinishDump(dump, has_rank, rank_from_name);
+    return dump;
+  }
+  // A pickle (or neither, which the parser says): read whole, as the pickle machine reads it.
+  for (std::string_view chunk = file.Next(); !chunk.empty(); chunk = file.Next()) prefix.append(chunk);
+  return ParseFlightRecorderDump(prefix, path, rank_from_name);
 }
 
 }  // namespace petrsim
