@@ -1,5 +1,6 @@
 // `petrsim import probe-trace`; see probe_trace_import.h.
 #include "importers/probe_trace_import.h"
+#include "importers/import_output.h"
 
 #include <fmt/format.h>
 #include <google/protobuf/text_format.h>
@@ -565,8 +566,12 @@ CLI::App* AddProbeTraceImport(CLI::App& import, ProbeTraceImportFlags& flags) {
 }
 
 int RunProbeTraceImport(const ProbeTraceImportFlags& flags, std::FILE* out) {
+  // Never over --into (write the merge elsewhere, then move it) nor over a file that is not an import's output; and,
+  // once the traces are read, never over one of them.
+  CheckImportOutput(flags.output, flags.into.empty() ? std::vector<std::string>{} : std::vector{flags.into});
   const ProbeTraceImport result = ImportProbeTrace(flags.trace_dir, flags.into);
   const std::string bytes = Serialize(result.scenario, flags.output, result.summary);
+  CheckImportOutputAgainstInputsRead(flags.output);
   WriteFileAtomically(flags.output, bytes);
   std::string text = fmt::format("wrote {} ({} bytes)\n", flags.output, bytes.size());
   for (const std::string& line : result.summary) text += "  " + line + "\n";

@@ -340,5 +340,43 @@ TEST_F(ProbeTraceImportTest, WritesTheScenario) {
   EXPECT_NE(text.find("fc.weight"), std::string::npos) << text;
 }
 
+// Issue 33, point 5: -o never names --into, a rank's trace, or a file that is not an import's output; the file is
+// left as it was. The scenario written first may be written again.
+TEST_F(ProbeTraceImportTest, TheOutputNeverOverwritesAnInputOrAFileNotAnImports) {
+  for (uint32_t r = 0; r < 2; ++r) WriteRank(r, {LayoutEvent(Construction(8)), ReadyEvent({1, 0})});
+  const auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const auto run = [&](const std::string& output, const std::string& into) {
+    ProbeTraceImportFlags flags;
+    flags.trace_dir = traces();
+    flags.output = output;
+    flags.into = into;
+    std::FILE* sink = std::tmpfile();
+    try {
+      RunProbeTraceImport(flags, sink);
+    } catch (const ScenarioError& error) {
+      std::fclose(sink);
+      return std::string(error.what());
+    }
+    std::fclose(sink);
+    return std::string();
+  };
+  const std::string first = (dir_ / "first.pbtxt").string();
+  ASSERT_EQ(run(first, ""), "");
+  EXPECT_EQ(run(first, ""), "");  // its own output
+  const std::string before = read(first);
+  EXPECT_NE(run(first, first).find("is the input"), std::string::npos);
+  EXPECT_EQ(read(first), before);
+  const std::string rank0 = RankTracePath(traces(), 0), trace = read(rank0);
+  EXPECT_NE(run(rank0, "").find("exists and is not a scenario petrsim import wrote"), std::string::npos);
+  EXPECT_EQ(read(rank0), trace);
+  const std::string notes = (dir_ / "notes.txt").string();
+  std::ofstream(notes) << "notes\n";
+  EXPECT_NE(run(notes, "").find("exists and is not a scenario petrsim import wrote"), std::string::npos);
+  EXPECT_EQ(read(notes), "notes\n");
+}
+
 }  // namespace
 }  // namespace petrsim
