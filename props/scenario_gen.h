@@ -214,11 +214,13 @@ inline rc::Gen<Scenario> GenScenario(GenOptions options = {}) {
 
     const uint32_t world = job->world_size();
     const uint32_t workers = std::max<uint32_t>(1, job->workers_per_gpu());
+    // An infinite sampler never runs out in a job sized by iterations: no uneven_batches there (validation refuses it).
+    const int kinds = scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch ? 5 : 6;
     for (int i = 0; i < fault_count; ++i) {
       Fault* fault = scenario.add_faults();
       const uint32_t rank = *rc::gen::inRange<uint32_t>(0, world);
       const uint64_t at_ns = *rc::gen::inRange<uint64_t>(0, 30) * 1'000'000'000ULL;
-      switch (*rc::gen::inRange(0, 6)) {
+      switch (*rc::gen::inRange(0, kinds)) {
         case 0:
           fault->mutable_dead_rank()->set_rank(rank);
           fault->mutable_dead_rank()->set_at_ns(at_ns);

@@ -174,25 +174,27 @@ Diagnosis DiagnoseTrainingLog(TrainingLog log, std::optional<uint32_t> given_wor
 }
 
 namespace diagnose_internal {
+namespace {
 
-std::string FormatLogSection(const Diagnosis& d) {
+// Ranks the log never names, this many or more in a row, share one row of the table.
+constexpr uint32_t kSilentRunRow = 32;
+
+// The table of ranks: what each timed out in, for how long, its last iteration and the frame it waits in.
+std::string RankTable(const Diagnosis& d) {
   const TrainingLog& log = *d.log;
-  std::string out = fmt::format("\ntraining log: {} file(s), {} lines", log.files.size(), log.lines);
-  if (!log.torch_release.empty()) out += fmt::format("; watchdog lines of PyTorch {}", log.torch_release);
-  if (log.seed) out += fmt::format("; seed {}", *log.seed);
-  out += "\n";
-  if (!d.world_size_known) {
-    out += fmt::format(
-        "  world size: not in the log (no gpu_ids, torchrun world size or file per rank): at least {} ranks; ranks "
-        "above {} cannot be named (give --world-size N or --scenario)\n",
-        d.world_size, d.world_size == 0 ? 0 : d.world_size - 1);
-  } else if (!log.world_size_from.empty()) {
-    out += fmt::format("  world size {}: {}\n", d.world_size, log.world_size_from);
-  }
-  out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", "rank", "timed out in", "waited (ms)", "last iteration",
-                     "frame (traceback)");
-  for (uint32_t r = 0; r < d.world_size || (d.world_size == 0 && r < log.ranks.size()); ++r) {
+  std::string out;
+  const uint32_t rows = d.world_size > 0 ? d.world_size : static_cast<uint32_t>(log.ranks.size());
+  for (uint32_t r = 0; r < rows; ++r) {
     const auto it = log.ranks.find(r);
+    // A long run of ranks the log never names is one row (a world of a million ranks printed a line each).
+    const auto next = log.ranks.lower_bound(r);
+    const uint32_t run_end = next == log.ranks.end() ? rows : std::min(rows, next->first);
+    if (run_end - r >= kSilentRunRow) {
+      out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", fmt::format("{}-{}", r, run_end - 1),
+                         "- (never printed a timeout)", "-", "-", "-");
+      r = run_end - 1;
+      continue;
+    }
     std::string timeout = "- (never printed a timeout)", waited = "-", iteration = "-", frame = "-";
     if (it != log.ranks.end()) {
       const RankLog& rank = it->second;
@@ -217,6 +219,28 @@ std::string FormatLogSection(const Diagnosis& d) {
     }
     out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", r, timeout, waited, iteration, frame);
   }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatLogSection(const Diagnosis& d) {
+  const TrainingLog& log = *d.log;
+  std::string out = fmt::format("\ntraining log: {} file(s), {} lines", log.files.size(), log.lines);
+  if (!log.torch_release.empty()) out += fmt::format("; watchdog lines of PyTorch {}", log.torch_release);
+  if (log.seed) out += fmt::format("; seed {}", *log.seed);
+  out += "\n";
+  if (!d.world_size_known) {
+    out += fmt::format(
+        "  world size: not in the log (no gpu_ids, torchrun world size or file per rank): at least {} ranks; ranks "
+        "above {} cannot be named (give --world-size N or --scenario)\n",
+        d.world_size, d.world_size == 0 ? 0 : d.world_size - 1);
+  } else if (!log.world_size_from.empty()) {
+    out += fmt::format("  world size {}: {}\n", d.world_size, log.world_size_from);
+  }
+  out += fmt::format("  {:<5} {:<40} {:<22} {:<16} {}\n", "rank", "timed out in", "waited (ms)", "last iteration",
+                     "frame (traceback)");
+  out += RankTable(d);
   if (log.last_iteration) {
     const LogIteration& it = *log.last_iteration;
     out += fmt::format("  last iteration line: {} [{}{}/{}] at {}:{} ({} iterations done{})\n",

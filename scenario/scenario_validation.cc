@@ -287,6 +287,17 @@ void CheckPlan(Violations& v, const IterationPlan& plan) {
   }
 }
 
+// Only an epoch ends: a job sized by iterations over the infinite sampler (an IterBasedRunner) never runs out of
+// batches on any rank, so an uneven_batches fault would change nothing.
+void CheckUnevenBatchesHaveAnEpoch(Violations& v, const Scenario& scenario, const std::string& path) {
+  if (scenario.sampler().kind() == Sampler::infinite_group_each_sample_in_batch && scenario.job().has_iterations()) {
+    v.AddPlain(path,
+               "has no effect here: the infinite sampler never runs out of batches in a job sized by "
+               "job.iterations (IterBasedRunner); size the job by job.epochs, or use an epoch sampler "
+               "(sampler.kind distributed_group or distributed)");
+  }
+}
+
 void CheckFaults(Violations& v, const Scenario& scenario) {
   const uint32_t world_size = scenario.job().world_size();
   const uint32_t workers = scenario.job().workers_per_gpu();
@@ -343,6 +354,7 @@ void CheckFaults(Violations& v, const Scenario& scenario) {
         if (fault.uneven_batches().batches_fewer() < 1) {
           v.Add(path + ".uneven_batches.batches_fewer", "must be >= 1", fault.uneven_batches().batches_fewer());
         }
+        CheckUnevenBatchesHaveAnEpoch(v, scenario, path + ".uneven_batches");
         break;
       case Fault::KIND_NOT_SET:
         v.AddPlain(path,

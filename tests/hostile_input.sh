@@ -146,9 +146,23 @@ expect 2 "--perfetto-iterations 1-2 and --perfetto-last 5: expected one window, 
   "$petrsim" "$tiny" --perfetto p.json --perfetto-iterations 1-2 --perfetto-last 5
 expect 2 "dataset.subdatasets[0].explicit.scenes[1].name: must not repeat the name of dataset.subdatasets[0].explicit.scenes[0]" \
   "duplicate scene names" -- "$petrsim" check "$tiny" --set 'dataset.subdatasets[0].explicit.scenes[1].name=a'
+expect 2 "faults[0].uneven_batches: has no effect here: the infinite sampler never runs out of batches" \
+  "uneven_batches with the infinite sampler in a job sized by iterations (was ignored)" -- \
+  "$petrsim" "$tiny" --set faults[0].uneven_batches.rank=1
+expect 1 "outcome: hang" "uneven_batches with an epoch sampler still runs (tiny hangs in its trap pool)" -- \
+  "$petrsim" "$tiny" --set faults[0].uneven_batches.rank=1 --set sampler.kind=distributed_group
 sed 's/^  subdatasets {/  subdatasets { name: "mini" synthetic { scenes: 2 } }\n  subdatasets {/' "$tiny" >dup.pbtxt
 expect 2 "dataset.subdatasets[1].name: must not repeat the name of dataset.subdatasets[0]" "duplicate sub-dataset names" -- \
   "$petrsim" check dup.pbtxt
+
+# A world of 2^20 ranks given to a log's diagnosis: bounded by --world-size's range, and the ranks the log never names
+# are one row of its table, not a million (96 MB of rows).
+expect 1 "" "diagnose --world-size 1048576" -- \
+  "$petrsim" diagnose "$repo/tests/data/logs/seed_job_excerpt.log" --world-size 1048576
+grep -qF "  4-1048575 - (never printed a timeout)" out.txt || fail "--world-size 1048576: no row for ranks 4-1048575"
+[ "$(wc -c <out.txt)" -lt 100000 ] || fail "--world-size 1048576: $(wc -c <out.txt) bytes of report"
+expect 2 "--world-size: Value 1048577 not in range" "diagnose --world-size 2^20+1" -- \
+  "$petrsim" diagnose "$repo/tests/data/logs/seed_job_excerpt.log" --world-size 1048577
 
 # --- Point 2: sizes from input are bounded before memory is spent; a regression stops at 4 GB of
 # address space and 20 s here instead of eating the machine (it was bad_alloc at 5.9 GB after 25 s).
