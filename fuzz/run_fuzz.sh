@@ -49,10 +49,12 @@ for f in scenarios/*.pbtxt scenarios/regressions/*.pbtxt; do cp -n "$f" "$corpus
 printf '{"job": {"worldSize": 2, "samplesPerGpu": 1}, "dataset": {"subdatasets": [{"name": "d", "explicit": {"scenes": [{"gtCounts": [1, 0, 2]}]}}]}}\n' \
   > "$corpus/scenario/json_small"
 cp -n tests/data/importers/*.pkl "$corpus/infos/" 2>/dev/null || true
-# Hostile inputs of issue 33: a str that is not UTF-8, one info memoised and repeated, a scenario name of bytes.
+# Hostile inputs of issue 33 (tests/data/hostile/README.md): pickles, scenarios, Flight Recorder dumps, logs.
 cp -n tests/data/hostile/*.pkl "$corpus/infos/" 2>/dev/null || true
 cp -n tests/data/hostile/*.pkl "$corpus/pickle/" 2>/dev/null || true
 cp -n tests/data/hostile/*.pbtxt "$corpus/scenario/" 2>/dev/null || true
+cp -n tests/data/hostile/*.json "$corpus/pickle/" 2>/dev/null || true
+cp -n tests/data/hostile/*.log tests/data/hostile/*.log.gz "$corpus/log/" 2>/dev/null || true
 # Python configs: every one under tests/data/configs (petrsim's own, of every construct and error).
 find tests/data/configs -name '*.py' | while read -r f; do cp -n "$f" "$corpus/pyconfig/$(echo "$f" | tr / _)"; done
 

@@ -41,10 +41,10 @@ expect() {
 
 # A rank within the prefixes' 2^24 but past the log's limit: it listed sixteen million ranks (3.1 GB).
 { cat "$seed"; echo '[E ProcessGroupNCCL.cpp:566] [Rank 16000000] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1808453 milliseconds before timing out.'; } >big_rank.log
-expect 2 "big_rank.log:16: rank 16000000: expected a rank of the job, below 1048576" 200000 "[Rank 16000000]" -- \
+expect 2 "big_rank.log:16: [Rank 16000000]: expected a rank of the job, below 1048576" 200000 "[Rank 16000000]" -- \
   "$petrsim" diagnose big_rank.log
 { cat "$seed"; echo '[E ProcessGroupNCCL.cpp:1272] [PG 0 (default_pg) Rank 16000000] Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.'; } >big_pg_rank.log
-expect 2 "big_pg_rank.log:16: rank 16000000" 200000 "[PG 0 Rank 16000000]" -- "$petrsim" diagnose big_pg_rank.log
+expect 2 "big_pg_rank.log:16: [Rank 16000000]: expected a rank of the job" 200000 "[PG 0 Rank 16000000]" -- "$petrsim" diagnose big_pg_rank.log
 
 # Gzip bombs (10 GB of zeros in 46 MB took 3 GB): refused in the first window (zeros are binary) or
 # past the ratio limit (newlines), before more than a window is held.

@@ -102,9 +102,13 @@ printf 'gpu_ids = range(0, 10**12)\n' >big.log
 expect 2 "big.log:1: gpu_ids = range(0, 10**12): expected gpu_ids = range(0, N) with N the job's GPU count in [1, 65536]" \
   "gpu_ids = range(0, 10**12) (was world size 10)" -- \
   "$petrsim" import mmdet3d-config "$config" --data-root root --log big.log -o big.pbtxt --quiet --no-cache
+expect 2 "big.log:1: gpu_ids = range(0, 10**12): expected gpu_ids = range(0, N) with N the job's GPU count in [1, 1048576]" \
+  "diagnose of a log with gpu_ids = range(0, 10**12) (was world size 10, exit 0)" -- "$petrsim" diagnose big.log
 printf 'gpu_ids = range(0, 4294967298)\n' >wrap.log
 expect 2 "gpu_ids = range(0, 4294967298): expected" "gpu_ids = range(0, 2^32+2)" -- \
   "$petrsim" import mmdet3d-config "$config" --data-root root --log wrap.log -o wrap.pbtxt --quiet --no-cache
+expect 2 "wrap.log:1: gpu_ids = range(0, 4294967298): expected" "diagnose of gpu_ids = range(0, 2^32+2)" -- \
+  "$petrsim" diagnose wrap.log
 sed 's/seq_split_num=2,/seq_split_num=4294967298,/' "$config" >configs/streampetr/split.py
 expect 2 "seq_split_num: expected an int in [1, 100000] or 'all', found 4294967298" "seq_split_num=2^32+2" -- \
   "$petrsim" import mmdet3d-config configs/streampetr/split.py --data-root root --gpus 2 -o split.pbtxt --quiet
@@ -112,7 +116,7 @@ sed 's/seq_split_num=2,/seq_split_num=10**12,/' "$config" >configs/streampetr/sp
 expect 2 "found 1000000000000" "seq_split_num=10**12" -- \
   "$petrsim" import mmdet3d-config configs/streampetr/split12.py --data-root root --gpus 2 -o split.pbtxt --quiet
 printf '[rank0]:[E ProcessGroupNCCL.cpp:828] [Rank 18446744073709551615] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2048, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1808453 milliseconds before timing out.\n' >rank.log
-expect 2 "rank.log:1: [Rank 18446744073709551615]: expected a rank of the job, at most 16777216" "a log's rank 2^64-1" -- \
+expect 2 "rank.log:1: [Rank 18446744073709551615]: expected a rank of the job, below 1048576" "a log's rank 2^64-1" -- \
   "$petrsim" diagnose rank.log --world-size 8
 printf '\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03' >header_only.log.gz
 expect 2 "header_only.log.gz: a gzip stream of 10 byte(s) that ends before any of its data" "a gzip of its header only" -- \

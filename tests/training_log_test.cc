@@ -488,18 +488,18 @@ TEST(TrainingLog, RefusesAGzipHeaderAndARankPastTheLimit) {
               "[E ProcessGroupNCCL.cpp:828] [Rank 18446744073709551615] Watchdog caught collective operation timeout: "
               "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800001 milliseconds before timing "
               "out.\n",
-              "[Rank 18446744073709551615]: expected a rank of the job, at most 16777216");
+              "[Rank 18446744073709551615]: expected a rank of the job, below 1048576");
 }
 
-// Issue 33, point 3: a rank within the prefixes' limit but past kLogRanksMax is refused with its line (a log of the
-// seed job and one `[Rank 16000000]` line listed sixteen million ranks and aborted at 3 GB); one below it is read.
+// Issue 33, point 3: a rank past kLogRanksMax is refused with its line (a log of the seed job and one `[Rank 16000000]`
+// line listed sixteen million ranks and aborted at 3 GB); one below it is read.
 TEST(TrainingLog, RefusesARankPastTheLogsLimitWithItsLine) {
   ExpectError("rank_past_log_limit", Line19(0) + "\n" + Line19(16000000) + "\n",
-              "train.log:2: rank 16000000: expected a rank of the job, below 1048576");
+              "train.log:2: [Rank 16000000]: expected a rank of the job, below 1048576");
   ExpectError("pg_rank_past_log_limit",
               Line19(0) + "\n[PG 0 (default_pg) Rank " + std::to_string(kLogRanksMax) +
                   "] Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.\n",
-              "train.log:2: rank 1048576");
+              "train.log:2: [Rank 1048576]: expected a rank of the job, below 1048576");
   const TrainingLog log = ReadText("rank_below_log_limit", Line19(0) + "\n" + Line19(kLogRanksMax - 1) + "\n");
   EXPECT_EQ(log.ranks.size(), 2u);
   EXPECT_EQ(log.ranks.rbegin()->first, kLogRanksMax - 1);

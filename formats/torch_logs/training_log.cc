@@ -19,6 +19,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "formats/torch_logs/training_log_internal.h"
 
 namespace petrsim {
@@ -321,12 +322,7 @@ void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
     if (Iteration(number, p)) return;
   }
   if (rest.find("Set random seed to ") != string_view::npos) return Seed(number, rest);
-  if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) {
-    if (const auto n = UintAfter(rest, "gpu_ids = range(0, ", at)) {
-      SetWorldSize(*n, fmt::format("gpu_ids = range(0, {}) ({})", *n, At(number)));
-    }
-    return;
-  }
+  if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) return GpuIds(number, rest, at);
   if (const auto n = UintAfter(rest, "global_world_sizes=[")) {
     SetWorldSize(*n, fmt::format("torchrun's global_world_sizes ({})", At(number)));
     return;
@@ -388,8 +384,27 @@ void LogParser::ExitCode(string_view after) {
   summary_rank_.reset();
 }
 
+// `gpu_ids = range(0, N)` (mmcv's config dump): only a plain count closes the range; 10**12 is not 10, nor a count
+// past the log's ranks their count.
+void LogParser::GpuIds(uint64_t number, string_view rest, size_t at) {
+  size_t pos = at + std::string_view("gpu_ids = range(0, ").size();
+  uint64_t n = 0;
+  if (!ConsumeUint(rest, pos, n) || pos >= rest.size() || rest[pos] != ')' || n < 1 || n > kLogRanksMax) {
+    const string_view shown = rest.substr(at, std::min<size_t>(rest.size() - at, 60));
+    throw ScenarioError(
+        fmt::format("{}: {}: expected gpu_ids = range(0, N) with N the job's GPU count in [1, {}] "
+                    "(petrsim's limit on the ranks of a log's job)",
+                    At(number), EscapedBytes(shown), kLogRanksMax));
+  }
+  SetWorldSize(n, fmt::format("gpu_ids = range(0, {}) ({})", n, At(number)));
+}
+
 void LogParser::SetWorldSize(uint64_t n, std::string from) {
-  if (n == 0 || n > kLogRanksMax) return;
+  if (n > kLogRanksMax) {
+    throw ScenarioError(fmt::format(
+        "{}: world size {}: expected at most {} (petrsim's limit on the ranks of a log's job)", from, n, kLogRanksMax));
+  }
+  if (n == 0) return;
   if (log_.world_size && *log_.world_size != n) {
     throw ScenarioError(fmt::format(
         "{}: world size {}, but {} says {}: lines of two different jobs are mixed in the log; give petrsim one "
@@ -400,17 +415,18 @@ void LogParser::SetWorldSize(uint64_t n, std::string from) {
   log_.world_size_from = std::move(from);
 }
 
-// `[Rank r]` or `[PG ... Rank r]` of a message (line `number`). A rank above 2^24, the limit of the line prefixes,
-// is refused rather than cut to 32 bits.
+// `[Rank r]` or `[PG ... Rank r]` of a message (line `number`). A rank past the limit on a log's ranks is refused
+// rather than cut to 32 bits.
 std::optional<uint32_t> LogParser::MessageRank(string_view rest, uint64_t number) const {
   for (size_t at = rest.find("Rank "); at != string_view::npos; at = rest.find("Rank ", at + 1)) {
     if (at > 0 && rest[at - 1] != '[' && rest[at - 1] != ' ') continue;
     size_t pos = at + 5;
     uint64_t r = 0;
     if (!ConsumeUint(rest, pos, r) || pos >= rest.size() || rest[pos] != ']') continue;
-    if (r > (1u << 24)) {
+    if (r >= kLogRanksMax) {
       throw ScenarioError(fmt::format(
-          "{}: [Rank {}]: expected a rank of the job, at most {} (petrsim's limit on ranks)", At(number), r, 1u << 24));
+          "{}: [Rank {}]: expected a rank of the job, below {} (petrsim's limit on the ranks of a log's job)",
+          At(number), r, kLogRanksMax));
     }
     return static_cast<uint32_t>(r);
   }

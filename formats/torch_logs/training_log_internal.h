@@ -40,6 +40,7 @@ class LogParser {
   void ParseLine(uint64_t number, size_t offset, std::string_view line);
   void Seed(uint64_t number, std::string_view rest);
   void ExitCode(std::string_view after);
+  void GpuIds(uint64_t number, std::string_view rest, size_t at);
   void SetWorldSize(uint64_t n, std::string from);
   std::optional<uint32_t> MessageRank(std::string_view rest, uint64_t number) const;
   static void MessageGroup(std::string_view rest, std::string& pg, std::string& desc);
