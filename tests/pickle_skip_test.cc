@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "formats/pickle/pickle.h"
 #include "tests/pickle_test_util.h"
@@ -87,6 +88,28 @@ TEST(PickleSkip, AValueThatWentOnIsReadAgain) {
   ASSERT_NE(token, nullptr);
   ASSERT_EQ(token->items.size(), 2u);
   EXPECT_EQ(token->items[1]->text, "a");
+}
+
+// The same read again with on_record: the record handed over before the restart (APPEND) is not
+// handed over twice; the one read again is handed over once, whole.
+TEST(PickleSkip, ARestartHandsOverEachRecordOnce) {
+  const std::string pairs =
+      Str("cams") + Bytes({'K', 1}) + Str("a") + Bytes({0x86, 'q', 9}) + Str("token") + Bytes({'h', 9});
+  const std::string bytes = Bytes({0x80, 2, '}', '(', 'X', 5, 0, 0, 0}) + "infos" + Bytes({']', '}', '('}) +
+                            Str("token") + Str("t0") + Bytes({'u', 'a', '(', '}', '('}) + pairs +
+                            Bytes({'u', 'e', 'u', '.'});
+  PickleOptions options = Records(true);
+  std::vector<std::string> handed;
+  options.on_record = [&](const PickleNode& record, uint64_t index) {
+    EXPECT_EQ(index, handed.size());
+    const PickleNode* token = record.Get("token");
+    ASSERT_NE(token, nullptr);
+    handed.push_back(token->type == PickleNode::Type::kString ? token->text : token->items.at(1)->text);
+  };
+  const PickleDocument doc = ParsePickle(bytes, "restart.pkl", options);
+  EXPECT_TRUE(doc.skip_restarted);
+  EXPECT_EQ(handed, (std::vector<std::string>{"t0", "a"}));
+  EXPECT_EQ(doc.root->Get("infos")->items.size(), 2u);
 }
 
 // A dropped value's structure is checked as the machine checks it (the same error and offset);

@@ -152,8 +152,11 @@ PickleDocument RunMachine(std::string_view bytes, const std::string& display_nam
     doc.root = machine.Run();
 
   } catch (const PickleError& error) {
-    // Record mode's young nodes die with the machine: nothing is salvaged there.
-    PickleNode* root = options.salvage && options.record_lists.empty() ? machine.Salvage() : nullptr;
+    // Record mode's young nodes die with the machine: only with on_record does it salvage, the
+    // records handed over and the young nodes kept forwarded (SalvageRecords).
+    PickleNode* root = nullptr;
+    if (options.salvage && options.record_lists.empty()) root = machine.Salvage();
+    if (options.salvage && !options.record_lists.empty() && options.on_record) root = machine.SalvageRecords();
     if (root == nullptr || (root->type != PickleNode::Type::kDict && root->type != PickleNode::Type::kList)) {
       throw;
     }
@@ -167,12 +170,29 @@ PickleDocument RunMachine(std::string_view bytes, const std::string& display_nam
 }  // namespace
 
 PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
+  uint64_t handed = 0;  // records handed to on_record before a restart
+  PickleOptions first = options;
+  if (options.on_record) {
+    first.on_record = [&](const PickleNode& record, uint64_t index) {
+      ++handed;
+      options.on_record(record, index);
+    };
+  }
   try {
-    return RunMachine(bytes, display_name, options);
+    return RunMachine(bytes, display_name, first);
   } catch (const pickle_internal::SkipMispredicted&) {
     // A hand-made file moved a value record mode had skipped: read it again, building every value.
+    // The misprediction shows before its record is complete, and the records before it read the
+    // same either way (the skip only steps over values their records drop): those are not handed
+    // over twice.
     PickleOptions again = options;
     again.skip_dropped = false;
+    uint64_t seen = 0;
+    if (options.on_record) {
+      again.on_record = [&](const PickleNode& record, uint64_t index) {
+        if (seen++ >= handed) options.on_record(record, index);
+      };
+    }
     PickleDocument doc = RunMachine(bytes, display_name, again);
     doc.skip_restarted = true;
     return doc;

@@ -110,6 +110,7 @@ struct PickleNode {
   bool boolean = false;
   bool built = false;   // kNumpyArray, kNumpyDtype: BUILD has set the state
   bool latin1 = false;  // kString: read from the file with every character below U+0100
+  bool handed = false;  // part of a record handed to PickleOptions::on_record: no opcode may change it any more
   int64_t integer = 0;  // kInt; kGlobal: which one (pickle_numpy_globals.cc)
   double real = 0;
   std::string text;                                          // kString (UTF-8 as stored), kBytes, numpy element bytes
@@ -155,7 +156,7 @@ struct PickleOptions {
   // their length (a list of kDropped items) and every other value becomes one shared kDropped
   // node. Memory then follows what the caller keeps, not the file: the reader scans the memo
   // references first, keeps only memoized values that are referenced again, and reuses the
-  // nodes nothing can reach any more; nothing is salvaged. Empty: every value is kept.
+  // nodes nothing can reach any more; nothing is salvaged (see on_record). Empty: every value is kept.
   std::vector<std::string> record_lists;
   // Record mode for a top-level list too: its items are records (mmdet3d's older info files, a
   // bare list of infos). Needs record_lists to be non-empty (record mode on).
@@ -179,6 +180,27 @@ struct PickleOptions {
   // (a tuple of the record's key and value, say) is read a second time without skipping. Off:
   // every value is built, then dropped.
   bool skip_dropped = true;
+  // Record mode: each record is handed here as soon as it is added to its record list (APPEND or APPENDS, the
+  // top-level list's too), in file order, with its index in that list; the list then keeps a kDropped node in its
+  // place (its length stays right), so the record's nodes can be reused. The node is valid only during the call.
+  // Empty: records stay in their lists.
+  //
+  // The records are those the list would hold without it. A record the file memoizes and reads back (the same
+  // dict twice) stays whole for the later reads: the memo keeps it (one read back only once until that read). Memory
+  // follows the largest batch of records waiting on the stack for their APPENDS (Python writes 1000 at a time) and the
+  // values the file reads back more than once (keys, shared strings), not the record count. A hand-made file that
+  // changes a record through the memo after it was added is refused (PickleError "... changes a record after it was
+  // added to its list"): the caller has read it already. Records handed over before a read again without skipping
+  // (skip_dropped) are not handed over again.
+  //
+  // With `salvage` too, a file cut short salvages as tree mode does: the records still waiting on the stack (a
+  // half-built last one with the pairs tree mode's salvage gives it) are handed over after the error, in order,
+  // so that the records handed over in all are the items of tree mode's salvaged record list, each pruned as
+  // above; the document holds the other top-level values and the error (partial, partial_offset) tree mode's
+  // salvage gives. One exception, with skip_dropped: a cut inside a value the reader was stepping over (a dropped
+  // or length-only one) leaves that key out of the last record, as that value was never built. Without
+  // on_record, record mode salvages nothing.
+  std::function<void(const PickleNode& record, uint64_t index)> on_record;
   // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be
   // empty.
   std::function<void(uint64_t done, uint64_t total)> progress;

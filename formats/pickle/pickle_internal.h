@@ -114,13 +114,18 @@ class MemoMap {
 class MemoFetches {
  public:
   // `release`: PickleOptions::release, called as the scan moves on.
-  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release) : fetched_(bytes.size()) {
+  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release)
+      : fetched_(bytes.size()), again_(bytes.size()) {
     Scan(bytes, release);
   }
   bool Fetched(uint64_t index) const { return !complete_ || fetched_.Contains(index); }
+  // Read back by exactly one GET of the file: after it, nothing reads the value through the memo.
+  bool FetchedOnce(uint64_t index) const { return complete_ && fetched_.Contains(index) && !again_.Contains(index); }
 
  private:
-  void Add(uint64_t index) { fetched_.Insert(index); }
+  void Add(uint64_t index) {
+    if (!fetched_.Insert(index)) again_.Insert(index);
+  }
   // pickle_record_mode.cc: the pass, and the bytes of an opcode's argument (which it reads for the
   // memo indices fetched).
   void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release);
@@ -128,6 +133,7 @@ class MemoFetches {
   uint64_t TableArgument(uint8_t op, const uint8_t* at, uint64_t left);
 
   IndexSet fetched_;
+  IndexSet again_;  // read back more than once
   bool complete_ = true;
 };
 
@@ -138,6 +144,8 @@ class MemoFetches {
 // A record's dropped values never leave the slab, and the slab's strings and vectors keep their
 // capacity, so most values cost no allocation. Old nodes are never collected: what becomes
 // garbage after it was copied (parts of a record in flight when the slab filled) stays small.
+// With PickleOptions::on_record, the records waiting on the stack for their APPENDS are copied to a
+// pool instead, reused once they were handed over (Machine::pool_).
 constexpr size_t kSlabNodes = size_t{1} << 16;
 // ChargeCopy's budget: this many bytes per byte of input, plus the slack.
 constexpr uint64_t kCopyBytesPerInputByte = 4;
@@ -202,7 +210,8 @@ class Machine {
         options_(options),
         record_mode_(!options.record_lists.empty()),
         memo_indices_(bytes.size()),
-        copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack) {
+        copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack),
+        streaming_(record_mode_ && static_cast<bool>(options.on_record)) {
     if (record_mode_) {
       fetches_.emplace(bytes, options.release);
       dropped_ = New(PickleNode::Type::kDropped);  // before the slab: an old node
@@ -213,6 +222,8 @@ class Machine {
 
   PickleNode* Run();
   PickleNode* Salvage();
+  // Salvage for record mode with PickleOptions::on_record (null when nothing can be salvaged).
+  PickleNode* SalvageRecords();
 
   uint64_t op_offset() const { return op_offset_; }
   uint64_t end_offset() const { return pos_; }  // after Run: the byte after its STOP
@@ -299,6 +310,7 @@ class Machine {
       node->boolean = false;
       node->built = false;
       node->latin1 = false;
+      node->handed = false;
       node->integer = 0;
       node->real = 0;
       node->text.clear();
@@ -373,8 +385,21 @@ class Machine {
       Fail(fmt::format("{} on a {} (expected a {})", op, node->TypeName(),
                        type == PickleNode::Type::kList ? "list" : "dict"));
     }
+    Unhanded(node, op);
     return node;
   }
+  // A value of a record already handed to on_record cannot change: the caller has read it (Python never writes a
+  // pickle that changes an object after another one refers to it; a hand-made one could).
+  void Unhanded(const PickleNode* node, const char* op) const {
+    if (node->handed) {
+      Fail(
+          fmt::format("{} changes a record after it was added to its list (petrsim reads each record as it is "
+                      "added; Python never writes that)",
+                      op));
+    }
+  }
+  // Marks a record handed over, all of it (MarkHanded in pickle_record_mode.cc).
+  void MarkHanded(PickleNode* record);
   void AddPairs(PickleNode* dict, size_t mark) {
     if ((stack_.size() - mark) % 2 != 0) Fail("an odd number of values for a dict's keys and values");
     for (size_t i = mark; i < stack_.size(); i += 2) dict->entries.emplace_back(stack_[i], stack_[i + 1]);
@@ -388,6 +413,8 @@ class Machine {
     if (record_mode_) {
       // Never read back (so never stored either): keeping it would keep its value alive.
       if (!fetches_->Fetched(index)) return;
+      // The memo outlives the batch of records the pool holds (Collect).
+      if (streaming_ && IsPool(top)) pool_escaped_ = true;
     }
     memo_.Set(index, top);
     if (record_mode_ && IsYoung(top)) young_memo_.push_back(index);
@@ -396,6 +423,13 @@ class Machine {
     const MemoMap::Slot* slot = memo_.Lookup(index);
     if (slot == nullptr) Fail(fmt::format("memo index {} was never stored", index));
     return slot->node;
+  }
+  // GET, BINGET, LONG_BINGET. With on_record, a value read back once is let go at that read, so that
+  // the memo does not keep a record (or a value inside one) alive after it was handed over.
+  PickleNode* Fetch(uint64_t index) {
+    PickleNode* node = Memo(index);
+    if (streaming_ && fetches_->FetchedOnce(index)) *memo_.Find(index) = dropped_;
+    return node;
   }
 
   // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------
@@ -420,7 +454,25 @@ class Machine {
   void Changed(PickleNode* node) {
     if (record_mode_ && !IsYoung(node)) remembered_.push_back({node, node->items.size(), node->entries.size()});
   }
-  void Forward(PickleNode*& node);
+  // Appends [first, last) to `list` (APPEND, APPENDS); the items of a record list go to PickleOptions::on_record.
+  void AddItems(PickleNode* list, PickleNode* const* first, PickleNode* const* last);
+  // With on_record: the stack slot from which values are records waiting to be added to a record list (or items
+  // of them); the stack's size when there is none.
+  size_t RecordRegion() const;
+  bool IsPool(const PickleNode* node) const { return pool_set_.count(node) != 0; }
+  PickleNode* PoolNode() {
+    if (pool_used_ == pool_.size()) {
+      if (doc_.arena.size() + pool_.size() >= kPickleNodesMax) {
+        Fail(fmt::format("more than {} values: petrsim's limit for one pickle", kPickleNodesMax));
+      }
+      pool_.push_back(std::make_unique<PickleNode>());
+      pool_set_.insert(pool_.back().get());
+    }
+    return pool_[pool_used_++].get();
+  }
+  void ReleasePool();
+  void Forward(PickleNode*& node, bool to_pool = false);
+  void ForwardChanged(bool pool);
   void Collect();
 
   // --- Record mode's skip of dropped values (pickle_skip.cc) ---------------------------------------
@@ -502,6 +554,16 @@ class Machine {
   size_t slab_used_ = 0;
   std::vector<PickleNode*> forwarded_;  // per slab node: its old copy during a collection
   std::vector<PickleNode*> to_scan_;
+  // With on_record: the records waiting on the stack for their APPENDS (up to 1000 in Python's pickles) are
+  // forwarded here, not to the document's arena, and the pool is reused once they were handed over, unless
+  // something outside them came to point into it (pool_escaped_: then its nodes join the arena).
+  const bool streaming_;
+  std::vector<std::unique_ptr<PickleNode>> pool_;
+  size_t pool_used_ = 0;
+  std::unordered_set<const PickleNode*> pool_set_;
+  std::vector<PickleNode*> pool_scan_;
+  bool pool_escaped_ = false;
+  bool collecting_ = false;  // an error then leaves half-forwarded nodes: nothing is salvaged
   std::vector<Remembered> remembered_;
   bool collect_pending_ = false;
   size_t stack_old_ = 0;              // stack_[0, stack_old_) holds no young node

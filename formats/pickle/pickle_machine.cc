@@ -170,19 +170,15 @@ PickleNode* Machine::Run() {
       case 'a': {  // APPEND
         PickleNode* value = Pop();
         PickleNode* list = Container(Top(), PickleNode::Type::kList, "APPEND");
-        Changed(list);
-        list->items.push_back(value);
-        CheckRecordCount(list);
+        AddItems(list, &value, &value + 1);
         break;
       }
       case 'e': {  // APPENDS
         const size_t mark = PopMark();
         if (mark == 0 || mark <= Base()) Fail("APPENDS without a list below its MARK");
         PickleNode* list = Container(stack_[mark - 1], PickleNode::Type::kList, "APPENDS");
-        Changed(list);
-        list->items.insert(list->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+        AddItems(list, stack_.data() + mark, stack_.data() + stack_.size());
         stack_.resize(mark);
-        CheckRecordCount(list);
         break;
       }
       case 's': {  // SETITEM
@@ -227,15 +223,15 @@ PickleNode* Machine::Run() {
         AfterString();
         break;  // MEMOIZE
       case 'g':
-        Push(Memo(DecimalLine()));
+        Push(Fetch(DecimalLine()));
         AfterString();
         break;  // GET
       case 'h':
-        Push(Memo(U8()));
+        Push(Fetch(U8()));
         AfterString();
         break;  // BINGET
       case 'j':
-        Push(Memo(U32()));
+        Push(Fetch(U32()));
         AfterString();
         break;  // LONG_BINGET
       case 'N':

@@ -320,6 +320,7 @@ NumpyDtype Machine::ParseDtype(std::string_view spec) const {
 
 void Machine::Build(PickleNode* object, PickleNode* state) {
   if (object->type == PickleNode::Type::kOpaque) return;  // its state is parsed and dropped
+  Unhanded(object, "BUILD");
   if (object->type == PickleNode::Type::kNumpyDtype && !object->built) {
     BuildDtype(*object, *state);
   } else if (object->type == PickleNode::Type::kNumpyArray && !object->built) {

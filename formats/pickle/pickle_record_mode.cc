@@ -262,51 +262,152 @@ PickleNode* Machine::Prune(PickleNode* key, PickleNode* value) {
   }
   return dropped_;
 }
-// The old copy of a young node (made once), or the node itself when old.
-void Machine::Forward(PickleNode*& node) {
-  if (!IsYoung(node)) return;
+// APPEND and APPENDS.
+void Machine::AddItems(PickleNode* list, PickleNode* const* first, PickleNode* const* last) {
+  Changed(list);
+  if (!streaming_ || !IsRecordList(list)) {
+    list->items.insert(list->items.end(), first, last);
+    CheckRecordCount(list);
+    return;
+  }
+  for (; first != last; ++first) {
+    const uint64_t index = list->items.size();
+    list->items.push_back(dropped_);  // the list keeps its length, not the record
+    CheckRecordCount(list);           // before the caller reads a record beyond the limit
+    options_.on_record(**first, index);
+    MarkHanded(*first);
+  }
+  collect_pending_ = true;  // the records handed over are garbage now, and the pool free again
+}
+// Every node of a handed record is marked, once (shared values and cycles are met again, marked).
+void Machine::MarkHanded(PickleNode* record) {
+  std::vector<PickleNode*> to_mark{record};
+  while (!to_mark.empty()) {
+    PickleNode* node = to_mark.back();
+    to_mark.pop_back();
+    if (node->handed || node == dropped_) continue;
+    node->handed = true;
+    to_mark.insert(to_mark.end(), node->items.begin(), node->items.end());
+    for (const auto& [key, value] : node->entries) {
+      to_mark.push_back(key);
+      to_mark.push_back(value);
+    }
+  }
+}
+// The values above the lowest record list on the stack are its records to come (or parts of them).
+size_t Machine::RecordRegion() const {
+  for (size_t i = 1; i < stack_.size(); ++i) {
+    if (IsRecordList(stack_[i - 1])) return i;
+  }
+  return stack_.size();
+}
+// No record waits on the stack: the pool's nodes are garbage, unless something else points to them.
+void Machine::ReleasePool() {
+  if (pool_escaped_) {
+    for (size_t i = 0; i < pool_used_; ++i) {
+      pool_set_.erase(pool_[i].get());
+      doc_.arena.push_back(std::move(pool_[i]));
+    }
+    pool_.erase(pool_.begin(), pool_.begin() + static_cast<std::ptrdiff_t>(pool_used_));
+    pool_escaped_ = false;
+  }
+  pool_used_ = 0;
+}
+// The old copy of a young node (made once, in the pool or the document's arena), or the node
+// itself when old. A reference from outside the pool into it marks the pool escaped.
+void Machine::Forward(PickleNode*& node, bool to_pool) {
+  if (!IsYoung(node)) {
+    if (streaming_ && !to_pool && IsPool(node)) pool_escaped_ = true;
+    return;
+  }
   const size_t index = static_cast<size_t>(node - slab_.data());
   PETRSIM_ASSERT(index < slab_used_);  // a young node reachable now was made since the last collection
   if (forwarded_[index] == nullptr) {
-    PickleNode* old = OldNode();
+    PickleNode* old = to_pool ? PoolNode() : OldNode();
     *old = *node;  // a copy: the slab node keeps its capacity for reuse
     forwarded_[index] = old;
-    to_scan_.push_back(old);
+    (to_pool ? pool_scan_ : to_scan_).push_back(old);
+  } else if (streaming_ && !to_pool && IsPool(forwarded_[index])) {
+    pool_escaped_ = true;
   }
   node = forwarded_[index];
   PETRSIM_ASSERT(!IsYoung(node));
 }
+// The children old containers gained since the last collection: those of the pool's or of the arena's.
+void Machine::ForwardChanged(bool pool) {
+  for (const Remembered& changed : remembered_) {
+    if (streaming_ && IsPool(changed.node) != pool) continue;
+    for (size_t i = changed.items_from; i < changed.node->items.size(); ++i) Forward(changed.node->items[i], pool);
+    for (size_t i = changed.entries_from; i < changed.node->entries.size(); ++i) {
+      Forward(changed.node->entries[i].first, pool);
+      Forward(changed.node->entries[i].second, pool);
+    }
+  }
+  std::vector<PickleNode*>& scan = pool ? pool_scan_ : to_scan_;
+  while (!scan.empty()) {
+    PickleNode* node = scan.back();
+    scan.pop_back();
+    for (PickleNode*& item : node->items) Forward(item, pool);
+    for (auto& [key, value] : node->entries) {
+      Forward(key, pool);
+      Forward(value, pool);
+    }
+  }
+}
 // Between opcodes (nothing is held outside the stack and the memo then).
 void Machine::Collect() {
+  collecting_ = true;
   // Only what changed since the last collection can point into the slab: the stack above the
-  // part that stayed, the memo entries stored since, the containers that gained children.
-  for (size_t i = std::min(stack_old_, stack_.size()); i < stack_.size(); ++i) Forward(stack_[i]);
-  stack_old_ = stack_.size();
+  // part that stayed, the memo entries stored since, the containers that gained children. The
+  // arena's roots first, so that what they share with a waiting record is the arena's.
+  const size_t region = streaming_ ? RecordRegion() : stack_.size();
+  const size_t stayed = std::min(stack_old_, stack_.size());
   for (const uint64_t index : young_memo_) {
     if (PickleNode** node = memo_.Find(index)) Forward(*node);
   }
   young_memo_.clear();
   for (PickleNode*& node : record_lists_) Forward(node);
-  for (const Remembered& changed : remembered_) {
-    for (size_t i = changed.items_from; i < changed.node->items.size(); ++i) Forward(changed.node->items[i]);
-    for (size_t i = changed.entries_from; i < changed.node->entries.size(); ++i) {
-      Forward(changed.node->entries[i].first);
-      Forward(changed.node->entries[i].second);
-    }
+  for (size_t i = stayed; i < std::min(region, stack_.size()); ++i) Forward(stack_[i]);
+  ForwardChanged(false);
+  if (streaming_) {
+    for (size_t i = std::max(stayed, region); i < stack_.size(); ++i) Forward(stack_[i], true);
+    ForwardChanged(true);
+    if (region >= stack_.size()) ReleasePool();
   }
-  while (!to_scan_.empty()) {
-    PickleNode* node = to_scan_.back();
-    to_scan_.pop_back();
-    for (PickleNode*& item : node->items) Forward(item);
-    for (auto& [key, value] : node->entries) {
-      Forward(key);
-      Forward(value);
-    }
-  }
+  stack_old_ = stack_.size();
   std::fill(forwarded_.begin(), forwarded_.begin() + static_cast<std::ptrdiff_t>(slab_used_), nullptr);
   slab_used_ = 0;
   remembered_.clear();
   collect_pending_ = false;
+  collecting_ = false;
+}
+// Machine::Salvage with records: a half-built record is pruned, the records waiting for their
+// APPENDS are handed over, and the young nodes the document keeps are forwarded (the slab dies with
+// the machine).
+PickleNode* Machine::SalvageRecords() {
+  if (collecting_ || stack_.empty()) return nullptr;
+  while (!marks_.empty()) {
+    const size_t mark = marks_.back();
+    marks_.pop_back();
+    if (mark > 0 && mark <= stack_.size()) {
+      PickleNode* below = stack_[mark - 1];
+      if (below->type == PickleNode::Type::kList) {
+        AddItems(below, stack_.data() + mark, stack_.data() + stack_.size());
+      } else if (below->type == PickleNode::Type::kDict) {
+        const bool record = IsRecordPosition(mark - 1);
+        Changed(below);
+        for (size_t i = mark; i + 1 < stack_.size(); i += 2) {
+          below->entries.emplace_back(stack_[i], record ? Prune(stack_[i], stack_[i + 1]) : stack_[i + 1]);
+        }
+      }
+    }
+    stack_.resize(std::min(mark, stack_.size()));
+  }
+  if (stack_.empty()) return nullptr;
+  stack_.erase(stack_.begin() + 1, stack_.end());  // what Salvage returns; the rest dies with the machine
+  stack_old_ = 0;
+  Collect();
+  return stack_.front();
 }
 
 }  // namespace petrsim::pickle_internal
