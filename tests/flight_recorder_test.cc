@@ -5,6 +5,8 @@
 // keys are ignored; a missing required key, or a wrong type, is an error naming it.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -292,6 +294,47 @@ TEST(FlightRecorderFormats, AJsonDumpFileIsParsedAsItIsRead) {
   EXPECT_NE(want.find("JSON nested deeper than"), std::string::npos) << want;
   EXPECT_EQ(error_of([&] { ReadFlightRecorderDump(path); }), want);
   fs::remove_all(dir);
+}
+
+// A pickle dump is read entry by entry (each converted as the pickle machine adds it to the list): on the real dumps,
+// whole and cut at every byte, it reads as the tree built first does, entries, tables and errors alike (an incomplete
+// last entry of a cut dump dropped, a cut in the top level an error).
+TEST(FlightRecorderFormats, APickleDumpReadEntryByEntryIsTheWholeTreesRead) {
+  const auto read = [](std::string_view bytes, FrPickleRead how) {
+    std::string out;
+    try {
+      const FrDump dump = ParseFlightRecorderDump(bytes, "_dump_3", 3u, how);
+      out = fmt::format("rank {} version {} lib {} bare {} partial {} world {}\n", dump.rank, dump.version,
+                        dump.comm_lib_version, dump.bare_list, dump.partial.value_or("-"), dump.world_ranks.size());
+      for (const auto& [name, group] : dump.pg_config)
+        out += fmt::format("pg {} {} {}\n", name, group.desc, group.ranks);
+      for (const auto& [id, status] : dump.pg_status) {
+        out +=
+            fmt::format("status {} {} {} {}\n", id, status.last_enqueued, status.last_started, status.last_completed);
+      }
+      for (const FrEntry& e : dump.entries) {
+        out += fmt::format("entry {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", e.record_id, e.pg_id, e.pg_name,
+                           e.pg_desc, e.collective_seq_id, e.p2p_seq_id, e.op_id, e.profiling_name, e.time_created_ns,
+                           e.state, e.timeout_ms, e.is_p2p, e.input_sizes, e.output_sizes, e.input_dtypes,
+                           e.output_dtypes);
+      }
+    } catch (const ScenarioError& error) {
+      out = std::string("error: ") + error.what();
+    }
+    return out;
+  };
+  for (const std::string& path :
+       {kReal + "/_dump_3", kVersioned + "/2.2/pickle/_dump_3", kVersioned + "/bare_list/pickle/_dump_3"}) {
+    if (!fs::exists(path)) continue;
+    const std::string bytes = ReadText(path);
+    const std::string whole = read(bytes, FrPickleRead::kWhole);
+    ASSERT_EQ(read(bytes, FrPickleRead::kStreamed), whole) << path;
+    ASSERT_NE(whole.find("entry "), std::string::npos) << path;
+    for (size_t cut = 1; cut < bytes.size(); ++cut) {
+      const std::string_view part(bytes.data(), cut);
+      ASSERT_EQ(read(part, FrPickleRead::kStreamed), read(part, FrPickleRead::kWhole)) << path << " cut at " << cut;
+    }
+  }
 }
 
 TEST(FlightRecorderFormats, UnknownKeysAreIgnored) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Memory in `petrsim diagnose` on hostile recordings (issue 33, point 3): a log is read a window at a
 # time (its memory constant in its size), a rank past the limit on a log's ranks is refused with its
-# line, a gzip that inflates past the ratio limit is refused as it inflates, and a Flight Recorder
-# JSON dump is read entry by entry. Inputs are made here, small or cheap (under 100 MB, a second).
+# line, a gzip that inflates past the ratio limit is refused as it inflates, a Flight Recorder dump
+# (JSON or pickle) is read entry by entry, and the root causes among 100 k stuck process groups are
+# decided in linear time. Inputs are made here, small or cheap (under 100 MB, a few seconds).
 # Usage: tests/hostile_diagnose_memory.sh PETRSIM WORK_DIR (from the repository root)
 set -uo pipefail
 petrsim=$(realpath "$1")
@@ -91,7 +92,26 @@ PY2
 expect 1 "" 600000 "JSON dump of 100 k stuck process groups" -- "$petrsim" diagnose groups/dump_0.json
 grep -qE "^  0 +pg0 " out.txt && grep -qE "^  99999 +pg99999 " out.txt || fail "100 k process groups: the first group is not the root cause: $(head -c 600 out.txt)"
 
-rm -f long.log dump_0.json groups/dump_0.json zeros.log.gz newlines.log.gz
+# A pickle dump of 200 k entries (32 MB, each with three frames) is read entry by entry (its tree took 848 MB).
+mkdir -p pickled
+python3 - <<'PY2'
+import pickle
+n = 200000
+def entry(i):
+    return {"record_id": i, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": i + 1,
+            "p2p_seq_id": 0, "op_id": i + 1, "profiling_name": "nccl:all_reduce", "time_created_ns": 1000 + i,
+            "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
+            "state": "completed" if i < n - 1 else "scheduled", "timeout_ms": 1000, "is_p2p": False,
+            "frames": [{"name": "f", "filename": "x.py", "line": i}] * 3}
+dump = {"version": "2.4", "rank": 0, "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+        "pg_status": {}, "entries": [entry(i) for i in range(n)]}
+with open("pickled/_dump_0", "wb") as f:
+    pickle.dump(dump, f, protocol=2)
+PY2
+expect 1 "" 450000 "pickle dump of 200 k entries" -- "$petrsim" diagnose pickled/_dump_0
+grep -qF "nccl:all_reduce" out.txt || fail "pickle dump of 200 k entries: no stuck all_reduce in: $(head -c 400 out.txt)"
+
+rm -f long.log dump_0.json groups/dump_0.json pickled/_dump_0 zeros.log.gz newlines.log.gz
 if [ "$failures" -gt 0 ]; then
   echo "hostile_diagnose_memory: $failures failure(s)" >&2
   exit 1

@@ -245,14 +245,15 @@ class Converter {
     entry.collective_seq_id = NeedInt(e, "collective_seq_id", where);
   }
 
-  // Returns whether the dump named its rank.
-  bool Convert(const PickleNode& root, FrDump& dump) const {
+  // Returns whether the dump named its rank. `entries_read`: the entries were converted as they were read (a JSON
+  // dump, a streamed pickle), and the list holds none of them.
+  bool Convert(const PickleNode& root, FrDump& dump, bool entries_read = false) const {
     bool has_rank = false;
     // The earliest dumps (PyTorch 2.2, before the dict of pytorch/pytorch#118044) are the bare
     // list of entries, with no version, pg_config nor pg_status.
     if (root.is_sequence()) {
       dump.bare_list = true;
-      ConvertEntries(root, dump);
+      if (!entries_read) ConvertEntries(root, dump);
       return false;
     }
     if (root.type != Type::kDict) Fail("top level", "expected a dict or a list, found " + WithArticle(root.TypeName()));
@@ -285,7 +286,7 @@ class Converter {
       ConvertPgStatus(*status, dump);
     }
     // dump_json leaves `entries` out when there are none (and both formats without collectives).
-    if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr) {
+    if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr && !entries_read) {
       ConvertEntries(*entries, dump);
     }
     return has_rank;
@@ -571,8 +572,68 @@ bool ParseJsonDump(JsonDumpChunks& chunks, const Converter& converter, const std
   ChunkedChars<JsonDumpChunks> chars(chunks);
   nlohmann::json::sax_parse(chars.begin(), chars.end(), &reader);
   PETRSIM_ASSERT(reader.root() != nullptr);
-  const bool has_rank = converter.Convert(*reader.root(), dump);
+  const bool has_rank = converter.Convert(*reader.root(), dump, /*entries_read=*/true);
   if (reader.entry_error()) std::rethrow_exception(reader.entry_error());
+  return has_rank;
+}
+
+// The keys of an entry the converter reads (ConvertEntry): a streamed pickle keeps only these of each entry.
+const std::vector<std::string> kEntryKeys = {
+    "record_id",    "pg_id",          "process_group",   "collective_seq_id", "seq_id",       "p2p_seq_id",
+    "op_id",        "profiling_name", "time_created_ns", "input_sizes",       "output_sizes", "sizes",
+    "input_dtypes", "output_dtypes",  "state",           "timeout_ms",        "is_p2p"};
+
+// Whether a pickle's top level is a list (a bare-list dump) or a dict, from its first opcodes (PROTO, FRAME, then
+// EMPTY_LIST or EMPTY_DICT, as PyTorch's pickler writes them); nothing when they say neither.
+std::optional<bool> PickleTopIsList(std::string_view bytes) {
+  size_t at = 0;
+  if (at + 2 <= bytes.size() && static_cast<uint8_t>(bytes[at]) == 0x80) at += 2;  // PROTO n
+  if (at < bytes.size() && static_cast<uint8_t>(bytes[at]) == 0x95) at += 9;       // FRAME, 8-byte length
+  if (at >= bytes.size()) return std::nullopt;
+  if (bytes[at] == ']') return true;
+  if (bytes[at] == '}') return false;
+  return std::nullopt;
+}
+
+// A pickle dump read entry by entry (PickleOptions::on_record): each entry converted as the pickle machine adds it
+// to the list, and its nodes reused, so that memory follows one batch of entries, not the dump (a 1 M-entry dump
+// built a tree of 3.46 GB). As in a JSON dump, an entry's error waits for the top level; and, as tree mode reads a
+// cut dump, an incomplete last entry of a cut dump is dropped, not an error. Nothing when the top level is neither
+// a list nor a dict by its first opcodes (the tree is built then).
+std::optional<bool> ParseStreamedPickleDump(std::string_view bytes, const Converter& converter,
+                                            const std::string& display_name, FrDump& dump) {
+  const std::optional<bool> top_list = PickleTopIsList(bytes);
+  if (!top_list) return std::nullopt;
+  dump.bare_list = *top_list;
+  PickleOptions options;
+  options.record_lists = {"entries"};
+  options.record_top_list = *top_list;
+  options.record_keys = kEntryKeys;
+  std::exception_ptr entry_error;
+  std::optional<std::pair<uint64_t, std::exception_ptr>> incomplete;  // the last entry handed, if it lacked a key
+  options.on_record = [&](const PickleNode& entry, uint64_t index) {
+    if (entry_error) return;
+    if (incomplete) entry_error = incomplete->second;  // not the last one: its missing key is an error
+    if (entry_error) return;
+    try {
+      const size_t before = dump.entries.size();
+      converter.ConvertEntry(entry, index, /*cut_last=*/true, dump);
+      if (dump.entries.size() == before) {  // incomplete: an error unless it turns out the last of a cut dump
+        try {
+          converter.ConvertEntry(entry, index, /*cut_last=*/false, dump);
+        } catch (const ScenarioError&) {
+          incomplete.emplace(index, std::current_exception());
+        }
+      }
+    } catch (const ScenarioError&) {
+      entry_error = std::current_exception();
+    }
+  };
+  const PickleDocument doc = ParsePickle(bytes, display_name, options);
+  dump.partial = doc.partial;
+  if (incomplete && !dump.partial && !entry_error) entry_error = incomplete->second;
+  const bool has_rank = converter.Convert(*doc.root, dump, /*entries_read=*/true);
+  if (entry_error) std::rethrow_exception(entry_error);
   return has_rank;
 }
 
@@ -596,7 +657,7 @@ bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 }  // namespace
 
 FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
-                               std::optional<uint32_t> rank_from_name) {
+                               std::optional<uint32_t> rank_from_name, FrPickleRead pickle_read) {
   FrDump dump;
   dump.path = display_name;
   if (rank_from_name) dump.rank = *rank_from_name;
@@ -605,9 +666,17 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   while (first < bytes.size() && IsBlank(bytes[first])) ++first;
   bool has_rank = false;
   if (first < bytes.size() && static_cast<uint8_t>(bytes[first]) == 0x80) {
-    const PickleDocument doc = ParsePickle(bytes.substr(first), display_name);
-    dump.partial = doc.partial;
-    has_rank = converter.Convert(*doc.root, dump);
+    std::optional<bool> streamed;
+    if (pickle_read == FrPickleRead::kStreamed) {
+      streamed = ParseStreamedPickleDump(bytes.substr(first), converter, display_name, dump);
+    }
+    if (streamed) {
+      has_rank = *streamed;
+    } else {
+      const PickleDocument doc = ParsePickle(bytes.substr(first), display_name);
+      dump.partial = doc.partial;
+      has_rank = converter.Convert(*doc.root, dump);
+    }
   } else if (first < bytes.size() && bytes[first] == '{') {
     JsonDepth depth(display_name, kPickleDepthMax);
     JsonDumpChunks chunks(bytes, nullptr, depth);

@@ -73,10 +73,15 @@ struct FrDump {
 // offset (pickle) or key (both) on bad input.
 FrDump ReadFlightRecorderDump(const std::string& path);
 
+// How a pickle dump is read: entry by entry, each converted as the pickle machine adds it to the list (memory follows
+// one batch of entries), or as one tree built first (the reference the streamed read is tested against).
+enum class FrPickleRead { kStreamed, kWhole };
+
 // The same over the file's bytes; `display_name` starts every error message, and the rank is
 // the dump's own "rank" key or `rank_from_name` (nothing: the dump must name it).
 FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& display_name,
-                               std::optional<uint32_t> rank_from_name);
+                               std::optional<uint32_t> rank_from_name,
+                               FrPickleRead pickle_read = FrPickleRead::kStreamed);
 
 // The PyTorch releases that write a dump format: `first` to `last` ("2.5", "2.7"); `last` empty:
 // `first` and later; `development`: only builds between releases (nightlies), not a release.
