@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include "base/assert.h"
@@ -80,7 +81,41 @@ class InfoReader {
 
   bool av2() const { return av2_; }
 
-  void ReadRoot(const PickleNode& root) {
+  // One info as the pickle reader hands it over (PickleOptions::on_record), in file order; the first decides the
+  // format. An error is kept for ReadRoot, which says first what is wrong with the top level, as a whole read does.
+  // A second record list (a hand-made file with both 'infos' and 'data_list') is noted, not read.
+  void ReadRecord(const PickleNode& info, uint64_t i) {
+    if (i == 0 && records_ > 0) second_list_ = true;
+    if (second_list_) return;
+    ++records_;
+    if (info_error_) return;
+    try {
+      if (i == 0) {
+        av2_ = info.type == Type::kDict && info.Get("token") == nullptr &&
+               (info.Get("scene_id") != nullptr || info.Get("gt3d_infos") != nullptr);
+      }
+      if (av2_) {
+        ReadAv2Info(info, i);
+      } else {
+        ReadInfo(info, i);
+      }
+    } catch (const ScenarioError&) {
+      info_error_ = std::current_exception();
+    }
+  }
+  // Whether every info of the file's list was handed to ReadRecord, and only those: else the file is read again as a
+  // whole tree (a hand-made file with two record lists, or whose 'infos' list the reader did not know as one).
+  bool ReadAsRecords(const PickleNode& root) const {
+    if (second_list_) return false;
+    const PickleNode* infos = root.type == Type::kList ? &root : root.type == Type::kDict ? root.Get("infos") : nullptr;
+    if (infos == nullptr || infos->type != Type::kList) return true;  // ReadRoot says what is wrong, before any info
+    return records_ == infos->items.size() &&
+           std::all_of(infos->items.begin(), infos->items.end(),
+                       [](const PickleNode* item) { return item->type == Type::kDropped; });
+  }
+
+  // The top level, after the infos were read as they came (ReadRecord), or with them (`records_read` false).
+  void ReadRoot(const PickleNode& root, bool records_read = false) {
     const PickleNode* infos = nullptr;
     if (root.type == Type::kList) {
       // The older format: the infos without the dict around them.
@@ -118,18 +153,13 @@ class InfoReader {
       }
     }
     if (infos->items.empty()) Fail("infos", "the list is empty (no frame to import)");
-    out_.frames.reserve(infos->items.size());
-    // Far3D's Argoverse 2 infos (tools/create_infos_av2/create_av2_infos.py) have scene_id and
-    // gt3d_infos where mmdet3d's nuScenes infos have token and gt_boxes; the first info decides.
-    const PickleNode& first = *infos->items[0];
-    av2_ = first.type == Type::kDict && first.Get("token") == nullptr &&
-           (first.Get("scene_id") != nullptr || first.Get("gt3d_infos") != nullptr);
-    for (size_t i = 0; i < infos->items.size(); ++i) {
-      if (av2_) {
-        ReadAv2Info(*infos->items[i], i);
-      } else {
-        ReadInfo(*infos->items[i], i);
-      }
+    if (records_read) {
+      if (info_error_) std::rethrow_exception(info_error_);
+      PETRSIM_ASSERT(out_.frames.size() == infos->items.size());  // one frame per info handed over (ReadAsRecords)
+    } else {
+      out_.frames.reserve(infos->items.size());
+      for (size_t i = 0; i < infos->items.size(); ++i) ReadRecord(*infos->items[i], i);
+      if (info_error_) std::rethrow_exception(info_error_);
     }
     if (infos_without_lidar_pts_ > 0) {
       out_.warnings.push_back(fmt::format(
@@ -433,6 +463,9 @@ class InfoReader {
   size_t first_info_without_lidar_pts_ = 0;
   Cache unicode_cache_;
   Cache bytes_cache_;
+  uint64_t records_ = 0;  // infos read by ReadRecord
+  bool second_list_ = false;
+  std::exception_ptr info_error_;
 };
 
 }  // namespace
@@ -465,10 +498,24 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
   pickle.release = options.release;
   bool av2 = false;
   {
+    // Each info read as the pickle reader adds it to the list: its nodes are reused, never copied to a tree of the
+    // whole file.
+    auto reader = std::make_unique<InfoReader>(display_name, bytes.size(), options, out);
+    pickle.on_record = [&reader](const PickleNode& info, uint64_t i) { reader->ReadRecord(info, i); };
     const PickleDocument doc = ParsePickle(bytes, display_name, pickle);
-    InfoReader reader(display_name, bytes.size(), options, out);
-    reader.ReadRoot(*doc.root);
-    av2 = reader.av2();
+    if (reader->ReadAsRecords(*doc.root)) {
+      reader->ReadRoot(*doc.root, /*records_read=*/true);
+    } else {
+      ImportedSubDataset again;
+      again.source = out.source;
+      again.name = out.name;
+      out = std::move(again);
+      reader = std::make_unique<InfoReader>(display_name, bytes.size(), options, out);
+      pickle.on_record = nullptr;
+      const PickleDocument whole = ParsePickle(bytes, display_name, pickle);
+      reader->ReadRoot(*whole.root);
+    }
+    av2 = reader->av2();
   }
   if (av2) {
     KeepOrderAndCutScenesBySceneId(out, options.interval_test);

@@ -343,6 +343,31 @@ TEST(Mmdet3dInfos, HandMadePicklesImport) {
   EXPECT_EQ(sub.class_names[0], "car");
 }
 
+// The infos are read as the pickle reader adds them to the list (PickleOptions::on_record). A hand-made file whose
+// infos the reader cannot take so (a 'data_list' before 'infos', both record lists; an 'infos' list built before its
+// key, so not known as one) is read again as a whole tree: the frames are the 'infos' list's, as tree mode gives them.
+TEST(Mmdet3dInfos, InfosTheReaderCannotStreamAreReadAsAWholeTree) {
+  const std::string infos = Info(0, Boxes(3, Cars(3), Ones(3))) + Info(1, Boxes(2, Cars(2), Ones(2)));
+  const auto tokens = [](const ImportedSubDataset& sub) {
+    std::vector<std::string> out;
+    for (const ImportedFrame& frame : sub.frames) out.push_back(frame.token);
+    return out;
+  };
+  const std::vector<std::string> want = {"t0", "t1"};
+  EXPECT_EQ(tokens(ParseMmdet3dInfos(InfoFile(infos), "hand.pkl", {})), want);
+  const std::string both = Op(0x80) + Op(4) + Globals() + "}" + Put(0) + "(" + X("data_list") + "]" + Put(1) + "(" +
+                           Info(9, Boxes(1, Cars(1), Ones(1))) + "e" + X("infos") + "]" + Put(2) + "(" + infos + "e" +
+                           X("metadata") + "}u.";
+  const ImportedSubDataset from_both = ParseMmdet3dInfos(both, "both.pkl", {});
+  EXPECT_EQ(tokens(from_both), want);
+  EXPECT_EQ(from_both.boxes.size(), 5u);
+  const std::string list_first = Op(0x80) + Op(4) + Globals() + "}" + Put(0) + "]" + Put(1) + "(" + infos + "e0(" +
+                                 X("infos") + Get(1) + X("metadata") + "}u.";
+  const ImportedSubDataset from_list_first = ParseMmdet3dInfos(list_first, "list_first.pkl", {});
+  EXPECT_EQ(tokens(from_list_first), want);
+  EXPECT_EQ(from_list_first.boxes.size(), 5u);
+}
+
 TEST(Mmdet3dInfos, ArrayDataCopiedFromOneSharedStateIsRefused) {
   // Every info's gt_boxes is a new array BUILT from one memoized state: a few bytes of file per
   // copy of the whole buffer.
