@@ -310,7 +310,10 @@ std::string Serialize(const Scenario& scenario, const std::string& path, const s
       throw ScenarioError(fmt::format("{}: cannot write JSON: {}", path, std::string(status.message())));
     return bytes;
   }
-  std::string text = "# Written by `petrsim import probe-trace` (proto/scenario.proto documents every field).\n";
+  // The opening IsImportOutput knows an import's scenario by (import_output.h).
+  std::string text =
+      "# A petrsim scenario written by `petrsim import probe-trace` (proto/scenario.proto documents every "
+      "field).\n";
   for (const std::string& line : summary) text += "# " + line + "\n";
   google::protobuf::TextFormat::PrintToString(scenario, &bytes);
   return text + bytes;
