@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "formats/flight_recorder/flight_recorder.h"
 #include "replay/diagnose.h"
+#include "tests/pickle_test_util.h"
 
 namespace petrsim {
 namespace {
@@ -204,6 +205,13 @@ TEST(FlightRecorderFormats, AMissingRequiredKeyIsNamed) {
   expect(ParseEdited([](nlohmann::json& j) { j.erase("version"); }), "_dump_0.json: top level: missing key 'version'");
   expect(ParseEdited([](nlohmann::json& j) { j["pg_config"]["0"].erase("ranks"); }),
          "_dump_0.json: pg_config['0']: missing key 'ranks'");
+  // Entries are read as they come only from a list: anything else is said, not taken for none.
+  expect(ParseEdited([](nlohmann::json& j) {
+           j["entries"] = {{"x", 1}};
+         }),
+         "_dump_0.json: entries: expected a list, found a dict");
+  expect(ParseEdited([](nlohmann::json& j) { j["entries"] = 5; }),
+         "_dump_0.json: entries: expected a list, found an int");
 }
 
 // Issue 33, point 3: a JSON dump is read an entry at a time (its DOM of a million entries took 7.7 GB); an entry's
@@ -296,43 +304,81 @@ TEST(FlightRecorderFormats, AJsonDumpFileIsParsedAsItIsRead) {
   fs::remove_all(dir);
 }
 
+// A dump read with `how` as text: every field, or the error.
+std::string DumpText(std::string_view bytes, FrPickleRead how) {
+  std::string out;
+  try {
+    const FrDump dump = ParseFlightRecorderDump(bytes, "_dump_3", 3u, how);
+    out = fmt::format("rank {} version {} lib {} bare {} partial {} world {}\n", dump.rank, dump.version,
+                      dump.comm_lib_version, dump.bare_list, dump.partial.value_or("-"), dump.world_ranks.size());
+    for (const auto& [name, group] : dump.pg_config) out += fmt::format("pg {} {} {}\n", name, group.desc, group.ranks);
+    for (const auto& [id, status] : dump.pg_status) {
+      out += fmt::format("status {} {} {} {}\n", id, status.last_enqueued, status.last_started, status.last_completed);
+    }
+    for (const FrEntry& e : dump.entries) {
+      out +=
+          fmt::format("entry {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", e.record_id, e.pg_id, e.pg_name,
+                      e.pg_desc, e.collective_seq_id, e.p2p_seq_id, e.op_id, e.profiling_name, e.time_created_ns,
+                      e.state, e.timeout_ms, e.is_p2p, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes);
+    }
+  } catch (const ScenarioError& error) {
+    out = std::string("error: ") + error.what();
+  }
+  return out;
+}
+
 // A pickle dump is read entry by entry (each converted as the pickle machine adds it to the list): on the real dumps,
 // whole and cut at every byte, it reads as the tree built first does, entries, tables and errors alike (an incomplete
 // last entry of a cut dump dropped, a cut in the top level an error).
 TEST(FlightRecorderFormats, APickleDumpReadEntryByEntryIsTheWholeTreesRead) {
-  const auto read = [](std::string_view bytes, FrPickleRead how) {
-    std::string out;
-    try {
-      const FrDump dump = ParseFlightRecorderDump(bytes, "_dump_3", 3u, how);
-      out = fmt::format("rank {} version {} lib {} bare {} partial {} world {}\n", dump.rank, dump.version,
-                        dump.comm_lib_version, dump.bare_list, dump.partial.value_or("-"), dump.world_ranks.size());
-      for (const auto& [name, group] : dump.pg_config)
-        out += fmt::format("pg {} {} {}\n", name, group.desc, group.ranks);
-      for (const auto& [id, status] : dump.pg_status) {
-        out +=
-            fmt::format("status {} {} {} {}\n", id, status.last_enqueued, status.last_started, status.last_completed);
-      }
-      for (const FrEntry& e : dump.entries) {
-        out += fmt::format("entry {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", e.record_id, e.pg_id, e.pg_name,
-                           e.pg_desc, e.collective_seq_id, e.p2p_seq_id, e.op_id, e.profiling_name, e.time_created_ns,
-                           e.state, e.timeout_ms, e.is_p2p, e.input_sizes, e.output_sizes, e.input_dtypes,
-                           e.output_dtypes);
-      }
-    } catch (const ScenarioError& error) {
-      out = std::string("error: ") + error.what();
-    }
-    return out;
-  };
   for (const std::string& path :
        {kReal + "/_dump_3", kVersioned + "/2.2/pickle/_dump_3", kVersioned + "/bare_list/pickle/_dump_3"}) {
-    if (!fs::exists(path)) continue;
+    ASSERT_TRUE(fs::exists(path)) << path;
     const std::string bytes = ReadText(path);
-    const std::string whole = read(bytes, FrPickleRead::kWhole);
-    ASSERT_EQ(read(bytes, FrPickleRead::kStreamed), whole) << path;
+    const std::string whole = DumpText(bytes, FrPickleRead::kWhole);
+    ASSERT_EQ(DumpText(bytes, FrPickleRead::kStreamed), whole) << path;
     ASSERT_NE(whole.find("entry "), std::string::npos) << path;
     for (size_t cut = 1; cut < bytes.size(); ++cut) {
       const std::string_view part(bytes.data(), cut);
-      ASSERT_EQ(read(part, FrPickleRead::kStreamed), read(part, FrPickleRead::kWhole)) << path << " cut at " << cut;
+      ASSERT_EQ(DumpText(part, FrPickleRead::kStreamed), DumpText(part, FrPickleRead::kWhole))
+          << path << " cut at " << cut;
+    }
+  }
+}
+
+// Hand-made layouts the stream cannot take as Python's pickler lays a dump out (a top-level value popped and another
+// opened, entries in a tuple or a dict) read as the whole tree does: the entries of a tuple, the error of a dict, the
+// top level that is really there (one of them aborted on an assertion, another lost its 7 entries).
+TEST(FlightRecorderFormats, HandMadePickleLayoutsReadAsTheWholeTreeDoes) {
+  const auto entry = [](int seq) {
+    return Bytes({'}', '('}) + Str("process_group") + Str("0") + Str("default_pg") + Bytes({0x86}) +
+           Str("collective_seq_id") + Bytes({'K', seq}) + Str("profiling_name") + Str("nccl:all_reduce") +
+           Str("state") + Str("scheduled") + Str("is_p2p") + Bytes({0x89, 'u'});
+  };
+  const auto bare_entry = [](int seq) {
+    return Bytes({'}', '('}) + Str("pg_id") + Bytes({'K', 0}) + Str("seq_id") + Bytes({'K', seq}) +
+           Str("profiling_name") + Str("nccl:all_reduce") + Str("state") + Str("scheduled") + Bytes({'u'});
+  };
+  const auto dict_dump = [](const std::string& entries) {
+    return Bytes({'}', '('}) + Str("version") + Str("2.4") + Str("rank") + Bytes({'K', 3}) + Str("pg_config") +
+           Bytes({'}'}) + Str("entries") + entries + Bytes({'u', '.'});
+  };
+  const std::string two = entry(1) + entry(2);
+  const std::vector<std::pair<std::string, std::string>> layouts = {
+      {"a list", Bytes({0x80, 2}) + dict_dump(Bytes({']', '('}) + two + Bytes({'e'}))},
+      {"a tuple", Bytes({0x80, 2}) + dict_dump(Bytes({'('}) + two + Bytes({'t'}))},
+      {"a dict", Bytes({0x80, 2}) + dict_dump(Bytes({'}'}))},
+      {"a list popped, then the dict", Bytes({0x80, 2, ']', '0'}) + dict_dump(Bytes({']', '('}) + two + Bytes({'e'}))},
+      {"a dict popped, then the bare list",
+       Bytes({0x80, 2, '}', '0', ']', '('}) + bare_entry(1) + bare_entry(2) + Bytes({'e', '.'})},
+  };
+  for (const auto& [layout, bytes] : layouts) {
+    const std::string whole = DumpText(bytes, FrPickleRead::kWhole);
+    EXPECT_EQ(DumpText(bytes, FrPickleRead::kStreamed), whole) << layout;
+    if (layout == "a dict") {
+      EXPECT_NE(whole.find("entries: expected a list, found a dict"), std::string::npos) << whole;
+    } else {
+      EXPECT_NE(whole.find("entry 1 "), std::string::npos) << layout << ": " << whole;
     }
   }
 }

@@ -286,8 +286,12 @@ class Converter {
       ConvertPgStatus(*status, dump);
     }
     // dump_json leaves `entries` out when there are none (and both formats without collectives).
-    if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr && !entries_read) {
-      ConvertEntries(*entries, dump);
+    if (const PickleNode* entries = Get(root, "entries", "top level"); entries != nullptr) {
+      if (!entries_read) {
+        ConvertEntries(*entries, dump);
+      } else if (!entries->is_sequence()) {  // read as they came only where they were a list
+        Fail("entries", "expected a list, found " + WithArticle(entries->TypeName()));
+      }
     }
     return has_rank;
   }
@@ -595,6 +599,22 @@ std::optional<bool> PickleTopIsList(std::string_view bytes) {
   return std::nullopt;
 }
 
+// Whether the entries were all handed over, and only they: the top level is what its first opcode said, and its
+// entries (the top level itself, or its 'entries') are the one record list, each item handed (kDropped). Not so for a
+// hand-made layout (a top-level value popped and replaced, entries in a tuple or a dict, a second entries list, a
+// record changed after it was added): the whole tree is read then.
+bool HandedEveryEntry(const PickleDocument& doc, bool top_list, uint64_t handed) {
+  if ((doc.root->type == Type::kList) != top_list) return false;
+  if (doc.partial && doc.partial->find("changes a record after it was added to its list") != std::string::npos) {
+    return false;
+  }
+  const PickleNode* entries = top_list ? doc.root : doc.root->type == Type::kDict ? doc.root->Get("entries") : nullptr;
+  if (entries == nullptr) return handed == 0;
+  return entries->type == Type::kList && entries->items.size() == handed &&
+         std::all_of(entries->items.begin(), entries->items.end(),
+                     [](const PickleNode* item) { return item->type == Type::kDropped; });
+}
+
 // A pickle dump read entry by entry (PickleOptions::on_record): each entry converted as the pickle machine adds it
 // to the list, and its nodes reused, so that memory follows one batch of entries, not the dump (a 1 M-entry dump
 // built a tree of 3.46 GB). As in a JSON dump, an entry's error waits for the top level; and, as tree mode reads a
@@ -629,10 +649,22 @@ std::optional<bool> ParseStreamedPickleDump(std::string_view bytes, const Conver
       entry_error = std::current_exception();
     }
   };
-  const PickleDocument doc = ParsePickle(bytes, display_name, options);
-  dump.partial = doc.partial;
+  uint64_t handed = 0;
+  const auto convert = options.on_record;
+  options.on_record = [&](const PickleNode& entry, uint64_t index) {
+    ++handed;
+    convert(entry, index);
+  };
+  std::optional<PickleDocument> doc;
+  try {
+    doc.emplace(ParsePickle(bytes, display_name, options));
+  } catch (const PickleError&) {
+    return std::nullopt;  // the whole tree's read says what is wrong (or salvages what the stream could not)
+  }
+  if (!HandedEveryEntry(*doc, *top_list, handed)) return std::nullopt;
+  dump.partial = doc->partial;
   if (incomplete && !dump.partial && !entry_error) entry_error = incomplete->second;
-  const bool has_rank = converter.Convert(*doc.root, dump, /*entries_read=*/true);
+  const bool has_rank = converter.Convert(*doc->root, dump, /*entries_read=*/true);
   if (entry_error) std::rethrow_exception(entry_error);
   return has_rank;
 }
@@ -668,7 +700,11 @@ FrDump ParseFlightRecorderDump(std::string_view bytes, const std::string& displa
   if (first < bytes.size() && static_cast<uint8_t>(bytes[first]) == 0x80) {
     std::optional<bool> streamed;
     if (pickle_read == FrPickleRead::kStreamed) {
-      streamed = ParseStreamedPickleDump(bytes.substr(first), converter, display_name, dump);
+      // Its own dump and budget: where the stream cannot take the entries, the tree's read starts afresh.
+      FrDump attempt = dump;
+      const Converter streaming(display_name, bytes.size());
+      streamed = ParseStreamedPickleDump(bytes.substr(first), streaming, display_name, attempt);
+      if (streamed) dump = std::move(attempt);
     }
     if (streamed) {
       has_rank = *streamed;
