@@ -182,8 +182,8 @@ struct PickleOptions {
   bool skip_dropped = true;
   // Record mode: each record is handed here as soon as it is added to its record list (APPEND or APPENDS, the
   // top-level list's too), in file order, with its index in that list; the list then keeps a kDropped node in its
-  // place (its length stays right), so the record's nodes can be reused. The node is valid only during the call.
-  // Empty: records stay in their lists.
+  // place (its length stays right), so the record's nodes can be reused. The node is valid only during the call,
+  // which must not throw (keep an error and raise it after ParsePickle). Empty: records stay in their lists.
   //
   // The records are those the list would hold without it. A record the file memoizes and reads back (the same
   // dict twice) stays whole for the later reads: the memo keeps it (one read back only once until that read). Memory

@@ -436,9 +436,9 @@ class Machine {
 
   bool IsRecordListKey() const;
   bool IsRecordList(const PickleNode* node) const;
-  // Fails when `list`, a record list, holds more than PickleOptions::record_items_max records.
-  void CheckRecordCount(const PickleNode* list) const {
-    if (options_.record_items_max == 0 || list->items.size() <= options_.record_items_max) return;
+  // Fails when `list`, a record list, holds (after `adding` more) more than PickleOptions::record_items_max records.
+  void CheckRecordCount(const PickleNode* list, uint64_t adding = 0) const {
+    if (options_.record_items_max == 0 || list->items.size() + adding <= options_.record_items_max) return;
     if (!record_mode_ || !IsRecordList(list)) return;
     Fail(fmt::format("a list of more than {} records{}", options_.record_items_max, options_.record_items_why));
   }

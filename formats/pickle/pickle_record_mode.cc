@@ -270,6 +270,8 @@ void Machine::AddItems(PickleNode* list, PickleNode* const* first, PickleNode* c
     CheckRecordCount(list);
     return;
   }
+  // The limit before any of these records is handed over (an error halfway would leave the stack half added).
+  CheckRecordCount(list, static_cast<uint64_t>(last - first));
   for (; first != last; ++first) {
     const uint64_t index = list->items.size();
     list->items.push_back(dropped_);  // the list keeps its length, not the record
@@ -285,7 +287,8 @@ void Machine::MarkHanded(PickleNode* record) {
   while (!to_mark.empty()) {
     PickleNode* node = to_mark.back();
     to_mark.pop_back();
-    if (node->handed || node == dropped_) continue;
+    // A kept value may lead back to the record list itself (a cycle): the list still grows, it is not the record's.
+    if (node->handed || node == dropped_ || IsRecordList(node)) continue;
     node->handed = true;
     to_mark.insert(to_mark.end(), node->items.begin(), node->items.end());
     for (const auto& [key, value] : node->entries) {
