@@ -104,6 +104,12 @@ expect 2 "big.log:1: gpu_ids = range(0, 10**12): expected gpu_ids = range(0, N) 
   "$petrsim" import mmdet3d-config "$config" --data-root root --log big.log -o big.pbtxt --quiet --no-cache
 expect 2 "big.log:1: gpu_ids = range(0, 10**12): expected gpu_ids = range(0, N) with N the job's GPU count in [1, 1048576]" \
   "diagnose of a log with gpu_ids = range(0, 10**12) (was world size 10, exit 0)" -- "$petrsim" diagnose big.log
+printf '[E ProcessGroupNCCL.cpp:1] NCCL communicator was aborted on rank 4294967297.\n' >aborted.log
+expect 2 "aborted.log:1: rank 4294967297: expected a rank of the job, below 1048576" \
+  "a communicator aborted on rank 2^32+1 (was rank 1)" -- "$petrsim" diagnose aborted.log
+printf 'global_world_sizes=[10**12]\n' >torchrun.log
+expect 2 "torchrun.log:1: global_world_sizes=[10**12]: expected global_world_sizes=[N" \
+  "torchrun's global_world_sizes=[10**12] (was world size 10)" -- "$petrsim" diagnose torchrun.log
 printf 'gpu_ids = range(0, 4294967298)\n' >wrap.log
 expect 2 "gpu_ids = range(0, 4294967298): expected" "gpu_ids = range(0, 2^32+2)" -- \
   "$petrsim" import mmdet3d-config "$config" --data-root root --log wrap.log -o wrap.pbtxt --quiet --no-cache

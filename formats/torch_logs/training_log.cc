@@ -310,7 +310,7 @@ void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
   }
   if (const size_t at = rest.find("communicator was aborted"); at != string_view::npos) {
     std::optional<uint32_t> on;
-    if (const auto r = UintAfter(rest, "aborted on rank ", at)) on = static_cast<uint32_t>(*r);
+    if (const auto r = UintAfter(rest, "aborted on rank ", at)) on = CheckedRank(*r, number);
     if (const auto r = RankOf(p, on)) Rank(*r).communicator_aborted = true;
     return;
   }
@@ -323,11 +323,11 @@ void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
   }
   if (rest.find("Set random seed to ") != string_view::npos) return Seed(number, rest);
   if (const size_t at = rest.find("gpu_ids = range(0, "); at != string_view::npos) return GpuIds(number, rest, at);
-  if (const auto n = UintAfter(rest, "global_world_sizes=[")) {
+  if (const auto n = CountAfter(number, rest, "global_world_sizes=[", ",]")) {
     SetWorldSize(*n, fmt::format("torchrun's global_world_sizes ({})", At(number)));
     return;
   }
-  if (const auto n = UintAfter(rest, "GPU number: ")) {
+  if (const auto n = CountAfter(number, rest, "GPU number: ", " \t\r,.;)")) {
     SetWorldSize(*n, fmt::format("GPU number: {} ({})", *n, At(number)));
     return;
   }
@@ -342,7 +342,7 @@ void LogParser::ParseLine(uint64_t number, size_t offset, string_view line) {
   if (rest.find("local_rank:") != string_view::npos) {
     const string_view t = Trim(rest);
     if (t.rfind("rank", 0) == 0) {
-      if (const auto r = UintAfter(t, ": ")) summary_rank_ = static_cast<uint32_t>(*r);
+      if (const auto r = UintAfter(t, ": ")) summary_rank_ = CheckedRank(*r, number);
     }
     return;
   }
@@ -382,6 +382,33 @@ void LogParser::ExitCode(string_view after) {
     Rank(*summary_rank_).exit_code = negative ? -static_cast<int64_t>(code) : static_cast<int64_t>(code);
   }
   summary_rank_.reset();
+}
+
+// A rank a line names (line `number`): past the limit on a log's ranks it is refused, never cut to 32 bits.
+uint32_t LogParser::CheckedRank(uint64_t r, uint64_t number) const {
+  if (r >= kLogRanksMax) {
+    throw ScenarioError(
+        fmt::format("{}: rank {}: expected a rank of the job, below {} (petrsim's limit on the ranks of "
+                    "a log's job)",
+                    At(number), r, kLogRanksMax));
+  }
+  return static_cast<uint32_t>(r);
+}
+
+// The count after `key` in a line, where one of `ends` (or the line's end) closes it: 10**12 is not 10. Nothing when
+// the key is not there or no digit follows it.
+std::optional<uint64_t> LogParser::CountAfter(uint64_t number, string_view rest, string_view key,
+                                              string_view ends) const {
+  const size_t at = rest.find(key);
+  if (at == string_view::npos) return std::nullopt;
+  size_t pos = at + key.size();
+  uint64_t n = 0;
+  if (!ConsumeUint(rest, pos, n)) return std::nullopt;
+  if (pos < rest.size() && ends.find(rest[pos]) == string_view::npos) {
+    throw ScenarioError(fmt::format("{}: {}: expected {}N with N the job's rank count", At(number),
+                                    EscapedBytes(rest.substr(at, std::min<size_t>(rest.size() - at, 60))), key));
+  }
+  return n;
 }
 
 // `gpu_ids = range(0, N)` (mmcv's config dump): only a plain count closes the range; 10**12 is not 10, nor a count
