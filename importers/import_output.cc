@@ -49,7 +49,8 @@ bool SameFile(const FileIdentity& a, const FileIdentity& b) { return a.device ==
 
 bool IsImportOutput(std::string_view opening) {
   if (opening.empty()) return true;
-  if (StartsWith(opening, "# A petrsim scenario written by `petrsim import`")) return true;
+  if (StartsWith(opening, "# A petrsim scenario written by `petrsim import"))
+    return true;  // `petrsim import` or `... probe-trace`
   // Binary: field 1 (name) then field 2 (description), protobuf's order of fields by number.
   size_t at = 0;
   if (const auto name = LengthDelimited(opening, at, 0x0a);
