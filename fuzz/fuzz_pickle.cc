@@ -1,12 +1,59 @@
 // libFuzzer target: arbitrary bytes as a Flight Recorder dump (pickle or JSON). Any input must
-// end in a dump or a ScenarioError: no crash, no hang, no unbounded allocation.
+// end in a dump or a ScenarioError: no crash, no hang, no unbounded allocation. And a pickle dump
+// read entry by entry (FrPickleRead::kStreamed, what diagnose does) must read as the whole tree
+// does: the same fields of every entry and table, or the same error.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "base/error.h"
 #include "formats/flight_recorder/flight_recorder.h"
 #include "formats/pickle/pickle.h"
+
+namespace {
+
+// Every field of a dump read with `how`, or its error, as text.
+std::string Read(std::string_view bytes, petrsim::FrPickleRead how) {
+  std::string out;
+  try {
+    const petrsim::FrDump dump = petrsim::ParseFlightRecorderDump(bytes, "fuzz", 0u, how);
+    out = dump.version + '|' + dump.comm_lib_version + '|' + std::to_string(dump.rank) + '|' +
+          std::to_string(dump.bare_list) + '|' + dump.partial.value_or("-") + '|' + std::to_string(dump.has_pg_status);
+    for (const uint32_t r : dump.world_ranks) out += ',' + std::to_string(r);
+    for (const auto& [name, group] : dump.pg_config) {
+      out += '\n' + name + '|' + group.desc;
+      for (const uint32_t r : group.ranks) out += ',' + std::to_string(r);
+    }
+    for (const auto& [id, s] : dump.pg_status) {
+      out += '\n' + std::to_string(id) + '|' + std::to_string(s.last_enqueued) + '|' + std::to_string(s.last_started) +
+             '|' + std::to_string(s.last_completed);
+    }
+    for (const petrsim::FrEntry& e : dump.entries) {
+      out += '\n' + std::to_string(e.record_id) + '|' + std::to_string(e.pg_id) + '|' + e.pg_name + '|' + e.pg_desc +
+             '|' + std::to_string(e.collective_seq_id) + '|' + std::to_string(e.p2p_seq_id) + '|' +
+             std::to_string(e.op_id) + '|' + e.profiling_name + '|' + std::to_string(e.time_created_ns) + '|' +
+             e.state + '|' + std::to_string(e.timeout_ms) + '|' + std::to_string(e.is_p2p);
+      for (const auto* sizes : {&e.input_sizes, &e.output_sizes}) {
+        out += '|';
+        for (const auto& shape : *sizes) {
+          out += '[';
+          for (const int64_t d : shape) out += std::to_string(d) + ',';
+        }
+      }
+      for (const auto* dtypes : {&e.input_dtypes, &e.output_dtypes}) {
+        out += '|';
+        for (const std::string& d : *dtypes) out += d + ',';
+      }
+    }
+  } catch (const petrsim::ScenarioError& error) {
+    out = std::string("error: ") + error.what();
+  }
+  return out;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
@@ -15,10 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)doc;
   } catch (const petrsim::ScenarioError&) {
   }
-  try {
-    const petrsim::FrDump dump = petrsim::ParseFlightRecorderDump(bytes, "fuzz", 0u);
-    (void)dump;
-  } catch (const petrsim::ScenarioError&) {
-  }
+  const std::string streamed = Read(bytes, petrsim::FrPickleRead::kStreamed);
+  if (Read(bytes, petrsim::FrPickleRead::kWhole) != streamed) std::abort();  // the two reads of a pickle differ
   return 0;
 }
