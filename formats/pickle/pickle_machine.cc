@@ -332,7 +332,8 @@ PickleNode* Machine::Run() {
 }
 
 // After an error: adds the items of every open MARK to the container below it, innermost
-// first, and returns the bottom of the stack (null if empty).
+// first, and returns the bottom of the stack (null if empty). In record mode a record list's items
+// are handed over (AddItems) and a half-built record is pruned, as the machine would have.
 PickleNode* Machine::Salvage() {
   while (!marks_.empty()) {
     const size_t mark = marks_.back();
@@ -340,9 +341,13 @@ PickleNode* Machine::Salvage() {
     if (mark > 0 && mark <= stack_.size()) {
       PickleNode* below = stack_[mark - 1];
       if (below->type == PickleNode::Type::kList) {
-        below->items.insert(below->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+        AddItems(below, stack_.data() + mark, stack_.data() + stack_.size());
       } else if (below->type == PickleNode::Type::kDict) {
-        for (size_t i = mark; i + 1 < stack_.size(); i += 2) below->entries.emplace_back(stack_[i], stack_[i + 1]);
+        const bool record = IsRecordPosition(mark - 1);
+        Changed(below);
+        for (size_t i = mark; i + 1 < stack_.size(); i += 2) {
+          below->entries.emplace_back(stack_[i], record ? Prune(stack_[i], stack_[i + 1]) : stack_[i + 1]);
+        }
       }
     }
     stack_.resize(std::min(mark, stack_.size()));

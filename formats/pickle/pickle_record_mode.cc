@@ -384,28 +384,12 @@ void Machine::Collect() {
   collect_pending_ = false;
   collecting_ = false;
 }
-// Machine::Salvage with records: a half-built record is pruned, the records waiting for their
-// APPENDS are handed over, and the young nodes the document keeps are forwarded (the slab dies with
+// Machine::Salvage with records: the records waiting for their APPENDS are handed over and a half-built record
+// pruned (Salvage does both in record mode), then the young nodes the document keeps are forwarded (the slab dies with
 // the machine).
 PickleNode* Machine::SalvageRecords() {
   if (collecting_ || stack_.empty()) return nullptr;
-  while (!marks_.empty()) {
-    const size_t mark = marks_.back();
-    marks_.pop_back();
-    if (mark > 0 && mark <= stack_.size()) {
-      PickleNode* below = stack_[mark - 1];
-      if (below->type == PickleNode::Type::kList) {
-        AddItems(below, stack_.data() + mark, stack_.data() + stack_.size());
-      } else if (below->type == PickleNode::Type::kDict) {
-        const bool record = IsRecordPosition(mark - 1);
-        Changed(below);
-        for (size_t i = mark; i + 1 < stack_.size(); i += 2) {
-          below->entries.emplace_back(stack_[i], record ? Prune(stack_[i], stack_[i + 1]) : stack_[i + 1]);
-        }
-      }
-    }
-    stack_.resize(std::min(mark, stack_.size()));
-  }
+  Salvage();
   if (stack_.empty()) return nullptr;
   stack_.erase(stack_.begin() + 1, stack_.end());  // what Salvage returns; the rest dies with the machine
   stack_old_ = 0;
