@@ -366,6 +366,17 @@ TEST(Mmdet3dInfos, InfosTheReaderCannotStreamAreReadAsAWholeTree) {
   const ImportedSubDataset from_list_first = ParseMmdet3dInfos(list_first, "list_first.pkl", {});
   EXPECT_EQ(tokens(from_list_first), want);
   EXPECT_EQ(from_list_first.boxes.size(), 5u);
+  // Info 0 changed after the APPENDS that handed it over (a GET of it, then SETITEM): refused by the stream, read as
+  // the tree ends up.
+  const std::string info0 = "}" + Put(5) + "(" + X("token") + X("t0") + X("timestamp") + J(0) + X("sweeps") + "]" +
+                            Boxes(3, Cars(3), Ones(3)) + "u";
+  const std::string changed = Op(0x80) + Op(4) + Globals() + "}" + Put(0) + "(" + X("infos") + "]" + Put(1) + "(" +
+                              info0 + Info(1, Boxes(2, Cars(2), Ones(2))) + "e" + Get(5) + X("scene_name") +
+                              X("changed") + "s0" + X("metadata") + "}u.";
+  const ImportedSubDataset from_changed = ParseMmdet3dInfos(changed, "changed.pkl", {});
+  EXPECT_EQ(tokens(from_changed), want);
+  ASSERT_EQ(from_changed.frames.size(), 2u);
+  EXPECT_EQ(from_changed.frames[0].scene_name, "changed");
 }
 
 TEST(Mmdet3dInfos, ArrayDataCopiedFromOneSharedStateIsRefused) {

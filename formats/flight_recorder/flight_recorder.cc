@@ -605,7 +605,7 @@ std::optional<bool> PickleTopIsList(std::string_view bytes) {
 // record changed after it was added): the whole tree is read then.
 bool HandedEveryEntry(const PickleDocument& doc, bool top_list, uint64_t handed) {
   if ((doc.root->type == Type::kList) != top_list) return false;
-  if (doc.partial && doc.partial->find("changes a record after it was added to its list") != std::string::npos) {
+  if (doc.partial && doc.partial->find(kRecordChangedAfterHandOver) != std::string::npos) {
     return false;
   }
   const PickleNode* entries = top_list ? doc.root : doc.root->type == Type::kDict ? doc.root->Get("entries") : nullptr;

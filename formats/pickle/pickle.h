@@ -74,6 +74,9 @@ class PickleError : public ScenarioError {
 
 inline constexpr int kPickleDepthMax = 64;  // JSON nesting refused beyond this (flight_recorder.cc)
 inline constexpr uint64_t kPickleNodesMax = uint64_t{1} << 24;
+// In the error of a record changed after it was handed to PickleOptions::on_record: a caller that can read the file
+// without on_record (as a whole tree) does so then.
+inline constexpr std::string_view kRecordChangedAfterHandOver = "changes a record after it was added to its list";
 inline constexpr size_t kNumpyDimsMax = 32;  // numpy 1.x's NPY_MAXDIMS
 
 // A numpy element type as petrsim reads it (always little-endian or byte-order free).

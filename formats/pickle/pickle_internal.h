@@ -392,10 +392,8 @@ class Machine {
   // pickle that changes an object after another one refers to it; a hand-made one could).
   void Unhanded(const PickleNode* node, const char* op) const {
     if (node->handed) {
-      Fail(
-          fmt::format("{} changes a record after it was added to its list (petrsim reads each record as it is "
-                      "added; Python never writes that)",
-                      op));
+      Fail(fmt::format("{} {} (petrsim reads each record as it is added; Python never writes that)", op,
+                       kRecordChangedAfterHandOver));
     }
   }
   // Marks a record handed over, all of it (MarkHanded in pickle_record_mode.cc).
