@@ -50,6 +50,20 @@ no_rank_left() {
   sleep 1
   if pgrep -f -- "--trace $dir/t" >/dev/null; then fail "processes left: $(pgrep -af -- "--trace $dir/t")"; fi
 }
+# signal_a_rank SIGNAL head|tail TIMEOUT_MS SECONDS: a 2-rank livelocked job with the watchdog at TIMEOUT_MS; 8 s in,
+# its first (head) or last (tail) rank gets SIGNAL; the launcher must end within SECONDS and exit 1.
+signal_a_rank() {
+  "$train" "$scenario" --nproc 2 --backend gloo --set resample.policy=global --iterations 400 --timeout-ms "$3" \
+    --trace "$dir/t" >"$dir/launcher.txt" 2>&1 &
+  launcher=$!
+  sleep 8
+  rank=$(ranks_of "$launcher" | "$2" -1)
+  [ -n "$rank" ] || fail "no rank under the launcher"
+  kill -"$1" "$rank"
+  wait_gone "$launcher" "$4" || fail "the launcher did not end within $4 s of a rank's SIG$1"
+  wait "$launcher"; code=$?; launcher=""
+  [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
+}
 expect_diagnosis() {  # expect_diagnosis TEXT...: diagnose exits 1 (a failed job) and says each TEXT
   "$petrsim" diagnose "$dir/t" >"$dir/diagnose.txt" 2>&1
   local code=$?
@@ -116,16 +130,7 @@ PY
     [ $? = 0 ] || fail "a port in use did not give exit 2 with a message naming MASTER_PORT"
     ;;
   sigterm_one_rank)
-    "$train" "$scenario" --nproc 2 --backend gloo --set resample.policy=global --iterations 400 --timeout-ms 5000 \
-      --trace "$dir/t" >"$dir/launcher.txt" 2>&1 &
-    launcher=$!
-    sleep 8
-    rank=$(ranks_of "$launcher" | head -1)
-    [ -n "$rank" ] || fail "no rank under the launcher"
-    kill -TERM "$rank"
-    wait_gone "$launcher" 30 || fail "the launcher did not end within 30 s of a rank's SIGTERM"
-    wait "$launcher"; code=$?; launcher=""
-    [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
+    signal_a_rank TERM head 5000 30
     no_rank_left
     expect_diagnosis "terminated by SIGTERM from outside"
     # Two timings, both a failed job: the other rank was in a collective the dead one never joined
@@ -141,16 +146,7 @@ PY
     fi
     ;;
   sigstop_rank)
-    "$train" "$scenario" --nproc 2 --backend gloo --set resample.policy=global --iterations 400 --timeout-ms 2000 \
-      --trace "$dir/t" >"$dir/launcher.txt" 2>&1 &
-    launcher=$!
-    sleep 8
-    rank=$(ranks_of "$launcher" | tail -1)
-    [ -n "$rank" ] || fail "no rank under the launcher"
-    kill -STOP "$rank"
-    wait_gone "$launcher" 40 || fail "the launcher did not end within 40 s of a rank's SIGSTOP"
-    wait "$launcher"; code=$?; launcher=""
-    [ "$code" = 1 ] || fail "the launcher exited $code, expected 1"
+    signal_a_rank STOP tail 2000 40
     grep -q "was stopped (SIGSTOP or a debugger), then killed by SIGKILL from the launcher" "$dir/launcher.txt" ||
       fail "the launcher did not say the rank was stopped, then killed by it"
     no_rank_left
