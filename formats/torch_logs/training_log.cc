@@ -282,12 +282,7 @@ std::optional<uint32_t> LogParser::RankOf(const Prefixed& p, std::optional<uint3
 }
 
 RankLog& LogParser::Rank(uint32_t r) {
-  if (r >= kLogRanksMax) {
-    throw ScenarioError(
-        fmt::format("{}: rank {}: expected a rank of the job, below {} (petrsim's limit on the ranks of "
-                    "a log's job)",
-                    At(line_), r, kLogRanksMax));
-  }
+  CheckedRank(r, line_);
   RankLog& rank = log_.ranks[r];
   rank.rank = r;
   if (file_->rank && *file_->rank == r && rank.source.empty()) rank.source = file_->path;
@@ -384,13 +379,13 @@ void LogParser::ExitCode(string_view after) {
   summary_rank_.reset();
 }
 
-// A rank a line names (line `number`): past the limit on a log's ranks it is refused, never cut to 32 bits.
-uint32_t LogParser::CheckedRank(uint64_t r, uint64_t number) const {
+// A rank a line names (line `number`; `bracketed`: as `[Rank r]`): past the limit on a log's ranks it is refused,
+// never cut to 32 bits.
+uint32_t LogParser::CheckedRank(uint64_t r, uint64_t number, bool bracketed) const {
   if (r >= kLogRanksMax) {
     throw ScenarioError(
-        fmt::format("{}: rank {}: expected a rank of the job, below {} (petrsim's limit on the ranks of "
-                    "a log's job)",
-                    At(number), r, kLogRanksMax));
+        fmt::format("{}: {}: expected a rank of the job, below {} (petrsim's limit on the ranks of a log's job)",
+                    At(number), bracketed ? fmt::format("[Rank {}]", r) : fmt::format("rank {}", r), kLogRanksMax));
   }
   return static_cast<uint32_t>(r);
 }
@@ -450,12 +445,7 @@ std::optional<uint32_t> LogParser::MessageRank(string_view rest, uint64_t number
     size_t pos = at + 5;
     uint64_t r = 0;
     if (!ConsumeUint(rest, pos, r) || pos >= rest.size() || rest[pos] != ']') continue;
-    if (r >= kLogRanksMax) {
-      throw ScenarioError(fmt::format(
-          "{}: [Rank {}]: expected a rank of the job, below {} (petrsim's limit on the ranks of a log's job)",
-          At(number), r, kLogRanksMax));
-    }
-    return static_cast<uint32_t>(r);
+    return CheckedRank(r, number, /*bracketed=*/true);
   }
   return std::nullopt;
 }

@@ -41,7 +41,7 @@ class LogParser {
   void Seed(uint64_t number, std::string_view rest);
   void ExitCode(std::string_view after);
   void GpuIds(uint64_t number, std::string_view rest, size_t at);
-  uint32_t CheckedRank(uint64_t r, uint64_t number) const;
+  uint32_t CheckedRank(uint64_t r, uint64_t number, bool bracketed = false) const;
   std::optional<uint64_t> CountAfter(uint64_t number, std::string_view rest, std::string_view key,
                                      std::string_view ends) const;
   void SetWorldSize(uint64_t n, std::string from);
