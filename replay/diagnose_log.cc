@@ -185,8 +185,8 @@ std::string RankTable(const Diagnosis& d) {
   std::string out;
   const uint32_t rows = d.world_size > 0 ? d.world_size : static_cast<uint32_t>(log.ranks.size());
   for (uint32_t r = 0; r < rows; ++r) {
-    const auto it = log.ranks.find(r);
-    // A long run of ranks the log never names is one row (a world of a million ranks printed a line each).
+    // The first rank from r on that the log names; a long run of ranks it never names is one row (a world of a
+    // million ranks printed a line each).
     const auto next = log.ranks.lower_bound(r);
     const uint32_t run_end = next == log.ranks.end() ? rows : std::min(rows, next->first);
     if (run_end - r >= kSilentRunRow) {
@@ -196,8 +196,8 @@ std::string RankTable(const Diagnosis& d) {
       continue;
     }
     std::string timeout = "- (never printed a timeout)", waited = "-", iteration = "-", frame = "-";
-    if (it != log.ranks.end()) {
-      const RankLog& rank = it->second;
+    if (run_end == r) {  // the log names rank r
+      const RankLog& rank = next->second;
       for (const LogTimeout& t : rank.timeouts) {
         if (!IsTimeout(t)) continue;
         const std::string group = !t.pg_desc.empty() ? t.pg_desc : t.pg == "0" ? "default_pg" : "pg " + t.pg;
