@@ -91,11 +91,11 @@ struct Instances {
 };
 
 // Per group, the first instance some member never joined: the candidates for a root cause. The
-// three vectors run in parallel, one entry per candidate.
+// two vectors run in parallel, one entry per candidate.
 struct Candidates {
-  std::vector<size_t> instance;                // index into Instances::list
-  std::vector<std::vector<uint32_t>> missing;  // ascending
-  std::vector<bool> only_without_file;         // every missing rank has no file
+  // The instance (its index into Instances::list as the vertex), the missing ranks (ascending), its time.
+  std::vector<diagnose_internal::RootCandidate> at;
+  std::vector<bool> only_without_file;  // every missing rank has no file
 };
 
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
@@ -195,8 +195,7 @@ void AddCandidate(const Recordings& rec, const Instances& instances, const std::
   missing.insert(missing.end(), absent.begin(), absent.end());
   std::sort(missing.begin(), missing.end());
   PETRSIM_ASSERT(!missing.empty());
-  candidates.instance.push_back(*found);
-  candidates.missing.push_back(std::move(missing));
+  candidates.at.push_back({*found, std::move(missing), instances.list[*found].time_ns});
   candidates.only_without_file.push_back(suspects_only);
 }
 
@@ -246,9 +245,9 @@ StuckCollective StuckOf(const Recordings& rec, const Instance& instance, const C
   stuck.op = first.op;
   stuck.sizes = first.input_sizes;
   stuck.dtype = first.dtype;
-  stuck.missing_ranks = candidates.missing[c];
+  stuck.missing_ranks = candidates.at[c].missing;
   stuck.only_without_file = candidates.only_without_file[c];
-  for (const uint32_t r : candidates.missing[c]) {
+  for (const uint32_t r : candidates.at[c].missing) {
     if (!Present(rec, r)) stuck.without_file.push_back(r);
   }
   for (const auto& [rank, call] : instance.calls) stuck.waiting_ranks.push_back(rank);
@@ -267,13 +266,9 @@ StuckCollective StuckOf(const Recordings& rec, const Instance& instance, const C
 // missing ranks, another candidate the same rank is missing from happens before it.
 void AddStuck(const Recordings& rec, const Instances& instances, const Candidates& candidates,
               const std::vector<std::pair<size_t, size_t>>& edges, Diagnosis& out) {
-  std::vector<diagnose_internal::RootCandidate> roots(candidates.instance.size());
-  for (size_t c = 0; c < roots.size(); ++c) {
-    roots[c] = {candidates.instance[c], candidates.missing[c], instances.list[candidates.instance[c]].time_ns};
-  }
-  const std::vector<bool> root = diagnose_internal::RootCandidates(instances.list.size(), edges, roots);
-  for (size_t c = 0; c < candidates.instance.size(); ++c) {
-    StuckCollective stuck = StuckOf(rec, instances.list[candidates.instance[c]], candidates, c);
+  const std::vector<bool> root = diagnose_internal::RootCandidates(instances.list.size(), edges, candidates.at);
+  for (size_t c = 0; c < candidates.at.size(); ++c) {
+    StuckCollective stuck = StuckOf(rec, instances.list[candidates.at[c].vertex], candidates, c);
     stuck.root = root[c];
     out.stuck.push_back(std::move(stuck));
   }
