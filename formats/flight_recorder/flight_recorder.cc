@@ -221,6 +221,7 @@ FrDump ReadFlightRecorderDump(const std::string& path) {
     return dump;
   }
   // A pickle (or neither, which the parser says): read whole, as the pickle machine reads it.
+  prefix.reserve(file.size_at_open());
   for (std::string_view chunk = file.Next(); !chunk.empty(); chunk = file.Next()) prefix.append(chunk);
   return ParseFlightRecorderDump(prefix, path, rank_from_name);
 }
