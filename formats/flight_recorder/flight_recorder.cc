@@ -103,30 +103,25 @@ std::optional<bool> ParseStreamedPickleDump(std::string_view bytes, const Conver
   options.record_top_list = *top_list;
   options.record_keys = kEntryKeys;
   std::exception_ptr entry_error;
-  std::optional<std::pair<uint64_t, std::exception_ptr>> incomplete;  // the last entry handed, if it lacked a key
+  std::exception_ptr incomplete;  // the last entry handed lacked a key: its error, unless the dump was cut there
+  uint64_t handed = 0;
   options.on_record = [&](const PickleNode& entry, uint64_t index) {
-    if (entry_error) return;
-    if (incomplete) entry_error = incomplete->second;  // not the last one: its missing key is an error
+    ++handed;
+    if (incomplete && !entry_error) entry_error = incomplete;  // not the last one: its missing key is an error
     if (entry_error) return;
     try {
       const size_t before = dump.entries.size();
       converter.ConvertEntry(entry, index, /*cut_last=*/true, dump);
-      if (dump.entries.size() == before) {  // incomplete: an error unless it turns out the last of a cut dump
+      if (dump.entries.size() == before) {  // incomplete: the error a whole entry's read gives, kept for later
         try {
           converter.ConvertEntry(entry, index, /*cut_last=*/false, dump);
         } catch (const ScenarioError&) {
-          incomplete.emplace(index, std::current_exception());
+          incomplete = std::current_exception();
         }
       }
     } catch (const ScenarioError&) {
       entry_error = std::current_exception();
     }
-  };
-  uint64_t handed = 0;
-  const auto convert = options.on_record;
-  options.on_record = [&](const PickleNode& entry, uint64_t index) {
-    ++handed;
-    convert(entry, index);
   };
   std::optional<PickleDocument> doc;
   try {
@@ -136,7 +131,7 @@ std::optional<bool> ParseStreamedPickleDump(std::string_view bytes, const Conver
   }
   if (!HandedEveryEntry(*doc, *top_list, handed)) return std::nullopt;
   dump.partial = doc->partial;
-  if (incomplete && !dump.partial && !entry_error) entry_error = incomplete->second;
+  if (incomplete && !dump.partial && !entry_error) entry_error = incomplete;
   const bool has_rank = converter.Convert(*doc->root, dump, /*entries_read=*/true);
   if (entry_error) std::rethrow_exception(entry_error);
   return has_rank;
