@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/temp_files.h"
 #include "cli/scenario_args.h"
 #include "replay/diagnose.h"
@@ -56,7 +57,8 @@ Recordings LoadRecordingsSaid(const std::vector<std::string>& paths) {
   }
 }
 
-// The diagnosis of `flags.paths`: training logs, or traces and dumps (read into `recordings`).
+// The diagnosis of `flags.paths`: training logs, or traces and dumps (kept in `recordings` for --html, the one reader
+// of them after the diagnosis).
 Diagnosis DiagnosePaths(const DiagnoseFlags& flags, const std::optional<Scenario>& scenario,
                         std::optional<Recordings>& recordings) {
   size_t logs = 0;
@@ -73,8 +75,10 @@ Diagnosis DiagnosePaths(const DiagnoseFlags& flags, const std::optional<Scenario
   }
   if (flags.world_size > 0)
     throw ScenarioError("diagnose: --world-size is for training logs (traces and dumps say it)");
-  recordings = LoadRecordingsSaid(flags.paths);
-  return Diagnose(*recordings);
+  Recordings loaded = LoadRecordingsSaid(flags.paths);
+  Diagnosis diagnosis = Diagnose(loaded);
+  if (!flags.html_path.empty()) recordings = std::move(loaded);
+  return diagnosis;
 }
 
 }  // namespace
@@ -104,9 +108,13 @@ int RunDiagnose(const DiagnoseFlags& flags) {
   }
   // Without --scenario, a livelock in petrsim traces gets its fixes from the scenario the traces recorded.
   const std::vector<Fix> recorded_fixes = cross ? std::vector<Fix>{} : RecordedScenarioFixes(diagnosis);
-  std::string report = FormatDiagnosis(diagnosis);
-  if (cross) report += FormatCrossCheck(*cross);
-  report += FormatFixes(recorded_fixes, "on the scenario the traces recorded (what ran):");
+  // The text report: printed without --json, and part of the page with --html.
+  std::string report;
+  if (!flags.json || !flags.html_path.empty()) {
+    report = FormatDiagnosis(diagnosis);
+    if (cross) report += FormatCrossCheck(*cross);
+    report += FormatFixes(recorded_fixes, "on the scenario the traces recorded (what ran):");
+  }
   // The page first: a path that cannot be written is an error before anything is printed.
   if (!flags.html_path.empty()) {
     try {
@@ -119,7 +127,7 @@ int RunDiagnose(const DiagnoseFlags& flags) {
     nlohmann::json json = DiagnosisJson(diagnosis);
     if (cross) json["scenario"] = CrossCheckJson(*cross);
     json["fixes"] = FixesJson(cross ? cross->fixes : recorded_fixes);
-    std::cout << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << JsonText(json, 2) << "\n";
   } else {
     std::cout << report;
   }

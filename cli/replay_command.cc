@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "cli/scenario_args.h"
 #include "cli/train_command.h"
 #include "replay/replay.h"
@@ -51,7 +52,7 @@ int RunReplayCommand(const ReplayFlags& flags) {
   }
   const ReplayReport report = Replay(job, *backend, flags.sets);
   if (flags.json) {
-    std::cout << ReplayJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << JsonText(ReplayJson(report), 2) << "\n";
   } else {
     std::cout << FormatReplay(job, report);
   }

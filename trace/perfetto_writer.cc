@@ -9,6 +9,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "proto/trace.pb.h"
 #include "scenario/outcome.h"
 #include "trace/trace_event.h"
@@ -43,7 +44,7 @@ void AppendJsonString(std::string& out, std::string_view text) {
     out += '"';
     return;
   }
-  out += nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += JsonText(nlohmann::json(std::string(text)));
 }
 
 const std::string& KindName(TraceKind kind) { return TraceEventKind_Name(static_cast<TraceEventKind>(kind)); }
@@ -315,7 +316,7 @@ void PerfettoWriter::Finish(const nlohmann::json& other_data) {
     other["records_outside_window"] = records_outside_window_;
   }
   buffer_ += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
-  buffer_ += other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  buffer_ += JsonText(other);
   buffer_ += "}\n";
   FlushBuffer(true);
   if (std::fflush(file_) != 0 && write_errno_ == 0) write_errno_ = errno;
