@@ -6,36 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/utf8.h"
+
 namespace petrsim {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// The length of the valid UTF-8 sequence at text[i], or 0 when it is not one.
-size_t Utf8SequenceLength(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  size_t length = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  }
-  // Overlong forms, UTF-16 surrogates and code points beyond U+10FFFF.
-  if (lead == 0xE0 && byte(i + 1) < 0xA0) return 0;
-  if (lead == 0xED && byte(i + 1) >= 0xA0) return 0;
-  if (lead == 0xF0 && byte(i + 1) < 0x90) return 0;
-  if (lead == 0xF4 && byte(i + 1) >= 0x90) return 0;
-  return length;
-}
 
 constexpr std::string_view kStyle = R"css(
 body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 72em; }
@@ -65,7 +41,7 @@ std::string HtmlEscape(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const size_t length = Utf8SequenceLength(text, i);
+      const size_t length = Utf8SequenceLength(reinterpret_cast<const uint8_t*>(text.data()) + i, text.size() - i);
       if (length == 0) {
         out += kReplacement;
         ++i;

@@ -92,8 +92,6 @@ EnvLookup ProcessEnv() {
   };
 }
 
-std::string_view LauncherName(Launcher launcher) { return launcher == Launcher::kSlurm ? "Slurm" : "torchrun"; }
-
 std::optional<Launcher> DetectLauncher(const EnvLookup& env) {
   if (env("RANK")) return Launcher::kTorchrun;
   if (InSlurmStep(env)) return Launcher::kSlurm;

@@ -31,7 +31,6 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 EnvLookup ProcessEnv();
 
 enum class Launcher { kTorchrun, kSlurm };
-std::string_view LauncherName(Launcher launcher);  // "torchrun", "Slurm"
 
 // One rank's place in a launched job.
 struct LaunchEnv {

@@ -187,10 +187,8 @@ bool InputsUnchanged(RecordReader& record, const std::string& output, int& exit_
 
 std::optional<RecordedRun> FindRecordedRun(const std::string& record_path, const std::vector<std::string>& key,
                                            const std::string& output) {
-  const std::optional<FileIdentity> exists = IdentifyFile(record_path);
-  if (!exists || exists->size > kRecordBytesMax) return std::nullopt;
   std::string text;
-  try {
+  try {  // a missing, oversized or unreadable record is none
     text = ReadRegularFile(record_path, "run record", kRecordBytesMax);
   } catch (const std::exception&) {
     return std::nullopt;

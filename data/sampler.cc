@@ -328,13 +328,12 @@ uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset) {
   const auto& job = scenario.job();
   if (job.has_iterations()) return job.iterations();
   const uint64_t epochs = job.has_epochs() ? job.epochs() : 1;
-  CheckJobLength(scenario, dataset, "scenario");
-  return epochs * IterationsPerEpoch(scenario, dataset);
+  return epochs * CheckJobLength(scenario, dataset, "scenario");
 }
 
-void CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name) {
+uint64_t CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name) {
   const auto& job = scenario.job();
-  if (job.has_iterations()) return;
+  if (job.has_iterations()) return 0;
   const uint64_t epochs = job.has_epochs() && job.epochs() > 0 ? job.epochs() : 1;
   const uint64_t per_epoch = IterationsPerEpoch(scenario, dataset);
   // Dividing cannot wrap; a product beyond kIterationsMax is refused, never truncated (issue 33).
@@ -344,6 +343,7 @@ void CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std:
         "from {}); set job.iterations, or fewer epochs",
         display_name, kIterationsMax, epochs, per_epoch, IterationsPerEpochSource(scenario)));
   }
+  return per_epoch;
 }
 
 }  // namespace petrsim

@@ -184,7 +184,7 @@ std::string IterationsPerEpochSource(const Scenario& scenario);
 uint64_t JobIterations(const Scenario& scenario, const Dataset& dataset);
 // Throws ScenarioError naming `display_name` when epochs x IterationsPerEpoch exceeds
 // kIterationsMax (scenario_validation.h): refused, never wrapped. CheckSamplerConstructible
-// calls it first.
-void CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name);
+// calls it first. Returns the IterationsPerEpoch it checked (0 for a job sized by job.iterations).
+uint64_t CheckJobLength(const Scenario& scenario, const Dataset& dataset, const std::string& display_name);
 
 }  // namespace petrsim

@@ -18,6 +18,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/input_files.h"
 #include "base/utf8.h"
 #include "formats/pickle/pickle.h"
@@ -493,8 +494,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
       " (infos), petrsim's limit for one info file (nuScenes trainval has 34,149, Waymo's train split 158,081): "
       "importing them would need more than {} of memory ({} frames x about {} B each); split the file or check "
       "how it was written",
-      fmt::format("{:.1f} GiB", static_cast<double>(kInfosPerFileMax * kImportBytesPerFrame) / (1u << 30)),
-      kInfosPerFileMax, kImportBytesPerFrame);
+      FormatBytes(kInfosPerFileMax * kImportBytesPerFrame), kInfosPerFileMax, kImportBytesPerFrame);
   pickle.progress = options.progress;
   pickle.release = options.release;
   bool av2 = false;
