@@ -71,7 +71,7 @@ void ExpectSameRecords(const std::string& bytes, const PickleOptions& options) {
   EXPECT_EQ(kept.skip_restarted, streamed.skip_restarted);
 }
 
-TEST(PickleStream, FlightRecorderDumpsHandOverTheListsRecords) {
+TEST(PickleStream, SyntheticFlightRecorderDumpsHandOverTheListsRecords) {
   for (const std::string name : {"synthetic_fr_p2.pkl", "synthetic_fr_p3.pkl", "synthetic_fr_p4.pkl",
                                  "synthetic_fr_p5.pkl", "synthetic_fr_shared_p2.pkl"}) {
     for (const bool skip : {false, true}) {
@@ -81,7 +81,7 @@ TEST(PickleStream, FlightRecorderDumpsHandOverTheListsRecords) {
   }
 }
 
-TEST(PickleStream, ATopLevelListHandsOverItsRecords) {
+TEST(PickleStream, ASyntheticTopLevelListHandsOverItsRecords) {
   PickleOptions options = FlightRecorder();
   options.record_top_list = true;
   ExpectSameRecords(ReadFile(kStream + "synthetic_fr_top_list_p2.pkl"), options);
@@ -99,7 +99,7 @@ TEST(PickleStream, InfoFilesHandOverTheirRecords) {
 
 // synthetic_fr_shared_p2.pkl: entries [e0, e1, e0, e2, e1, e2], the repeats BINGETs of memoized dicts. Each
 // repeat is handed over whole, after the first was handed over and its list slot dropped.
-TEST(PickleStream, MemoizedRecordsAreWholeWhenReadBack) {
+TEST(PickleStream, MemoizedRecordsOfASyntheticDumpAreWholeWhenReadBack) {
   const std::string bytes = ReadFile(kStream + "synthetic_fr_shared_p2.pkl");
   PickleOptions options = FlightRecorder();
   std::vector<int64_t> ids;
@@ -172,7 +172,7 @@ std::string SyntheticDump(int n) {
 
 // With on_record, the document's arena does not grow with the records: the waiting batch lives in a
 // pool reused after each APPENDS. Without it, each record keeps its nodes.
-TEST(PickleStream, MemoryDoesNotGrowWithTheRecords) {
+TEST(PickleStream, MemoryDoesNotGrowWithTheRecordsOfSyntheticDumps) {
   const auto arena = [](int n, bool stream) {
     PickleOptions options = FlightRecorder();
     uint64_t handed = 0;
@@ -262,7 +262,7 @@ void ExpectSalvageLikeTreeMode(const std::string& bytes, size_t cut, bool skip) 
 
 // Every cut of two small dumps (protocol 2, and 4 with FRAME and MEMOIZE), and a stride of a big one
 // (cuts inside and between APPENDS batches), with the skip and without.
-TEST(PickleStream, CutFilesSalvageAsTreeModeDoes) {
+TEST(PickleStream, CutSyntheticDumpsSalvageAsTreeModeDoes) {
   for (const std::string name : {"synthetic_fr_small_p2.pkl", "synthetic_fr_small_p4.pkl", "synthetic_fr_p2.pkl"}) {
     const std::string bytes = ReadFile(kStream + name);
     const size_t stride = bytes.size() > 10000 ? 2999 : 1;
