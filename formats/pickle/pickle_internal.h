@@ -27,31 +27,53 @@ namespace petrsim::pickle_internal {
 // A name from the file, safe to print: printable ASCII, at most 80 characters.
 std::string Printable(std::string_view text);
 
-// A set of memo indices. Python's are dense (0, 1, 2, ...), so a bit per index up to the largest;
-// a hand-made file's far indices (a memo entry costs at least a byte) go to a hash set.
+// A set of memo indices. Python's are dense (0, 1, 2, ...), so a bit per index up to the largest,
+// in words the set tests and sets without a branch on the bit (the first pass adds one for every
+// GET of the file, the machine one for every PUT); a hand-made file's far indices (a memo entry
+// costs at least a byte) go to a hash set.
 class IndexSet {
  public:
   explicit IndexSet(uint64_t dense_max) : dense_max_(dense_max) {}
   // Adds `index`; true when it was not there.
   bool Insert(uint64_t index) {
-    if (index <= dense_max_) {
-      if (index >= small_.size()) {
-        small_.resize(std::max<uint64_t>(index + 1, small_.size() * 2), false);
-      }
-      if (small_[index]) return false;
-      small_[index] = true;
-      return true;
-    }
-    return large_.insert(index).second;
+    if (index > dense_max_) return large_.insert(index).second;
+    const uint64_t word = index >> 6;
+    if (word >= words_.size()) words_.resize(std::max<uint64_t>(word + 1, words_.size() * 2), 0);
+    const uint64_t bit = uint64_t{1} << (index & 63);
+    const bool fresh = (words_[word] & bit) == 0;
+    words_[word] |= bit;
+    return fresh;
   }
   bool Contains(uint64_t index) const {
-    if (index < small_.size()) return small_[index];
-    return large_.count(index) != 0;
+    const uint64_t word = index >> 6;
+    if (word < words_.size() && index <= dense_max_) return (words_[word] >> (index & 63)) & 1;
+    return index > dense_max_ && large_.count(index) != 0;
+  }
+  // Whether any index in [from, to) is in the set: a word at a time.
+  bool AnyIn(uint64_t from, uint64_t to) const {
+    for (uint64_t index = from; index < to;) {
+      if (index > dense_max_) {
+        if (large_.empty()) return false;
+        if (large_.count(index++) != 0) return true;
+        continue;
+      }
+      const uint64_t word = index >> 6;
+      if (word >= words_.size()) {
+        index = dense_max_ + 1;  // no dense index from here on is in the set
+        continue;
+      }
+      const uint64_t last = std::min({to, (word + 1) << 6, dense_max_ + 1});
+      const uint64_t count = last - index;
+      const uint64_t mask = (count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1) << (index & 63);
+      if ((words_[word] & mask) != 0) return true;
+      index = last;
+    }
+    return false;
   }
 
  private:
   uint64_t dense_max_;
-  std::vector<bool> small_;
+  std::vector<uint64_t> words_;
   std::unordered_set<uint64_t> large_;
 };
 
@@ -108,32 +130,89 @@ class MemoMap {
   int shift_ = 64;
 };
 
-// Which memo indices the pickle ever reads back (GET, BINGET, LONG_BINGET), found by a first
-// pass over the opcodes; record mode stores only those. `complete` is false when the scan met
-// an opcode it cannot size: then every memoized value must be kept.
+// How often each memo index is read back (GET, BINGET, LONG_BINGET): never, once, or more. Two
+// bits per index up to the largest, counted without a branch (the first pass counts every GET of
+// the file); a hand-made file's far indices go to a hash map.
+class FetchCounts {
+ public:
+  explicit FetchCounts(uint64_t dense_max) : dense_max_(dense_max) {}
+  void Add(uint64_t index) {
+    if (index > dense_max_) {
+      ++far_[index];
+      return;
+    }
+    const uint64_t word = index >> 5;
+    if (word >= words_.size()) words_.resize(std::max<uint64_t>(word + 1, words_.size() * 2), 0);
+    // Bit 2i: read back; bit 2i + 1: read back before (set from bit 2i as it was).
+    const unsigned shift = static_cast<unsigned>(index & 31) * 2;
+    uint64_t& bits = words_[word];
+    bits |= (((bits >> shift) & 1) << (shift + 1)) | (uint64_t{1} << shift);
+  }
+  // Whether any index in [from, to) is read back: a word (32 indices) at a time.
+  bool AnyIn(uint64_t from, uint64_t to) const {
+    for (uint64_t index = from; index < to;) {
+      if (index > dense_max_) {
+        if (far_.empty()) return false;
+        if (far_.count(index++) != 0) return true;
+        continue;
+      }
+      const uint64_t word = index >> 5;
+      if (word >= words_.size()) {
+        index = dense_max_ + 1;  // no dense index from here on is read back
+        continue;
+      }
+      const uint64_t last = std::min({to, (word + 1) << 5, dense_max_ + 1});
+      const uint64_t count = last - index;
+      const uint64_t span = count == 32 ? ~uint64_t{0} : (uint64_t{1} << (2 * count)) - 1;
+      const uint64_t mask = (span << (2 * (index & 31))) & 0x5555555555555555ull;  // the read-back bits
+      if ((words_[word] & mask) != 0) return true;
+      index = last;
+    }
+    return false;
+  }
+  // 0, 1, or 2 for more than once.
+  unsigned Count(uint64_t index) const {
+    if (index > dense_max_) {
+      const auto found = far_.find(index);
+      return found == far_.end() ? 0 : static_cast<unsigned>(std::min<uint64_t>(found->second, 2));
+    }
+    const uint64_t word = index >> 5;
+    if (word >= words_.size()) return 0;
+    const uint64_t bits = (words_[word] >> (static_cast<unsigned>(index & 31) * 2)) & 3;
+    return bits == 0 ? 0 : bits == 1 ? 1 : 2;
+  }
+
+ private:
+  uint64_t dense_max_;
+  std::vector<uint64_t> words_;
+  std::unordered_map<uint64_t, uint64_t> far_;
+};
+
+// Which memo indices the pickle ever reads back, found by a first pass over the opcodes; record
+// mode stores only those. `complete` is false when the scan met an opcode it cannot size: then
+// every memoized value must be kept.
 class MemoFetches {
  public:
   // `release`: PickleOptions::release, called as the scan moves on.
-  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release)
-      : fetched_(bytes.size()), again_(bytes.size()) {
+  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release) : counts_(bytes.size()) {
     Scan(bytes, release);
   }
-  bool Fetched(uint64_t index) const { return !complete_ || fetched_.Contains(index); }
+  bool Fetched(uint64_t index) const { return !complete_ || counts_.Count(index) != 0; }
+  // Whether any index in [from, to) is read back.
+  bool AnyFetched(uint64_t from, uint64_t to) const { return from < to && (!complete_ || counts_.AnyIn(from, to)); }
   // Read back by exactly one GET of the file: after it, nothing reads the value through the memo.
-  bool FetchedOnce(uint64_t index) const { return complete_ && fetched_.Contains(index) && !again_.Contains(index); }
+  bool FetchedOnce(uint64_t index) const { return complete_ && counts_.Count(index) == 1; }
 
  private:
-  void Add(uint64_t index) {
-    if (!fetched_.Insert(index)) again_.Insert(index);
-  }
+  void Add(uint64_t index) { counts_.Add(index); }
   // pickle_record_mode.cc: the pass, and the bytes of an opcode's argument (which it reads for the
   // memo indices fetched).
   void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release);
+  uint64_t ScanStretch(const uint8_t* data, uint64_t size, uint64_t pos, uint64_t stretch);
   uint64_t CommonArgument(uint8_t op, const uint8_t* at, uint64_t left);
   uint64_t TableArgument(uint8_t op, const uint8_t* at, uint64_t left);
 
-  IndexSet fetched_;
-  IndexSet again_;  // read back more than once
+  FetchCounts counts_;
   bool complete_ = true;
 };
 

@@ -195,14 +195,111 @@ uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left
   }
   if (argument.length_bytes > 0) {
     if (left < static_cast<uint64_t>(argument.length_bytes)) return kEnd;
-    fixed = argument.length_bytes + Little(at, argument.length_bytes);
+    const uint64_t length = Little(at, argument.length_bytes);
+    if (length > left - argument.length_bytes) return kEnd;  // an 8-byte length would wrap the sum
+    fixed = argument.length_bytes + length;
   }
   return fixed > left ? kEnd : fixed;  // truncated: the second pass stops there too
+}
+
+namespace {
+
+// A memo PUT right after a value (Python's pickler memoizes every container, str and call it
+// writes): its bytes, so that the scan steps over the pair at once. `at` has 5 bytes.
+uint64_t PutAfter(const uint8_t* at) {
+  if (at[0] == 'r') return 5;  // LONG_BINPUT
+  if (at[0] == 'q') return 2;  // BINPUT
+  return 0;
+}
+
+uint32_t Little32(const uint8_t* at) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= uint32_t{at[i]} << (8 * i);
+  return value;
+}
+
+// Bytes the fast stretch of the scan keeps from the end: every fixed argument and PUT it reads
+// unchecked lies inside.
+constexpr uint64_t kStretchMargin = 16;
+
+}  // namespace
+
+// The opcodes info files are made of, stepped over from `pos` while it is below `stretch` (at
+// least kStretchMargin bytes before the end), without a bounds check on their fixed arguments;
+// a memo PUT after a value is stepped over with it. Returns where it stopped: at `stretch` or
+// past it, or at an opcode the general step takes (CommonArgument, TableArgument), unread.
+uint64_t MemoFetches::ScanStretch(const uint8_t* data, uint64_t size, uint64_t pos, uint64_t stretch) {
+  while (pos < stretch) {
+    const uint8_t* at = data + pos + 1;
+    switch (data[pos]) {
+      case 'K':  // BININT1, BINPUT
+      case 'q':
+        pos += 2;
+        break;
+      case 'M':  // BININT2
+        pos += 3;
+        break;
+      case 'J':  // BININT, LONG_BINPUT
+      case 'r':
+        pos += 5;
+        break;
+      case 'G':  // BINFLOAT
+        pos += 9;
+        break;
+      case 'h':  // BINGET
+        Add(at[0]);
+        pos += 2;
+        break;
+      case 'j':  // LONG_BINGET
+        Add(Little32(at));
+        pos += 5;
+        break;
+      case 'X': {  // BINUNICODE, then its PUT
+        const uint64_t n = 5 + uint64_t{Little32(at)};
+        if (n > size - pos) return pos;  // truncated: the general step ends the scan
+        pos += n;
+        if (pos < stretch) pos += PutAfter(data + pos);
+        break;
+      }
+      case 0x8c:  // SHORT_BINUNICODE, LONG1
+      case 0x8a:
+        if (2 + uint64_t{at[0]} > size - pos) return pos;
+        pos += 2 + uint64_t{at[0]};
+        break;
+      case '}':  // the containers, the tuples and REDUCE, then their PUT
+      case ']':
+      case ')':
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 'R':
+        pos += 1 + PutAfter(at);
+        break;
+      case '(':
+      case 'u':
+      case 'e':
+      case 'a':
+      case 's':
+      case 'N':
+      case 0x88:
+      case 0x89:
+      case 'b':
+      case '0':
+      case 0x94:
+        pos += 1;
+        break;
+      default:
+        return pos;
+    }
+  }
+  return pos;
 }
 
 void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t)>& release) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint64_t size = bytes.size();
+  const uint64_t stretch_end = size > kStretchMargin ? size - kStretchMargin : 0;
   uint64_t pos = 0;
   uint64_t next_release = release ? kPickleProgressBytes : UINT64_MAX;
   while (pos < size) {
@@ -210,6 +307,12 @@ void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t
       release(pos);
       next_release = pos + kPickleProgressBytes;
     }
+    const uint64_t stretch = std::min(next_release, stretch_end);
+    if (pos < stretch) {
+      pos = ScanStretch(data, size, pos, stretch);
+      if (pos >= stretch) continue;
+    }
+    // An opcode the stretch leaves, or one in the last bytes.
     const uint8_t op = data[pos++];
     uint64_t step = CommonArgument(op, data + pos, size - pos);
     if (step == kUncommon) step = TableArgument(op, data + pos, size - pos);

@@ -150,22 +150,6 @@ void Machine::MaybeSkipRecordValue() {
 
 namespace {
 
-// Which part of ValueSkipper follows an opcode.
-enum class SkipKind : uint8_t { kNotFollowed, kPlain, kStructure, kMemo, kCall };
-struct SkipKindTable {
-  SkipKind kind[256] = {};
-  constexpr SkipKindTable() {
-    for (const char op : std::string_view("NKMJGUCTXB\x88\x89\x8a\x8c\x8d\x8e\x96"))
-      kind[static_cast<uint8_t>(op)] = SkipKind::kPlain;
-    for (const char op : std::string_view("}])(0tl\x85\x86\x87"
-                                          "aesu"))
-      kind[static_cast<uint8_t>(op)] = SkipKind::kStructure;
-    for (const char op : std::string_view("qrhj\x94\x95")) kind[static_cast<uint8_t>(op)] = SkipKind::kMemo;
-    for (const char op : std::string_view("Rb")) kind[static_cast<uint8_t>(op)] = SkipKind::kCall;
-  }
-};
-constexpr SkipKindTable kSkipKinds;
-
 // Follows one value's opcodes from an offset: the skip's own small stack machine, on tags
 // (SkipTag) instead of values. Everything it cannot follow exactly as the machine runs it ends
 // the skip (false), and the machine parses the value instead.
@@ -199,31 +183,73 @@ class ValueSkipper {
       if (!Step(op)) return false;
     }
     if (length_only && slots_[0].tag != kListTag && slots_[0].tag != kTupleTag) return false;
+    // The fresh indices it stored, none stored before (a hand-made file's explicit index) nor read
+    // back: checked for all at once (Put checks each is the next).
+    const uint64_t puts_end = memo_count_ + puts_;
+    if (stored_.AnyIn(memo_count_, puts_end) || fetches_.AnyFetched(memo_count_, puts_end)) return false;
     run = SkipRun{end_, puts_, length_};
     return true;
   }
 
  private:
+  // One opcode, in one dispatch (the opcodes info files are made of first). A memo PUT right
+  // after a value is followed with it (PutAfter): what the loop would do next, as Ends is false
+  // at a PUT.
   bool Step(uint8_t op) {
-    switch (kSkipKinds.kind[op]) {
-      case SkipKind::kPlain: {
-        if ((op == 0x8e || op == 0x96) && !numpy_) return false;  // refused by the machine
-        const uint64_t argument = PlainArgument(op, data_ + end_, size_ - end_);
-        if (argument == kNoStep) return false;
-        Push({kPlainTag, false, 0});
-        end_ += argument;
+    switch (op) {
+      case 'h':  // BINGET, LONG_BINGET
+      case 'j':
+        return Get(op);
+      case 'q':  // BINPUT, LONG_BINPUT, MEMOIZE
+      case 'r':
+      case 0x94:
+        return Put(op);
+      case 'K':  // BININT1
+        return Plain(1);
+      case 'G':  // BINFLOAT
+        return Plain(8);
+      case 'N':  // NONE, NEWTRUE, NEWFALSE
+      case 0x88:
+      case 0x89:
+        return Plain(0);
+      case '(':  // MARK
+        marks_.push_back(top_);
         return true;
-      }
-      case SkipKind::kStructure:
-        return Structure(op);
-      case SkipKind::kMemo:
-        return MemoOrFrame(op);
-      case SkipKind::kCall:
-        return op == 'R' ? Reduce() : Build();
-      case SkipKind::kNotFollowed:
-        break;
+      case 'R':
+        return Reduce() && PutAfter();
+      case 'b':
+        return Build();
+      case 'X':  // BINUNICODE
+        return Sized(op) && PutAfter();
+      case 0x85:  // TUPLE1-3
+      case 0x86:
+      case 0x87:
+        return TupleOf(op - 0x84u) && PutAfter();
+      case 't':  // TUPLE, LIST
+      case 'l':
+        return FromMark(op) && PutAfter();
+      case '}':  // EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE
+      case ']':
+      case ')':
+        return Empty(op) && PutAfter();
+      case 'a':
+        return Append();
+      case 's':
+        return SetItem();
+      case 'e':  // APPENDS, SETITEMS
+      case 'u':
+        return AddFromMark(op);
+      case '0':  // POP
+        if (top_ <= Base()) return false;
+        --top_;
+        return true;
+      case 0x95:  // FRAME
+        if (size_ - end_ < 8 || LittleAt(data_ + end_, 8) > size_ - end_ - 8) return false;
+        end_ += 8;
+        return true;
+      default:
+        return Sized(op);
     }
-    return false;
   }
 
   // With the value whole on the stack: whether `op` starts what comes after it, the next key (a
@@ -265,9 +291,34 @@ class ValueSkipper {
   void Counted(size_t slot, uint64_t n) {
     if (slot == 0 && length_only_) length_ += n;
   }
-  bool Structure(uint8_t op);
-  bool Adds(uint8_t op);
-  bool MemoOrFrame(uint8_t op);
+  // A plain value with an argument of `n` bytes.
+  bool Plain(uint64_t n) {
+    if (size_ - end_ < n) return false;
+    Push({kPlainTag, false, 0});
+    end_ += n;
+    return true;
+  }
+  // Any other plain value (PlainArgument), or false for an opcode the skip does not follow.
+  bool Sized(uint8_t op) {
+    if ((op == 0x8e || op == 0x96) && !numpy_) return false;  // refused by the machine
+    const uint64_t argument = PlainArgument(op, data_ + end_, size_ - end_);
+    if (argument == kNoStep) return false;
+    Push({kPlainTag, false, 0});
+    end_ += argument;
+    return true;
+  }
+  bool PutAfter() {
+    if (end_ >= size_ || (data_[end_] != 'r' && data_[end_] != 'q')) return true;
+    return Put(data_[end_++]);
+  }
+  bool Empty(uint8_t op);
+  bool TupleOf(size_t n);
+  bool FromMark(uint8_t op);
+  bool Append();
+  bool SetItem();
+  bool AddFromMark(uint8_t op);
+  bool Put(uint8_t op);
+  bool Get(uint8_t op);
   bool Reduce();
   bool Build() {
     // The state of an array or dtype REDUCE made in this value.
@@ -293,116 +344,82 @@ class ValueSkipper {
   uint64_t length_ = 0;
 };
 
-// MARK, POP and the container opcodes; false when the machine would refuse (or reach below the
-// value's start, where the record's key is).
-bool ValueSkipper::Structure(uint8_t op) {
+// The container opcodes; false when the machine would refuse (or reach below the value's start,
+// where the record's key is).
+bool ValueSkipper::Empty(uint8_t op) {
+  Push({op == '}' ? kDictTag : op == ']' ? kListTag : kTupleTag, op != ')', 0});
+  if (top_ == 1) length_ = 0;
+  return true;
+}
+
+bool ValueSkipper::TupleOf(size_t n) {
+  if (top_ < Base() + n) return false;
+  top_ -= n;
+  if (top_ == 0) length_ = n;
+  Push({kTupleTag, false, 0});
+  return true;
+}
+
+bool ValueSkipper::FromMark(uint8_t op) {
   size_t mark = 0;
-  switch (op) {
-    case '}':
-    case ']':
-      Push({op == '}' ? kDictTag : kListTag, true, 0});
-      if (top_ == 1) length_ = 0;
-      return true;
-    case ')':
-      Push({kTupleTag, false, 0});
-      if (top_ == 1) length_ = 0;
-      return true;
-    case '(':
-      marks_.push_back(top_);
-      return true;
-    case '0':  // POP
-      if (top_ <= Base()) return false;
-      --top_;
-      return true;
-    case 't':  // TUPLE, LIST
-    case 'l':
-      if (!PopMark(mark)) return false;
-      if (mark == 0) length_ = top_;
-      top_ = mark;
-      Push({op == 't' ? kTupleTag : kListTag, false, 0});
-      return true;
-    case 0x85:  // TUPLE1-3
-    case 0x86:
-    case 0x87: {
-      const size_t n = op - 0x84u;
-      if (top_ < Base() + n) return false;
-      top_ -= n;
-      if (top_ == 0) length_ = n;
-      Push({kTupleTag, false, 0});
-      return true;
-    }
-    default:
-      return Adds(op);
-  }
+  if (!PopMark(mark)) return false;
+  if (mark == 0) length_ = top_;
+  top_ = mark;
+  Push({op == 't' ? kTupleTag : kListTag, false, 0});
+  return true;
 }
 
 // APPEND(S) and SETITEM(S): to a list or dict made in this value (one from the memo is shared).
-bool ValueSkipper::Adds(uint8_t op) {
-  size_t mark = 0;
-  switch (op) {
-    case 'a':
-      if (top_ < Base() + 2 || slots_[top_ - 2].tag != kListTag) return false;
-      --top_;
-      slots_[top_ - 1].empty = false;
-      Counted(top_ - 1, 1);
-      return true;
-    case 's':
-      if (top_ < Base() + 3 || slots_[top_ - 3].tag != kDictTag) return false;
-      top_ -= 2;
-      slots_[top_ - 1].empty = false;
-      return true;
-    case 'e':
-    case 'u': {
-      if (!PopMark(mark)) return false;
-      const SkipTag container = op == 'e' ? kListTag : kDictTag;
-      if (mark == 0 || mark <= Base() || slots_[mark - 1].tag != container) return false;
-      if (op == 'u' && (top_ - mark) % 2 != 0) return false;
-      if (op == 'e') Counted(mark - 1, top_ - mark);
-      top_ = mark;
-      slots_[top_ - 1].empty = false;
-      return true;
-    }
-    default:
-      return false;
-  }
+bool ValueSkipper::Append() {
+  if (top_ < Base() + 2 || slots_[top_ - 2].tag != kListTag) return false;
+  --top_;
+  slots_[top_ - 1].empty = false;
+  Counted(top_ - 1, 1);
+  return true;
 }
 
-// PUT of the fresh index Python's pickler writes next, one no GET reads back; GET of a stored
-// value; FRAME.
-bool ValueSkipper::MemoOrFrame(uint8_t op) {
-  const uint64_t left = size_ - end_;
+bool ValueSkipper::SetItem() {
+  if (top_ < Base() + 3 || slots_[top_ - 3].tag != kDictTag) return false;
+  top_ -= 2;
+  slots_[top_ - 1].empty = false;
+  return true;
+}
+
+bool ValueSkipper::AddFromMark(uint8_t op) {
+  size_t mark = 0;
+  if (!PopMark(mark)) return false;
+  const SkipTag container = op == 'e' ? kListTag : kDictTag;
+  if (mark == 0 || mark <= Base() || slots_[mark - 1].tag != container) return false;
+  if (op == 'u' && (top_ - mark) % 2 != 0) return false;
+  if (op == 'e') Counted(mark - 1, top_ - mark);
+  top_ = mark;
+  slots_[top_ - 1].empty = false;
+  return true;
+}
+
+// PUT of the fresh index Python's pickler writes next (Run checks that no GET reads it back).
+bool ValueSkipper::Put(uint8_t op) {
+  const uint64_t argument = op == 'q' ? 1 : op == 'r' ? 4 : 0;
+  if (size_ - end_ < argument || top_ <= Base()) return false;
   const uint8_t* at = data_ + end_;
-  uint64_t index = 0;
-  switch (op) {
-    case 'q':
-    case 'r':
-    case 0x94: {
-      const uint64_t argument = op == 'q' ? 1 : op == 'r' ? 4 : 0;
-      if (left < argument || top_ <= Base()) return false;
-      index = op == 'q' ? at[0] : op == 'r' ? LittleAt(at, 4) : memo_count_ + puts_;
-      if (index != memo_count_ + puts_ || stored_.Contains(index) || fetches_.Fetched(index)) return false;
-      ++puts_;
-      end_ += argument;
-      return true;
-    }
-    case 'h':
-    case 'j': {
-      const uint64_t argument = op == 'h' ? 1 : 4;
-      if (left < argument) return false;
-      const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? at[0] : LittleAt(at, 4));
-      if (slot == nullptr) return false;
-      if (top_ == 0 && length_only_) length_ = slot->node->items.size();  // a tuple's, when a sweeps value is one
-      Push({TagOf(slot->type), false, slot->type == PickleNode::Type::kGlobal ? slot->node->integer : 0});
-      end_ += argument;
-      return true;
-    }
-    case 0x95:
-      if (left < 8 || LittleAt(at, 8) > left - 8) return false;
-      end_ += 8;
-      return true;
-    default:
-      return false;
-  }
+  const uint64_t index = op == 'q' ? at[0] : op == 'r' ? LittleAt(at, 4) : memo_count_ + puts_;
+  if (index != memo_count_ + puts_) return false;
+  ++puts_;
+  end_ += argument;
+  return true;
+}
+
+// GET of a stored value.
+bool ValueSkipper::Get(uint8_t op) {
+  const uint64_t argument = op == 'h' ? 1 : 4;
+  if (size_ - end_ < argument) return false;
+  const uint8_t* at = data_ + end_;
+  const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? at[0] : LittleAt(at, 4));
+  if (slot == nullptr) return false;
+  if (top_ == 0 && length_only_) length_ = slot->node->items.size();  // a tuple's, when a sweeps value is one
+  Push({TagOf(slot->type), false, slot->type == PickleNode::Type::kGlobal ? slot->node->integer : 0});
+  end_ += argument;
+  return true;
 }
 
 // REDUCE of an allowed global with a tuple of arguments: what it makes, by the global. The
