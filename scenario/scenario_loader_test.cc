@@ -565,6 +565,21 @@ TEST(ScenarioValidationTest, RefusesBytesRepeatedNamesAndBadReleaseTails) {
   EXPECT_EQ(lines[1].rfind("user_source.info_files[0]: must be text (UTF-8): invalid UTF-8 at byte 1 of 8", 0), 0u)
       << lines[1];
 
+  // A string deep in the dataset: the path names each message and item on the way (spelled only
+  // for a violation).
+  scenario = valid;
+  ExplicitData* data = scenario.mutable_dataset()->add_subdatasets()->mutable_explicit_();
+  Scene* scene = data->add_scenes();
+  scene = data->add_scenes();
+  scene->add_frames()->set_token("t0");
+  scene->add_frames()->set_token("t\xc0");
+  lines = FindScenarioViolations(scenario);
+  const std::string nested = "dataset.subdatasets[" + std::to_string(scenario.dataset().subdatasets_size() - 1) +
+                             "].explicit.scenes[1].frames[1].token: must be text (UTF-8): invalid UTF-8 at byte 1";
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+    return line.rfind(nested, 0) == 0;
+  })) << ::testing::PrintToString(lines);
+
   scenario = valid;
   for (const char* release : {"1.10", "1.10.2", "1.10.0a0", "1.10.0rc1+cu113", "2.1.0.dev20230801", "1.13.1+cu117"}) {
     scenario.mutable_comm()->set_torch_version(release);

@@ -593,9 +593,23 @@ bool HoldsStrings(const google::protobuf::Descriptor* type, std::map<const googl
   return holds;
 }
 
+// Where CheckUtf8 is: a field of the message its parent link names, one item of it when repeated
+// (index >= 0). The path is spelled only for a violation: a trainval scenario has 34 k frames.
+struct FieldLink {
+  const FieldLink* parent;
+  const google::protobuf::FieldDescriptor* field;
+  int index;
+};
+std::string PathOf(const FieldLink* link) {
+  if (link == nullptr) return "";
+  const std::string parent = PathOf(link->parent);
+  const std::string where = (parent.empty() ? "" : parent + ".") + link->field->name();
+  return link->index >= 0 ? Index(where, link->index) : where;
+}
+
 // Every string field below `message` must be valid UTF-8 (a binary .pb or a text file's escapes
 // can hold any bytes; every JSON and text writer after this relies on it). At most 8 lines.
-void CheckUtf8(Violations& v, const google::protobuf::Message& message, const std::string& path,
+void CheckUtf8(Violations& v, const google::protobuf::Message& message, const FieldLink* parent,
                std::map<const google::protobuf::Descriptor*, bool>& memo, int& found) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* reflection = message.GetReflection();
@@ -603,7 +617,6 @@ void CheckUtf8(Violations& v, const google::protobuf::Message& message, const st
   std::string scratch;
   for (int i = 0; i < type->field_count() && found < 8; ++i) {
     const FieldDescriptor* field = type->field(i);
-    const std::string where = (path.empty() ? "" : path + ".") + field->name();
     const bool string = field->type() == FieldDescriptor::TYPE_STRING;
     if (!string && (field->type() != FieldDescriptor::TYPE_MESSAGE || !HoldsStrings(field->message_type(), memo))) {
       continue;
@@ -611,19 +624,19 @@ void CheckUtf8(Violations& v, const google::protobuf::Message& message, const st
     const int count =
         field->is_repeated() ? reflection->FieldSize(message, field) : (reflection->HasField(message, field) ? 1 : 0);
     for (int k = 0; k < count && found < 8; ++k) {
-      const std::string at = field->is_repeated() ? Index(where, k) : where;
+      const FieldLink at{parent, field, field->is_repeated() ? k : -1};
       if (!string) {
         CheckUtf8(v,
                   field->is_repeated() ? reflection->GetRepeatedMessage(message, field, k)
                                        : reflection->GetMessage(message, field),
-                  at, memo, found);
+                  &at, memo, found);
         continue;
       }
       const std::string& text = field->is_repeated()
                                     ? reflection->GetRepeatedStringReference(message, field, k, &scratch)
                                     : reflection->GetStringReference(message, field, &scratch);
       if (const std::optional<size_t> bad = FirstInvalidUtf8(text)) {
-        v.AddPlain(at, "must be text (UTF-8): " + InvalidUtf8Detail(text, *bad));
+        v.AddPlain(PathOf(&at), "must be text (UTF-8): " + InvalidUtf8Detail(text, *bad));
         ++found;
       }
     }
@@ -648,7 +661,7 @@ std::vector<std::string> FindScenarioViolations(const Scenario& scenario) {
   CheckFaults(v, scenario);
   std::map<const google::protobuf::Descriptor*, bool> memo;
   int invalid_utf8 = 0;
-  CheckUtf8(v, scenario, "", memo, invalid_utf8);
+  CheckUtf8(v, scenario, nullptr, memo, invalid_utf8);
   return v.Take();
 }
 
