@@ -497,6 +497,7 @@ ImportedSubDataset ParseMmdet3dInfos(std::string_view bytes, const std::string& 
       FormatBytes(kInfosPerFileMax * kImportBytesPerFrame), kInfosPerFileMax, kImportBytesPerFrame);
   pickle.progress = options.progress;
   pickle.release = options.release;
+  pickle.release_range = options.release_range;
   bool av2 = false;
   {
     // Each info read as the pickle reader adds it to the list: its nodes are reused, never copied to a tree of the
@@ -569,6 +570,11 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
       ::madvise(static_cast<char*>(data) + released, behind - released, MADV_DONTNEED);
       released = behind;
     }
+  };
+  mapped.release_range = [data, size, page](uint64_t from, uint64_t to) {
+    const uint64_t first = (std::min<uint64_t>(from, size) + page - 1) / page * page;
+    const uint64_t last = std::min<uint64_t>(to, size) / page * page;
+    if (last > first) ::madvise(static_cast<char*>(data) + first, last - first, MADV_DONTNEED);
   };
   return ParseMmdet3dInfos(std::string_view(static_cast<const char*>(data), size), path, mapped);
 }

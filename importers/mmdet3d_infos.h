@@ -48,6 +48,8 @@ struct Mmdet3dInfosOptions {
   // PickleOptions::release: the bytes below the offset are not read again (ReadMmdet3dInfos drops
   // their pages). May be empty.
   std::function<void(uint64_t done)> release;
+  // PickleOptions::release_range: the same for a range, from the reader's second thread.
+  std::function<void(uint64_t from, uint64_t to)> release_range;
 };
 
 // Reads `path`. Throws ScenarioError naming the file, the info index and key path, what was

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -177,7 +178,8 @@ std::string Opcode(uint32_t choice, uint32_t index, uint32_t length) {
   }
 }
 
-RC_GTEST_PROP(PickleScanProps, FirstPassCountsEveryReadBackOfTheReference, ()) {
+// A stream of random opcodes (Opcode), cut anywhere half the time.
+std::string RandomStream() {
   const auto opcodes = *rc::gen::container<std::vector<std::tuple<uint32_t, uint32_t, uint32_t>>>(rc::gen::tuple(
       rc::gen::arbitrary<uint32_t>(), rc::gen::inRange<uint32_t>(0, 6000), rc::gen::inRange<uint32_t>(0, 300)));
   std::string bytes = "\x80\x02";
@@ -188,8 +190,12 @@ RC_GTEST_PROP(PickleScanProps, FirstPassCountsEveryReadBackOfTheReference, ()) {
   }
   const size_t cut = *rc::gen::inRange<size_t>(0, bytes.size() + 1);
   if (*rc::gen::arbitrary<bool>()) bytes.resize(cut);
+  return bytes;
+}
 
-  const MemoFetches fetches(bytes, {});
+RC_GTEST_PROP(PickleScanProps, FirstPassCountsEveryReadBackOfTheReference, ()) {
+  const std::string bytes = RandomStream();
+  const MemoFetches fetches(bytes, {}, {});
   const std::optional<std::map<uint64_t, int>> reference = ReferenceFetches(bytes);
   if (!reference) {
     // An opcode neither sizes: every memoized value is kept, none is read back only once.
@@ -204,6 +210,58 @@ RC_GTEST_PROP(PickleScanProps, FirstPassCountsEveryReadBackOfTheReference, ()) {
     const int count = found == reference->end() ? 0 : found->second;
     RC_ASSERT(fetches.Fetched(index) == (count > 0));
     RC_ASSERT(fetches.FetchedOnce(index) == (count == 1));
+  }
+}
+
+// The first pass split between two threads at any offset (a random one, mostly inside an
+// argument) counts what one pass counts, whether the caller's thread meets the helper or not; the
+// helper releases only ranges it has passed, from its start on.
+RC_GTEST_PROP(PickleScanProps, SplitPassCountsWhatOnePassCounts, ()) {
+  const std::string bytes = RandomStream();
+  RC_PRE(bytes.size() >= 2u);
+  const uint64_t at = *rc::gen::inRange<uint64_t>(1, bytes.size());
+  std::vector<std::pair<uint64_t, uint64_t>> released;
+  std::mutex lock;
+  const MemoFetches one(bytes, {}, {});
+  const MemoFetches split(
+      bytes, {},
+      [&](uint64_t from, uint64_t to) {
+        const std::lock_guard<std::mutex> hold(lock);
+        released.emplace_back(from, to);
+      },
+      0, at);
+  RC_CLASSIFY(split.split(), "met the helper");
+  for (uint64_t index = 0; index < 6000; ++index) {
+    RC_ASSERT(split.Fetched(index) == one.Fetched(index));
+    RC_ASSERT(split.FetchedOnce(index) == one.FetchedOnce(index));
+  }
+  uint64_t last = at;
+  for (const auto& [from, to] : released) {
+    RC_ASSERT(from == last);
+    RC_ASSERT(to > from);
+    RC_ASSERT(to <= bytes.size());
+    last = to;
+  }
+}
+
+// A real split: the helper's first opcodes are met on a file of python's own shape, and its
+// counts join the caller's (the property above meets it only where a random offset falls on one).
+TEST(PickleScanProps, SplitPassMeetsTheHelperOnAPythonShapedFile) {
+  // Index 5999 is read back once in each half, 5998 once in the second.
+  std::string bytes = std::string("\x80\x02]q\x00(", 6) + "j" + std::string("\x6f\x17\x00\x00", 4);
+  for (uint32_t i = 0; i < 20000; ++i) {
+    bytes += Opcode(2, i + 1, i) + Opcode(0, i, 0) + Opcode(1, i * 7, 0) + Opcode(5, i, 0);
+  }
+  bytes += "j" + std::string("\x6f\x17\x00\x00", 4) + "j" + std::string("\x6e\x17\x00\x00", 4) + "e.";
+  const MemoFetches one(bytes, {}, {});
+  const MemoFetches split(bytes, {}, {}, 0, bytes.size() / 2);
+  EXPECT_TRUE(split.split());
+  EXPECT_TRUE(split.Fetched(5999));
+  EXPECT_FALSE(split.FetchedOnce(5999));
+  EXPECT_TRUE(split.FetchedOnce(5998));
+  for (uint64_t index = 0; index < 6000; ++index) {
+    EXPECT_EQ(split.Fetched(index), one.Fetched(index)) << index;
+    EXPECT_EQ(split.FetchedOnce(index), one.FetchedOnce(index)) << index;
   }
 }
 
@@ -237,7 +295,7 @@ TEST(PickleScanProps, FarIndicesAreCountedLikeDenseOnes) {
   const std::string far = std::string("j") + std::string("\x40\x42\x0f\x00", 4);  // 1,000,000
   const std::string near = std::string("h\x07");
   const std::string bytes = std::string("\x80\x02") + far + near + near + far + far + "h\x09.";
-  const MemoFetches fetches(bytes, {});
+  const MemoFetches fetches(bytes, {}, {});
   EXPECT_TRUE(fetches.Fetched(1000000));
   EXPECT_FALSE(fetches.FetchedOnce(1000000));
   EXPECT_TRUE(fetches.Fetched(7));

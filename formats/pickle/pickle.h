@@ -213,6 +213,10 @@ struct PickleOptions {
   // input twice (a first pass finds the memo entries read back), so the offset starts over once.
   // May be empty.
   std::function<void(uint64_t done)> release;
+  // Called by the second thread of record mode's first pass, which a file of 64 MiB or more gets
+  // on a machine with two cores or more (its second half is scanned beside the first), with a range [from, to) of the
+  // input it has passed: as `release`, for that range. Called beside `release`, from another thread. May be empty.
+  std::function<void(uint64_t from, uint64_t to)> release_range;
 };
 inline constexpr uint64_t kPickleProgressBytes = uint64_t{1} << 22;
 

@@ -170,6 +170,17 @@ class FetchCounts {
     }
     return false;
   }
+  // Adds another count's reads back (of the same file's other part).
+  void Merge(const FetchCounts& other) {
+    if (words_.size() < other.words_.size()) words_.resize(other.words_.size(), 0);
+    for (size_t w = 0; w < other.words_.size(); ++w) {
+      const uint64_t a = words_[w];
+      const uint64_t b = other.words_[w];
+      // Read back: in either; more than once: in either more than once, or once in each.
+      words_[w] = a | b | ((a & b & 0x5555555555555555ull) << 1);
+    }
+    for (const auto& [index, count] : other.far_) far_[index] += count;
+  }
   // 0, 1, or 2 for more than once.
   unsigned Count(uint64_t index) const {
     if (index > dense_max_) {
@@ -191,29 +202,42 @@ class FetchCounts {
 // Which memo indices the pickle ever reads back, found by a first pass over the opcodes; record
 // mode stores only those. `complete` is false when the scan met an opcode it cannot size: then
 // every memoized value must be kept.
+//
+// A file of `split_from` bytes or more is scanned by two threads (pickle_record_mode.cc): a helper
+// from `split_at` (0: the middle) to the end, the caller's thread from the start until it steps on
+// one of the first kHelperHeadOpcodes opcodes the helper stepped on (then the rest is the
+// helper's, and the counts are the same as one pass would make), or past them (then the helper's
+// counts are dropped and the caller's thread goes on alone).
+constexpr uint64_t kSplitScanBytes = uint64_t{64} << 20;
+constexpr uint64_t kHelperHeadOpcodes = 4096;
 class MemoFetches {
  public:
-  // `release`: PickleOptions::release, called as the scan moves on.
-  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release) : counts_(bytes.size()) {
-    Scan(bytes, release);
+  // `release`: PickleOptions::release, called as the scan moves on; `release_range`:
+  // PickleOptions::release_range, called by the helper.
+  MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release,
+              const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from = kSplitScanBytes,
+              uint64_t split_at = 0)
+      : counts_(bytes.size()) {
+    Scan(bytes, release, release_range, split_from, split_at);
   }
   bool Fetched(uint64_t index) const { return !complete_ || counts_.Count(index) != 0; }
   // Whether any index in [from, to) is read back.
   bool AnyFetched(uint64_t from, uint64_t to) const { return from < to && (!complete_ || counts_.AnyIn(from, to)); }
   // Read back by exactly one GET of the file: after it, nothing reads the value through the memo.
   bool FetchedOnce(uint64_t index) const { return complete_ && counts_.Count(index) == 1; }
+  // Whether the last scan was split between two threads (the helper's counts kept).
+  bool split() const { return split_; }
 
  private:
-  void Add(uint64_t index) { counts_.Add(index); }
-  // pickle_record_mode.cc: the pass, and the bytes of an opcode's argument (which it reads for the
-  // memo indices fetched).
-  void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release);
-  uint64_t ScanStretch(const uint8_t* data, uint64_t size, uint64_t pos, uint64_t stretch);
-  uint64_t CommonArgument(uint8_t op, const uint8_t* at, uint64_t left);
-  uint64_t TableArgument(uint8_t op, const uint8_t* at, uint64_t left);
+  // pickle_record_mode.cc: the pass, alone or with the helper.
+  void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
+            const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from, uint64_t split_at);
+  bool ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
+                      const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t at);
 
   FetchCounts counts_;
   bool complete_ = true;
+  bool split_ = false;
 };
 
 // Record mode keeps memory to what the caller keeps with a copying young generation: new nodes
@@ -292,7 +316,7 @@ class Machine {
         copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack),
         streaming_(record_mode_ && static_cast<bool>(options.on_record)) {
     if (record_mode_) {
-      fetches_.emplace(bytes, options.release);
+      fetches_.emplace(bytes, options.release, options.release_range);
       dropped_ = New(PickleNode::Type::kDropped);  // before the slab: an old node
       slab_.resize(kSlabNodes);
       forwarded_.assign(kSlabNodes, nullptr);

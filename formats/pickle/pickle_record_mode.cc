@@ -3,7 +3,10 @@
 // of the young nodes.
 #include "formats/pickle/pickle_internal.h"
 
+#include <atomic>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 namespace petrsim::pickle_internal {
 
@@ -86,11 +89,26 @@ uint64_t Little(const uint8_t* at, int n) {
   return value;
 }
 
-}  // namespace
+// What one thread of the first pass finds: the memo indices read back, into `counts` (or, while
+// `gets` is set, as (opcode offset, index) pairs: the helper's first opcodes, which count only
+// from where the caller's thread meets them), and whether every opcode could be sized.
+struct Tally {
+  FetchCounts& counts;
+  bool complete = true;
+  std::vector<std::pair<uint64_t, uint64_t>>* gets = nullptr;
+  uint64_t at = 0;  // the offset of the opcode being stepped over
+  void Add(uint64_t index) {
+    if (gets != nullptr) {
+      gets->emplace_back(at, index);
+    } else {
+      counts.Add(index);
+    }
+  }
+};
 
 // The argument bytes of the opcodes info files are made of, sized inline (the table sizes the
 // same way); a BINGET's index is added. `at`: the byte after the opcode, `left` bytes from it.
-uint64_t MemoFetches::CommonArgument(uint8_t op, const uint8_t* at, uint64_t left) {
+uint64_t CommonArgument(Tally& tally, uint8_t op, const uint8_t* at, uint64_t left) {
   uint64_t step = 0;
   switch (op) {
     case 'q':  // BINPUT
@@ -109,7 +127,7 @@ uint64_t MemoFetches::CommonArgument(uint8_t op, const uint8_t* at, uint64_t lef
       break;
     case 'h':  // BINGET
       if (left < 1) return kEnd;
-      Add(at[0]);
+      tally.Add(at[0]);
       step = 1;
       break;
     case 0x8c:  // SHORT_BINUNICODE
@@ -147,7 +165,7 @@ uint64_t MemoFetches::CommonArgument(uint8_t op, const uint8_t* at, uint64_t lef
 }
 
 // The same for every other opcode, by the table.
-uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left) {
+uint64_t TableArgument(Tally& tally, uint8_t op, const uint8_t* at, uint64_t left) {
   // Skips a newline-terminated argument from `from`; its length with the newline, or kEnd.
   const auto line = [&](uint64_t from) -> uint64_t {
     if (from > left) return kEnd;
@@ -163,11 +181,11 @@ uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left
       return kEnd;
     case Skip::kBinGet:
       if (left < 1) return kEnd;
-      Add(at[0]);
+      tally.Add(at[0]);
       break;
     case Skip::kLongBinGet:
       if (left < 4) return kEnd;
-      Add(Little(at, 4));
+      tally.Add(Little(at, 4));
       break;
     case Skip::kGet: {
       const uint64_t length = line(0);
@@ -178,7 +196,7 @@ uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left
         if (at[i] < '0' || at[i] > '9' || index > (uint64_t{1} << 56)) digits = false;
         index = index * 10 + (at[i] - '0');
       }
-      if (digits) Add(index);
+      if (digits) tally.Add(index);
       return length;
     }
     case Skip::kLine:
@@ -190,7 +208,7 @@ uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left
       return second == kEnd ? kEnd : first + second;
     }
     case Skip::kUnsized:
-      complete_ = false;  // keep every memoized value
+      tally.complete = false;  // keep every memoized value
       return kEnd;
   }
   if (argument.length_bytes > 0) {
@@ -201,8 +219,6 @@ uint64_t MemoFetches::TableArgument(uint8_t op, const uint8_t* at, uint64_t left
   }
   return fixed > left ? kEnd : fixed;  // truncated: the second pass stops there too
 }
-
-namespace {
 
 // A memo PUT right after a value (Python's pickler memoizes every container, str and call it
 // writes): its bytes, so that the scan steps over the pair at once. `at` has 5 bytes.
@@ -222,13 +238,11 @@ uint32_t Little32(const uint8_t* at) {
 // unchecked lies inside.
 constexpr uint64_t kStretchMargin = 16;
 
-}  // namespace
-
 // The opcodes info files are made of, stepped over from `pos` while it is below `stretch` (at
 // least kStretchMargin bytes before the end), without a bounds check on their fixed arguments;
 // a memo PUT after a value is stepped over with it. Returns where it stopped: at `stretch` or
 // past it, or at an opcode the general step takes (CommonArgument, TableArgument), unread.
-uint64_t MemoFetches::ScanStretch(const uint8_t* data, uint64_t size, uint64_t pos, uint64_t stretch) {
+uint64_t ScanStretch(FetchCounts& counts, const uint8_t* data, uint64_t size, uint64_t pos, uint64_t stretch) {
   while (pos < stretch) {
     const uint8_t* at = data + pos + 1;
     switch (data[pos]) {
@@ -247,11 +261,11 @@ uint64_t MemoFetches::ScanStretch(const uint8_t* data, uint64_t size, uint64_t p
         pos += 9;
         break;
       case 'h':  // BINGET
-        Add(at[0]);
+        counts.Add(at[0]);
         pos += 2;
         break;
       case 'j':  // LONG_BINGET
-        Add(Little32(at));
+        counts.Add(Little32(at));
         pos += 5;
         break;
       case 'X': {  // BINUNICODE, then its PUT
@@ -296,29 +310,164 @@ uint64_t MemoFetches::ScanStretch(const uint8_t* data, uint64_t size, uint64_t p
   return pos;
 }
 
-void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t)>& release) {
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  const uint64_t size = bytes.size();
+// One opcode at `pos`, by the general step: the offset after it, or kEnd where the pass ends.
+uint64_t StepOne(Tally& tally, const uint8_t* data, uint64_t size, uint64_t pos) {
+  tally.at = pos;
+  const uint8_t op = data[pos];
+  uint64_t step = CommonArgument(tally, op, data + pos + 1, size - pos - 1);
+  if (step == kUncommon) step = TableArgument(tally, op, data + pos + 1, size - pos - 1);
+  return step == kEnd ? kEnd : pos + 1 + step;
+}
+
+// The pass from `pos` until `limit` or the end: the offset it stopped at, or kEnd where the pass
+// ended (STOP, an argument cut short, an opcode it cannot size). `progress` is called every
+// kPickleProgressBytes with the offset reached; when it returns false, the pass stops there.
+uint64_t ScanRange(Tally& tally, const uint8_t* data, uint64_t size, uint64_t pos, uint64_t limit,
+                   const std::function<bool(uint64_t)>& progress) {
   const uint64_t stretch_end = size > kStretchMargin ? size - kStretchMargin : 0;
-  uint64_t pos = 0;
-  uint64_t next_release = release ? kPickleProgressBytes : UINT64_MAX;
-  while (pos < size) {
-    if (pos >= next_release) {
-      release(pos);
-      next_release = pos + kPickleProgressBytes;
+  uint64_t next_progress = pos + kPickleProgressBytes;
+  while (pos < limit && pos < size) {
+    if (pos >= next_progress) {
+      if (!progress(pos)) return pos;
+      next_progress = pos + kPickleProgressBytes;
     }
-    const uint64_t stretch = std::min(next_release, stretch_end);
+    const uint64_t stretch = std::min({next_progress, stretch_end, limit});
     if (pos < stretch) {
-      pos = ScanStretch(data, size, pos, stretch);
+      pos = ScanStretch(tally.counts, data, size, pos, stretch);
       if (pos >= stretch) continue;
     }
     // An opcode the stretch leaves, or one in the last bytes.
-    const uint8_t op = data[pos++];
-    uint64_t step = CommonArgument(op, data + pos, size - pos);
-    if (step == kUncommon) step = TableArgument(op, data + pos, size - pos);
-    if (step == kEnd) return;
-    pos += step;
+    pos = StepOne(tally, data, size, pos);
+    if (pos == kEnd) return kEnd;
   }
+  return pos;
+}
+
+// The second thread of a split first pass (MemoFetches): from a plausible opcode at or after its
+// offset to the end, its first opcodes' offsets and reads back kept apart (head, head_gets) for
+// the caller's thread to meet.
+constexpr uint64_t kHelperTrialOpcodes = 256;
+struct Helper {
+  explicit Helper(uint64_t dense_max) : counts(dense_max), tally{counts} {}
+  void Run(const uint8_t* data, uint64_t size, uint64_t from,
+           const std::function<void(uint64_t, uint64_t)>& release_range) {
+    try {
+      Walk(data, size, from, release_range);
+    } catch (...) {  // memory for the counts: the caller's thread goes on alone
+      failed = true;
+      head_ready.store(true, std::memory_order_release);
+      head_ready.notify_one();
+    }
+  }
+  void Walk(const uint8_t* data, uint64_t size, uint64_t from,
+            const std::function<void(uint64_t, uint64_t)>& release_range) {
+    uint64_t pos = PlausibleStart(data, size, from);
+    tally.gets = &head_gets;
+    for (uint64_t n = 0; n < kHelperHeadOpcodes && pos != kEnd && pos < size; ++n) {
+      head.push_back(pos);
+      pos = StepOne(tally, data, size, pos);
+      if (pos == kEnd) break;
+    }
+    tally.gets = nullptr;
+    head_ready.store(true, std::memory_order_release);
+    head_ready.notify_one();
+    if (pos == kEnd || pos >= size) return;
+    uint64_t released = from;
+    ScanRange(tally, data, size, pos, size, [&](uint64_t reached) {
+      if (abandon.load(std::memory_order_relaxed)) return false;
+      if (release_range) release_range(released, reached);
+      released = reached;
+      return true;
+    });
+  }
+
+  // The first offset from `from` where kHelperTrialOpcodes opcodes follow one another (or run to
+  // the end): a guess at where an opcode starts (an offset inside a str or an array's bytes
+  // mostly meets a byte that is no opcode within a few). kEnd when none is within 1 MiB.
+  uint64_t PlausibleStart(const uint8_t* data, uint64_t size, uint64_t from) {
+    std::vector<std::pair<uint64_t, uint64_t>> scratch;
+    for (uint64_t start = from; start < size && start - from < (uint64_t{1} << 20); ++start) {
+      FetchCounts none(0);
+      Tally trial{none};
+      trial.gets = &scratch;
+      uint64_t pos = start;
+      uint64_t n = 0;
+      for (; n < kHelperTrialOpcodes && pos != kEnd && pos < size; ++n) pos = StepOne(trial, data, size, pos);
+      scratch.clear();
+      if (pos == size || (pos != kEnd && n == kHelperTrialOpcodes)) return start;
+    }
+    return kEnd;
+  }
+
+  FetchCounts counts;
+  Tally tally;
+  std::vector<uint64_t> head;
+  std::vector<std::pair<uint64_t, uint64_t>> head_gets;
+  std::atomic<bool> head_ready{false};
+  std::atomic<bool> abandon{false};
+  bool failed = false;  // set before head_ready, or read after the join
+};
+
+}  // namespace
+
+void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
+                       const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from,
+                       uint64_t split_at) {
+  const uint64_t at = split_at != 0 ? split_at : bytes.size() / 2;
+  const bool split = bytes.size() >= split_from && at > 0 && at < bytes.size() &&
+                     (split_from == 0 || std::thread::hardware_concurrency() > 1);
+  if (split && ScanWithHelper(bytes, release, release_range, at)) return;
+  Tally tally{counts_};
+  ScanRange(tally, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, bytes.size(),
+            [&](uint64_t reached) {
+              if (release) release(reached);
+              return true;
+            });
+  complete_ = tally.complete;
+}
+
+// The split pass; false, with nothing counted, when no second thread could be started.
+bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
+                                 const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t at) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint64_t size = bytes.size();
+  Helper helper(size);
+  std::thread thread;
+  try {
+    thread = std::thread([&] { helper.Run(data, size, at, release_range); });
+  } catch (const std::system_error&) {
+    return false;
+  }
+  Tally tally{counts_};
+  const auto progress = [&](uint64_t reached) {
+    if (release) release(reached);
+    return true;
+  };
+  uint64_t pos = ScanRange(tally, data, size, 0, at, progress);
+  // Step on until an opcode the helper stepped on, or past its first ones.
+  helper.head_ready.wait(false, std::memory_order_acquire);
+  size_t i = 0;
+  bool met = false;
+  while (pos != kEnd && pos < size) {
+    while (i < helper.head.size() && helper.head[i] < pos) ++i;
+    if (i == helper.head.size()) break;
+    if ((met = helper.head[i] == pos)) break;
+    pos = StepOne(tally, data, size, pos);
+  }
+  if (!met) helper.abandon.store(true, std::memory_order_relaxed);
+  thread.join();
+  if (met && !helper.failed) {
+    counts_.Merge(helper.counts);
+    for (const auto& [offset, index] : helper.head_gets) {
+      if (offset >= pos) counts_.Add(index);
+    }
+    complete_ = tally.complete && helper.tally.complete;
+    split_ = true;
+    return true;
+  }
+  if (pos != kEnd && pos < size) pos = ScanRange(tally, data, size, pos, size, progress);
+  complete_ = tally.complete;
+  return true;
 }
 
 // At EMPTY_LIST: whether the new list is the value of a record_lists key of the top-level dict
