@@ -1,7 +1,9 @@
 // libFuzzer target: arbitrary bytes as a Flight Recorder dump (pickle or JSON). Any input must
 // end in a dump or a ScenarioError: no crash, no hang, no unbounded allocation. And a pickle dump
 // read entry by entry (FrPickleRead::kStreamed, what diagnose does) must read as the whole tree
-// does: the same fields of every entry and table, or the same error.
+// does: the same fields of every entry and table, or the same error. And record mode's first pass
+// split between two threads at an offset the input picks (pickle_record_mode.cc; a file needs
+// 64 MiB for that otherwise) must count the memo indices read back as one pass does.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include "base/error.h"
 #include "formats/flight_recorder/flight_recorder.h"
 #include "formats/pickle/pickle.h"
+#include "formats/pickle/pickle_internal.h"
 
 namespace {
 
@@ -55,8 +58,25 @@ std::string Read(std::string_view bytes, petrsim::FrPickleRead how) {
 
 }  // namespace
 
+// The first pass alone and split at an offset taken from the input's first bytes.
+void CompareSplitFirstPass(std::string_view bytes) {
+  if (bytes.size() < 8) return;
+  uint64_t at = 0;
+  for (int i = 0; i < 4; ++i) at = at << 8 | static_cast<uint8_t>(bytes[i]);
+  at = 1 + at % (bytes.size() - 1);
+  using petrsim::pickle_internal::MemoFetches;
+  const MemoFetches one(bytes, {}, {}, UINT64_MAX);
+  const MemoFetches split(bytes, {}, {}, 0, at);
+  for (uint64_t index = 0; index < 4096 + bytes.size(); ++index) {
+    if (one.Fetched(index) != split.Fetched(index) || one.FetchedOnce(index) != split.FetchedOnce(index)) {
+      std::abort();  // the split pass counted otherwise
+    }
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  CompareSplitFirstPass(bytes);
   try {
     const petrsim::PickleDocument doc = petrsim::ParsePickle(bytes, "fuzz");
     (void)doc;

@@ -347,6 +347,7 @@ uint64_t ScanRange(Tally& tally, const uint8_t* data, uint64_t size, uint64_t po
 // offset to the end, its first opcodes' offsets and reads back kept apart (head, head_gets) for
 // the caller's thread to meet.
 constexpr uint64_t kHelperTrialOpcodes = 256;
+constexpr uint64_t kHelperTrialSteps = uint64_t{1} << 20;
 struct Helper {
   explicit Helper(uint64_t dense_max) : counts(dense_max), tally{counts} {}
   void Run(const uint8_t* data, uint64_t size, uint64_t from,
@@ -383,16 +384,20 @@ struct Helper {
 
   // The first offset from `from` where kHelperTrialOpcodes opcodes follow one another (or run to
   // the end): a guess at where an opcode starts (an offset inside a str or an array's bytes
-  // mostly meets a byte that is no opcode within a few). kEnd when none is within 1 MiB.
+  // mostly meets a byte that is no opcode within a few). kEnd when none is found within
+  // kHelperTrialSteps opcodes in all (a hand-made file can make every guess fail late), so that
+  // the caller's thread, which waits for the helper's first opcodes, waits milliseconds at most.
   uint64_t PlausibleStart(const uint8_t* data, uint64_t size, uint64_t from) {
     std::vector<std::pair<uint64_t, uint64_t>> scratch;
-    for (uint64_t start = from; start < size && start - from < (uint64_t{1} << 20); ++start) {
-      FetchCounts none(0);
+    FetchCounts none(0);
+    uint64_t steps = 0;
+    for (uint64_t start = from; start < size && steps < kHelperTrialSteps; ++start) {
       Tally trial{none};
       trial.gets = &scratch;
       uint64_t pos = start;
       uint64_t n = 0;
       for (; n < kHelperTrialOpcodes && pos != kEnd && pos < size; ++n) pos = StepOne(trial, data, size, pos);
+      steps += n + 1;
       scratch.clear();
       if (pos == size || (pos != kEnd && n == kHelperTrialOpcodes)) return start;
     }
