@@ -120,9 +120,17 @@ void JobSim::FinishRankState(RankState& rank, int64_t end) {
       break;
     case Phase::kBlocked: {
       const WorkRecord& blocked = net_.blocked(rank.rank);
-      stats.state =
-          fmt::format("in collective {} seq {} ({}){}", process_group_names_[blocked.pg], blocked.seq,
-                      blocked.step->collective->name(), blocked.complete_ns >= 0 ? ", complete, returning" : "");
+      // A fused chain (fuse_collective_chains) completed its steps with the first one: the rank
+      // is in the chain's last, as it would be one collective at a time.
+      uint64_t seq = blocked.seq;
+      const PlanStep* step = blocked.step;
+      if (rank.fused_steps > 0) {
+        const RankProgram::Step& first = rank.program->current();
+        seq += rank.fused_steps;
+        step = &iteration_steps_[plan_.Phase(first.iteration)][first.index + rank.fused_steps];
+      }
+      stats.state = fmt::format("in collective {} seq {} ({}){}", process_group_names_[blocked.pg], seq,
+                                step->collective->name(), blocked.complete_ns >= 0 ? ", complete, returning" : "");
       stats.collective_wait_ns += end - rank.phase_since_ns;
       break;
     }
