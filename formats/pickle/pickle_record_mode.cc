@@ -443,6 +443,16 @@ bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<voi
   } catch (const std::system_error&) {
     return false;
   }
+  // Whatever happens here (an allocation that fails), the helper is stopped and joined.
+  struct Joiner {
+    Helper& helper;
+    std::thread& thread;
+    ~Joiner() {
+      if (!thread.joinable()) return;
+      helper.abandon.store(true, std::memory_order_relaxed);
+      thread.join();
+    }
+  } joiner{helper, thread};
   Tally tally{counts_};
   const auto progress = [&](uint64_t reached) {
     if (release) release(reached);
@@ -456,7 +466,10 @@ bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<voi
   while (pos != kEnd && pos < size) {
     while (i < helper.head.size() && helper.head[i] < pos) ++i;
     if (i == helper.head.size()) break;
-    if ((met = helper.head[i] == pos)) break;
+    if (helper.head[i] == pos) {
+      met = true;
+      break;
+    }
     pos = StepOne(tally, data, size, pos);
   }
   if (!met) helper.abandon.store(true, std::memory_order_relaxed);
