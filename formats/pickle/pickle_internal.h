@@ -27,6 +27,33 @@ namespace petrsim::pickle_internal {
 // A name from the file, safe to print: printable ASCII, at most 80 characters.
 std::string Printable(std::string_view text);
 
+// Whether any index in [from, to) is marked: in `words` up to `dense_max`, `kBits` bits per index
+// whose lowest is the mark, a word at a time; above, in the hash container `far`.
+template <unsigned kBits, typename Far>
+bool AnyMarkedIn(const std::vector<uint64_t>& words, uint64_t dense_max, const Far& far, uint64_t from, uint64_t to) {
+  constexpr uint64_t kPerWord = 64 / kBits;
+  constexpr uint64_t kMarks = kBits == 1 ? ~uint64_t{0} : 0x5555555555555555ull;
+  static_assert(kBits == 1 || kBits == 2);
+  for (uint64_t index = from; index < to;) {
+    if (index > dense_max) {
+      if (far.empty()) return false;
+      if (far.count(index++) != 0) return true;
+      continue;
+    }
+    const uint64_t word = index / kPerWord;
+    if (word >= words.size()) {
+      index = dense_max + 1;  // no dense index from here on is marked
+      continue;
+    }
+    const uint64_t last = std::min({to, (word + 1) * kPerWord, dense_max + 1});
+    const uint64_t bits = (last - index) * kBits;
+    const uint64_t span = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    if ((words[word] & (span << (index % kPerWord * kBits)) & kMarks) != 0) return true;
+    index = last;
+  }
+  return false;
+}
+
 // A set of memo indices. Python's are dense (0, 1, 2, ...), so a bit per index up to the largest,
 // in words the set tests and sets without a branch on the bit (the first pass adds one for every
 // GET of the file, the machine one for every PUT); a hand-made file's far indices (a memo entry
@@ -49,27 +76,8 @@ class IndexSet {
     if (word < words_.size() && index <= dense_max_) return (words_[word] >> (index & 63)) & 1;
     return index > dense_max_ && large_.count(index) != 0;
   }
-  // Whether any index in [from, to) is in the set: a word at a time.
-  bool AnyIn(uint64_t from, uint64_t to) const {
-    for (uint64_t index = from; index < to;) {
-      if (index > dense_max_) {
-        if (large_.empty()) return false;
-        if (large_.count(index++) != 0) return true;
-        continue;
-      }
-      const uint64_t word = index >> 6;
-      if (word >= words_.size()) {
-        index = dense_max_ + 1;  // no dense index from here on is in the set
-        continue;
-      }
-      const uint64_t last = std::min({to, (word + 1) << 6, dense_max_ + 1});
-      const uint64_t count = last - index;
-      const uint64_t mask = (count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1) << (index & 63);
-      if ((words_[word] & mask) != 0) return true;
-      index = last;
-    }
-    return false;
-  }
+  // Whether any index in [from, to) is in the set.
+  bool AnyIn(uint64_t from, uint64_t to) const { return AnyMarkedIn<1>(words_, dense_max_, large_, from, to); }
 
  private:
   uint64_t dense_max_;
@@ -148,28 +156,8 @@ class FetchCounts {
     uint64_t& bits = words_[word];
     bits |= (((bits >> shift) & 1) << (shift + 1)) | (uint64_t{1} << shift);
   }
-  // Whether any index in [from, to) is read back: a word (32 indices) at a time.
-  bool AnyIn(uint64_t from, uint64_t to) const {
-    for (uint64_t index = from; index < to;) {
-      if (index > dense_max_) {
-        if (far_.empty()) return false;
-        if (far_.count(index++) != 0) return true;
-        continue;
-      }
-      const uint64_t word = index >> 5;
-      if (word >= words_.size()) {
-        index = dense_max_ + 1;  // no dense index from here on is read back
-        continue;
-      }
-      const uint64_t last = std::min({to, (word + 1) << 5, dense_max_ + 1});
-      const uint64_t count = last - index;
-      const uint64_t span = count == 32 ? ~uint64_t{0} : (uint64_t{1} << (2 * count)) - 1;
-      const uint64_t mask = (span << (2 * (index & 31))) & 0x5555555555555555ull;  // the read-back bits
-      if ((words_[word] & mask) != 0) return true;
-      index = last;
-    }
-    return false;
-  }
+  // Whether any index in [from, to) is read back.
+  bool AnyIn(uint64_t from, uint64_t to) const { return AnyMarkedIn<2>(words_, dense_max_, far_, from, to); }
   // Adds another count's reads back (of the same file's other part).
   void Merge(const FetchCounts& other) {
     if (words_.size() < other.words_.size()) words_.resize(other.words_.size(), 0);
