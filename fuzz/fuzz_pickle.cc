@@ -65,8 +65,18 @@ void CompareSplitFirstPass(std::string_view bytes) {
   for (int i = 0; i < 4; ++i) at = at << 8 | static_cast<uint8_t>(bytes[i]);
   at = 1 + at % (bytes.size() - 1);
   using petrsim::pickle_internal::MemoFetches;
-  const MemoFetches one(bytes, {}, {}, UINT64_MAX);
-  const MemoFetches split(bytes, {}, {}, 0, at);
+  using petrsim::pickle_internal::ScanSplit;
+  ScanSplit never;
+  never.from_bytes = UINT64_MAX;
+  // Small heads, guesses and release steps, so that the helper counts past its head.
+  ScanSplit how;
+  how.from_bytes = 0;
+  how.at = at;
+  how.head_opcodes = 1 + static_cast<uint8_t>(bytes[4]) % 32;
+  how.trial_opcodes = 1 + static_cast<uint8_t>(bytes[5]) % 16;
+  how.progress_bytes = 1 + static_cast<uint8_t>(bytes[6]);
+  const MemoFetches one(bytes, {}, {}, never);
+  const MemoFetches split(bytes, {}, {}, how);
   for (uint64_t index = 0; index < 4096 + bytes.size(); ++index) {
     if (one.Fetched(index) != split.Fetched(index) || one.FetchedOnce(index) != split.FetchedOnce(index)) {
       std::abort();  // the split pass counted otherwise

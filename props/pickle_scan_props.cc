@@ -214,34 +214,65 @@ RC_GTEST_PROP(PickleScanProps, FirstPassCountsEveryReadBackOfTheReference, ()) {
 }
 
 // The first pass split between two threads at any offset (a random one, mostly inside an
-// argument) counts what one pass counts, whether the caller's thread meets the helper or not; the
-// helper releases only ranges it has passed, from its start on.
+// argument), with small heads, guesses and release steps (so that the helper counts past its
+// head and its counts are merged), counts what one pass counts, whether the caller's thread
+// meets the helper or not; the helper releases only ranges it has passed, from its offset on,
+// and the caller's releases only grow.
 RC_GTEST_PROP(PickleScanProps, SplitPassCountsWhatOnePassCounts, ()) {
   const std::string bytes = RandomStream();
   RC_PRE(bytes.size() >= 2u);
-  const uint64_t at = *rc::gen::inRange<uint64_t>(1, bytes.size());
+  ScanSplit how;
+  how.from_bytes = 0;
+  how.at = *rc::gen::inRange<uint64_t>(1, bytes.size());
+  how.head_opcodes = *rc::gen::inRange<uint64_t>(1, 40);
+  how.trial_opcodes = *rc::gen::inRange<uint64_t>(1, 20);
+  how.progress_bytes = *rc::gen::inRange<uint64_t>(1, 300);
   std::vector<std::pair<uint64_t, uint64_t>> released;
+  std::vector<uint64_t> caller_released;
   std::mutex lock;
   const MemoFetches one(bytes, {}, {});
   const MemoFetches split(
-      bytes, {},
+      bytes, [&](uint64_t done) { caller_released.push_back(done); },
       [&](uint64_t from, uint64_t to) {
         const std::lock_guard<std::mutex> hold(lock);
         released.emplace_back(from, to);
       },
-      0, at);
+      how);
   RC_CLASSIFY(split.split(), "met the helper");
+  RC_CLASSIFY(!released.empty(), "the helper released");
   for (uint64_t index = 0; index < 6000; ++index) {
     RC_ASSERT(split.Fetched(index) == one.Fetched(index));
     RC_ASSERT(split.FetchedOnce(index) == one.FetchedOnce(index));
   }
-  uint64_t last = at;
+  uint64_t last = how.at;
   for (const auto& [from, to] : released) {
     RC_ASSERT(from == last);
     RC_ASSERT(to > from);
     RC_ASSERT(to <= bytes.size());
     last = to;
   }
+  for (size_t i = 1; i < caller_released.size(); ++i) RC_ASSERT(caller_released[i] > caller_released[i - 1]);
+}
+
+// A guess inside a long line-argument text (a 'p' PUT with no newline in the rest of the file)
+// gives up within its budget, and the caller's pass, which stops at the first such opcode, does
+// not wait for the helper: this returns (it searched the rest of the file for every guess).
+TEST(PickleScanProps, SplitPassGivesUpOnGuessesThatNeverEnd) {
+  const std::string bytes = "\x80\x02" + std::string(size_t{4} << 20, 'p');
+  ScanSplit how;
+  how.from_bytes = 0;
+  const MemoFetches one(bytes, {}, {});
+  const MemoFetches split(bytes, {}, {}, how);
+  EXPECT_FALSE(split.split());
+  EXPECT_EQ(split.Fetched(0), one.Fetched(0));
+  // And a helper that starts inside such a text while the caller's pass goes on to meet it.
+  const std::string text = std::string("\x80\x02X", 3) + std::string("\x00\x00\x40\x00", 4) +
+                           std::string(size_t{4} << 20, 'p') + "h\x07h\x07.";
+  const MemoFetches whole(text, {}, {});
+  const MemoFetches halves(text, {}, {}, how);
+  EXPECT_TRUE(whole.Fetched(7));
+  EXPECT_EQ(halves.Fetched(7), whole.Fetched(7));
+  EXPECT_EQ(halves.FetchedOnce(7), whole.FetchedOnce(7));
 }
 
 // A real split: the helper's first opcodes are met on a file of python's own shape, and its
@@ -254,7 +285,9 @@ TEST(PickleScanProps, SplitPassMeetsTheHelperOnAPythonShapedFile) {
   }
   bytes += "j" + std::string("\x6f\x17\x00\x00", 4) + "j" + std::string("\x6e\x17\x00\x00", 4) + "e.";
   const MemoFetches one(bytes, {}, {});
-  const MemoFetches split(bytes, {}, {}, 0, bytes.size() / 2);
+  ScanSplit how;
+  how.from_bytes = 0;
+  const MemoFetches split(bytes, {}, {}, how);
   EXPECT_TRUE(split.split());
   EXPECT_TRUE(split.Fetched(5999));
   EXPECT_FALSE(split.FetchedOnce(5999));

@@ -65,7 +65,9 @@ class IndexSet {
   bool Insert(uint64_t index) {
     if (index > dense_max_) return large_.insert(index).second;
     const uint64_t word = index >> 6;
-    if (word >= words_.size()) words_.resize(std::max<uint64_t>(word + 1, words_.size() * 2), 0);
+    if (word >= words_.size()) {
+      words_.resize(std::min(std::max<uint64_t>(word + 1, words_.size() * 2), (dense_max_ >> 6) + 1), 0);
+    }
     const uint64_t bit = uint64_t{1} << (index & 63);
     const bool fresh = (words_[word] & bit) == 0;
     words_[word] |= bit;
@@ -150,7 +152,9 @@ class FetchCounts {
       return;
     }
     const uint64_t word = index >> 5;
-    if (word >= words_.size()) words_.resize(std::max<uint64_t>(word + 1, words_.size() * 2), 0);
+    if (word >= words_.size()) {
+      words_.resize(std::min(std::max<uint64_t>(word + 1, words_.size() * 2), (dense_max_ >> 5) + 1), 0);
+    }
     // Bit 2i: read back; bit 2i + 1: read back before (set from bit 2i as it was).
     const unsigned shift = static_cast<unsigned>(index & 31) * 2;
     uint64_t& bits = words_[word];
@@ -187,26 +191,33 @@ class FetchCounts {
   std::unordered_map<uint64_t, uint64_t> far_;
 };
 
+// How record mode's first pass (MemoFetches) is split between two threads: a file of
+// `from_bytes` or more is scanned by a helper from a plausible opcode at or after `at` (0: the
+// middle; one where `trial_opcodes` opcodes follow one another) to the end, and by the caller's
+// thread from the start until it steps on one of the first `head_opcodes` opcodes the helper
+// stepped on (then the rest is the helper's, and the counts are the same as one pass would make)
+// or past them (then the helper's counts are dropped and the caller's thread goes on alone).
+// `progress_bytes`: how often each thread releases what it has passed. The defaults are the
+// reader's; tests pick small ones.
+struct ScanSplit {
+  uint64_t from_bytes = uint64_t{64} << 20;
+  uint64_t at = 0;
+  uint64_t head_opcodes = 4096;
+  uint64_t trial_opcodes = 256;
+  uint64_t progress_bytes = kPickleProgressBytes;
+};
+
 // Which memo indices the pickle ever reads back, found by a first pass over the opcodes; record
 // mode stores only those. `complete` is false when the scan met an opcode it cannot size: then
 // every memoized value must be kept.
-//
-// A file of `split_from` bytes or more is scanned by two threads (pickle_record_mode.cc): a helper
-// from `split_at` (0: the middle) to the end, the caller's thread from the start until it steps on
-// one of the first kHelperHeadOpcodes opcodes the helper stepped on (then the rest is the
-// helper's, and the counts are the same as one pass would make), or past them (then the helper's
-// counts are dropped and the caller's thread goes on alone).
-constexpr uint64_t kSplitScanBytes = uint64_t{64} << 20;
-constexpr uint64_t kHelperHeadOpcodes = 4096;
 class MemoFetches {
  public:
   // `release`: PickleOptions::release, called as the scan moves on; `release_range`:
-  // PickleOptions::release_range, called by the helper.
+  // PickleOptions::release_range, called by the helper (ScanSplit).
   MemoFetches(std::string_view bytes, const std::function<void(uint64_t)>& release,
-              const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from = kSplitScanBytes,
-              uint64_t split_at = 0)
+              const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split = {})
       : counts_(bytes.size()) {
-    Scan(bytes, release, release_range, split_from, split_at);
+    Scan(bytes, release, release_range, split);
   }
   bool Fetched(uint64_t index) const { return !complete_ || counts_.Count(index) != 0; }
   // Whether any index in [from, to) is read back.
@@ -219,9 +230,10 @@ class MemoFetches {
  private:
   // pickle_record_mode.cc: the pass, alone or with the helper.
   void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
-            const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from, uint64_t split_at);
+            const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split);
   bool ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
-                      const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t at);
+                      const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split,
+                      uint64_t at);
 
   FetchCounts counts_;
   bool complete_ = true;

@@ -321,15 +321,15 @@ uint64_t StepOne(Tally& tally, const uint8_t* data, uint64_t size, uint64_t pos)
 
 // The pass from `pos` until `limit` or the end: the offset it stopped at, or kEnd where the pass
 // ended (STOP, an argument cut short, an opcode it cannot size). `progress` is called every
-// kPickleProgressBytes with the offset reached; when it returns false, the pass stops there.
+// `progress_bytes` with the offset reached; when it returns false, the pass stops there.
 uint64_t ScanRange(Tally& tally, const uint8_t* data, uint64_t size, uint64_t pos, uint64_t limit,
-                   const std::function<bool(uint64_t)>& progress) {
+                   uint64_t progress_bytes, const std::function<bool(uint64_t)>& progress) {
   const uint64_t stretch_end = size > kStretchMargin ? size - kStretchMargin : 0;
-  uint64_t next_progress = pos + kPickleProgressBytes;
+  uint64_t next_progress = pos + progress_bytes;
   while (pos < limit && pos < size) {
     if (pos >= next_progress) {
       if (!progress(pos)) return pos;
-      next_progress = pos + kPickleProgressBytes;
+      next_progress = pos + progress_bytes;
     }
     const uint64_t stretch = std::min({next_progress, stretch_end, limit});
     if (pos < stretch) {
@@ -343,13 +343,38 @@ uint64_t ScanRange(Tally& tally, const uint8_t* data, uint64_t size, uint64_t po
   return pos;
 }
 
-// The second thread of a split first pass (MemoFetches): from a plausible opcode at or after its
+// A guess's argument line must end within this many bytes (PlausibleStart).
+constexpr uint64_t kTrialLineBytes = 4096;
+// The work the helper may spend finding where to start: opcodes, and bytes searched / 64.
+constexpr uint64_t kTrialWork = uint64_t{1} << 20;
+
+// One opcode of a guess (PlausibleStart): StepOne, except that an argument line must end within
+// kTrialLineBytes (a guess inside a long text would search the rest of the file for a newline).
+// `work` grows by one and by the bytes searched / 64.
+uint64_t TrialStep(Tally& tally, const uint8_t* data, uint64_t size, uint64_t pos, uint64_t& work) {
+  ++work;
+  const Skip kind = ArgumentOf(data[pos]).skip;
+  const int lines = kind == Skip::kTwoLines ? 2 : kind == Skip::kLine || kind == Skip::kGet ? 1 : 0;
+  uint64_t from = pos + 1;
+  for (int line = 0; line < lines; ++line) {
+    const uint64_t window = std::min<uint64_t>(size - from, kTrialLineBytes);
+    const void* end = std::memchr(data + from, '\n', window);
+    if (end == nullptr) {
+      work += window / 64;
+      return kEnd;
+    }
+    const auto at = static_cast<uint64_t>(static_cast<const uint8_t*>(end) - data);
+    work += (at - from) / 64;
+    from = at + 1;
+  }
+  return StepOne(tally, data, size, pos);
+}
+
+// The second thread of a split first pass (ScanSplit): from a plausible opcode at or after its
 // offset to the end, its first opcodes' offsets and reads back kept apart (head, head_gets) for
-// the caller's thread to meet.
-constexpr uint64_t kHelperTrialOpcodes = 256;
-constexpr uint64_t kHelperTrialSteps = uint64_t{1} << 20;
+// the caller's thread to meet. It stops where the caller's thread says `abandon`.
 struct Helper {
-  explicit Helper(uint64_t dense_max) : counts(dense_max), tally{counts} {}
+  Helper(uint64_t dense_max, const ScanSplit& split) : split(split), counts(dense_max), tally{counts} {}
   void Run(const uint8_t* data, uint64_t size, uint64_t from,
            const std::function<void(uint64_t, uint64_t)>& release_range) {
     try {
@@ -364,46 +389,46 @@ struct Helper {
             const std::function<void(uint64_t, uint64_t)>& release_range) {
     uint64_t pos = PlausibleStart(data, size, from);
     tally.gets = &head_gets;
-    for (uint64_t n = 0; n < kHelperHeadOpcodes && pos != kEnd && pos < size; ++n) {
+    for (uint64_t n = 0; n < split.head_opcodes && pos != kEnd && pos < size && !Abandoned(); ++n) {
       head.push_back(pos);
       pos = StepOne(tally, data, size, pos);
-      if (pos == kEnd) break;
     }
     tally.gets = nullptr;
     head_ready.store(true, std::memory_order_release);
     head_ready.notify_one();
     if (pos == kEnd || pos >= size) return;
     uint64_t released = from;
-    ScanRange(tally, data, size, pos, size, [&](uint64_t reached) {
-      if (abandon.load(std::memory_order_relaxed)) return false;
+    ScanRange(tally, data, size, pos, size, split.progress_bytes, [&](uint64_t reached) {
+      if (Abandoned()) return false;
       if (release_range) release_range(released, reached);
       released = reached;
       return true;
     });
   }
+  bool Abandoned() const { return abandon.load(std::memory_order_relaxed); }
 
-  // The first offset from `from` where kHelperTrialOpcodes opcodes follow one another (or run to
-  // the end): a guess at where an opcode starts (an offset inside a str or an array's bytes
-  // mostly meets a byte that is no opcode within a few). kEnd when none is found within
-  // kHelperTrialSteps opcodes in all (a hand-made file can make every guess fail late), so that
-  // the caller's thread, which waits for the helper's first opcodes, waits milliseconds at most.
+  // The first offset from `from` where `trial_opcodes` opcodes follow one another (or run to the
+  // end): a guess at where an opcode starts (an offset inside a str or an array's bytes mostly
+  // meets a byte that is no opcode within a few). kEnd when none is found within kTrialWork (a
+  // hand-made file can make every guess fail late), so that the caller's thread, which waits
+  // for the helper's first opcodes, waits milliseconds at most.
   uint64_t PlausibleStart(const uint8_t* data, uint64_t size, uint64_t from) {
     std::vector<std::pair<uint64_t, uint64_t>> scratch;
     FetchCounts none(0);
-    uint64_t steps = 0;
-    for (uint64_t start = from; start < size && steps < kHelperTrialSteps; ++start) {
+    uint64_t work = 0;
+    for (uint64_t start = from; start < size && work < kTrialWork && !Abandoned(); ++start) {
       Tally trial{none};
       trial.gets = &scratch;
       uint64_t pos = start;
       uint64_t n = 0;
-      for (; n < kHelperTrialOpcodes && pos != kEnd && pos < size; ++n) pos = StepOne(trial, data, size, pos);
-      steps += n + 1;
+      for (; n < split.trial_opcodes && pos != kEnd && pos < size; ++n) pos = TrialStep(trial, data, size, pos, work);
       scratch.clear();
-      if (pos == size || (pos != kEnd && n == kHelperTrialOpcodes)) return start;
+      if (pos == size || (pos != kEnd && n == split.trial_opcodes)) return start;
     }
     return kEnd;
   }
 
+  const ScanSplit& split;
   FetchCounts counts;
   Tally tally;
   std::vector<uint64_t> head;
@@ -416,14 +441,13 @@ struct Helper {
 }  // namespace
 
 void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
-                       const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t split_from,
-                       uint64_t split_at) {
-  const uint64_t at = split_at != 0 ? split_at : bytes.size() / 2;
-  const bool split = bytes.size() >= split_from && at > 0 && at < bytes.size() &&
-                     (split_from == 0 || std::thread::hardware_concurrency() > 1);
-  if (split && ScanWithHelper(bytes, release, release_range, at)) return;
+                       const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split) {
+  const uint64_t at = split.at != 0 ? split.at : bytes.size() / 2;
+  const bool two = bytes.size() >= split.from_bytes && at > 0 && at < bytes.size() &&
+                   (split.from_bytes == 0 || std::thread::hardware_concurrency() > 1);
+  if (two && ScanWithHelper(bytes, release, release_range, split, at)) return;
   Tally tally{counts_};
-  ScanRange(tally, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, bytes.size(),
+  ScanRange(tally, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, bytes.size(), split.progress_bytes,
             [&](uint64_t reached) {
               if (release) release(reached);
               return true;
@@ -433,10 +457,11 @@ void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t
 
 // The split pass; false, with nothing counted, when no second thread could be started.
 bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
-                                 const std::function<void(uint64_t, uint64_t)>& release_range, uint64_t at) {
+                                 const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split,
+                                 uint64_t at) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint64_t size = bytes.size();
-  Helper helper(size);
+  Helper helper(size, split);
   std::thread thread;
   try {
     thread = std::thread([&] { helper.Run(data, size, at, release_range); });
@@ -458,19 +483,22 @@ bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<voi
     if (release) release(reached);
     return true;
   };
-  uint64_t pos = ScanRange(tally, data, size, 0, at, progress);
-  // Step on until an opcode the helper stepped on, or past its first ones.
-  helper.head_ready.wait(false, std::memory_order_acquire);
-  size_t i = 0;
+  uint64_t pos = ScanRange(tally, data, size, 0, at, split.progress_bytes, progress);
+  // Step on until an opcode the helper stepped on, or past its first ones (not waiting for them
+  // when the pass ended before the split).
   bool met = false;
-  while (pos != kEnd && pos < size) {
-    while (i < helper.head.size() && helper.head[i] < pos) ++i;
-    if (i == helper.head.size()) break;
-    if (helper.head[i] == pos) {
-      met = true;
-      break;
+  if (pos != kEnd && pos < size) {
+    helper.head_ready.wait(false, std::memory_order_acquire);
+    size_t i = 0;
+    while (pos != kEnd && pos < size) {
+      while (i < helper.head.size() && helper.head[i] < pos) ++i;
+      if (i == helper.head.size()) break;
+      if (helper.head[i] == pos) {
+        met = true;
+        break;
+      }
+      pos = StepOne(tally, data, size, pos);
     }
-    pos = StepOne(tally, data, size, pos);
   }
   if (!met) helper.abandon.store(true, std::memory_order_relaxed);
   thread.join();
@@ -483,7 +511,7 @@ bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<voi
     split_ = true;
     return true;
   }
-  if (pos != kEnd && pos < size) pos = ScanRange(tally, data, size, pos, size, progress);
+  if (pos != kEnd && pos < size) pos = ScanRange(tally, data, size, pos, size, split.progress_bytes, progress);
   complete_ = tally.complete;
   return true;
 }
