@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -71,14 +72,22 @@ void ExpectSameRecords(const std::string& bytes, const PickleOptions& options) {
   EXPECT_EQ(kept.skip_restarted, streamed.skip_restarted);
 }
 
-TEST(PickleStream, SyntheticFlightRecorderDumpsHandOverTheListsRecords) {
-  for (const std::string name : {"synthetic_fr_p2.pkl", "synthetic_fr_p3.pkl", "synthetic_fr_p4.pkl",
-                                 "synthetic_fr_p5.pkl", "synthetic_fr_shared_p2.pkl"}) {
+// Each file, read with and without the skip of dropped values, hands over what tree mode keeps.
+void ExpectEachHandsOverItsRecords(const std::string& dir, std::initializer_list<const char*> names,
+                                   PickleOptions (*options)(bool skip)) {
+  for (const std::string name : names) {
     for (const bool skip : {false, true}) {
       SCOPED_TRACE(name + (skip ? " skip" : ""));
-      ExpectSameRecords(ReadFile(kStream + name), FlightRecorder(skip));
+      ExpectSameRecords(ReadFile(dir + name), options(skip));
     }
   }
+}
+
+TEST(PickleStream, SyntheticFlightRecorderDumpsHandOverTheListsRecords) {
+  ExpectEachHandsOverItsRecords(kStream,
+                                {"synthetic_fr_p2.pkl", "synthetic_fr_p3.pkl", "synthetic_fr_p4.pkl",
+                                 "synthetic_fr_p5.pkl", "synthetic_fr_shared_p2.pkl"},
+                                FlightRecorder);
 }
 
 TEST(PickleStream, ASyntheticTopLevelListHandsOverItsRecords) {
@@ -88,13 +97,10 @@ TEST(PickleStream, ASyntheticTopLevelListHandsOverItsRecords) {
 }
 
 TEST(PickleStream, InfoFilesHandOverTheirRecords) {
-  for (const std::string name : {"mini_infos_train.pkl", "mini_infos_val.pkl", "mini_infos_val_p3.pkl",
-                                 "mini_infos_val_p4.pkl", "mini_infos_val_p5.pkl"}) {
-    for (const bool skip : {false, true}) {
-      SCOPED_TRACE(name + (skip ? " skip" : ""));
-      ExpectSameRecords(ReadFile(kImporters + name), Records(skip));
-    }
-  }
+  ExpectEachHandsOverItsRecords(kImporters,
+                                {"mini_infos_train.pkl", "mini_infos_val.pkl", "mini_infos_val_p3.pkl",
+                                 "mini_infos_val_p4.pkl", "mini_infos_val_p5.pkl"},
+                                Records);
 }
 
 // synthetic_fr_shared_p2.pkl: entries [e0, e1, e0, e2, e1, e2], the repeats BINGETs of memoized dicts. Each

@@ -132,10 +132,10 @@ TEST(SimulatorTest, FusedCollectiveChainsGiveTheSameRun) {
                              "faults[0].dead_worker.at_ns=20000000000"}));
   scenarios.push_back(WithOverrides(global, {"job.epochs=1", "cost.jitter_fraction=0.2", "faults[0].slow_rank.rank=1",
                                              "faults[0].slow_rank.factor=3"}));
-  // A desync ends the run as a chain completes, one rank not yet returned from it (its state
-  // names the chain's last collective): props/sim_props found it.
-  scenarios.push_back(
-      LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) + "/tests/data/sim/fused_chain_desync_at_its_end.pbtxt"));
+  // A synthetic scenario (generated): a desync ends the run as a chain completes, one rank not yet returned from it
+  // (its state names the chain's last collective): props/sim_props found it.
+  scenarios.push_back(LoadScenarioFile(std::string(PETRSIM_SOURCE_DIR) +
+                                       "/tests/data/sim/synthetic_fused_chain_desync_at_its_end.pbtxt"));
   for (const Scenario& scenario : scenarios) {
     SCOPED_TRACE(scenario.ShortDebugString().substr(0, 200));
     const Dataset dataset = BuildDataset(scenario, "test");

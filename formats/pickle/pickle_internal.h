@@ -231,7 +231,8 @@ class MemoFetches {
   // pickle_record_mode.cc: the pass, alone or with the helper.
   void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
             const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split);
-  bool ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
+  // `progress`: the caller's thread's release, as ScanRange calls it.
+  bool ScanWithHelper(std::string_view bytes, const std::function<bool(uint64_t)>& progress,
                       const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split,
                       uint64_t at);
 

@@ -228,12 +228,6 @@ uint64_t PutAfter(const uint8_t* at) {
   return 0;
 }
 
-uint32_t Little32(const uint8_t* at) {
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= uint32_t{at[i]} << (8 * i);
-  return value;
-}
-
 // Bytes the fast stretch of the scan keeps from the end: every fixed argument and PUT it reads
 // unchecked lies inside.
 constexpr uint64_t kStretchMargin = 16;
@@ -265,11 +259,11 @@ uint64_t ScanStretch(FetchCounts& counts, const uint8_t* data, uint64_t size, ui
         pos += 2;
         break;
       case 'j':  // LONG_BINGET
-        counts.Add(Little32(at));
+        counts.Add(Little(at, 4));
         pos += 5;
         break;
       case 'X': {  // BINUNICODE, then its PUT
-        const uint64_t n = 5 + uint64_t{Little32(at)};
+        const uint64_t n = 5 + Little(at, 4);
         if (n > size - pos) return pos;  // truncated: the general step ends the scan
         pos += n;
         if (pos < stretch) pos += PutAfter(data + pos);
@@ -445,18 +439,19 @@ void MemoFetches::Scan(std::string_view bytes, const std::function<void(uint64_t
   const uint64_t at = split.at != 0 ? split.at : bytes.size() / 2;
   const bool two = bytes.size() >= split.from_bytes && at > 0 && at < bytes.size() &&
                    (split.from_bytes == 0 || std::thread::hardware_concurrency() > 1);
-  if (two && ScanWithHelper(bytes, release, release_range, split, at)) return;
+  const std::function<bool(uint64_t)> progress = [&](uint64_t reached) {
+    if (release) release(reached);
+    return true;
+  };
+  if (two && ScanWithHelper(bytes, progress, release_range, split, at)) return;
   Tally tally{counts_};
   ScanRange(tally, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, bytes.size(), split.progress_bytes,
-            [&](uint64_t reached) {
-              if (release) release(reached);
-              return true;
-            });
+            progress);
   complete_ = tally.complete;
 }
 
 // The split pass; false, with nothing counted, when no second thread could be started.
-bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<void(uint64_t)>& release,
+bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<bool(uint64_t)>& progress,
                                  const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split,
                                  uint64_t at) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -479,10 +474,6 @@ bool MemoFetches::ScanWithHelper(std::string_view bytes, const std::function<voi
     }
   } joiner{helper, thread};
   Tally tally{counts_};
-  const auto progress = [&](uint64_t reached) {
-    if (release) release(reached);
-    return true;
-  };
   uint64_t pos = ScanRange(tally, data, size, 0, at, split.progress_bytes, progress);
   // Step on until an opcode the helper stepped on, or past its first ones (not waiting for them
   // when the pass ended before the split).
