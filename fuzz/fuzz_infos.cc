@@ -4,7 +4,10 @@
 // allocation. And record mode's skip of dropped values (PickleOptions::skip_dropped) against
 // building every value: a file that parses without the skip parses with it to the same tree. And
 // record mode's hand-over of records (PickleOptions::on_record) against the record list: the same
-// records in the same order, read while the machine reuses their nodes (what ASan checks).
+// records in the same order, read while the machine reuses their nodes (what ASan checks). And
+// record mode's one pass against the memo scan first (PickleOptions::memo_scan_first): the same
+// tree where both parse; an error of the one pass is the scan's, or comes after the scan's (the one
+// pass builds no value the scan skips, and may skip more: errors in their content are not read).
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +93,34 @@ void CompareStream(std::string_view bytes, petrsim::PickleOptions options, const
   }
 }
 
+// A parse's tree as text, or its error and offset.
+struct Outcome {
+  std::string tree;
+  std::string error;
+  uint64_t offset = 0;
+};
+Outcome Parse(std::string_view bytes, const petrsim::PickleOptions& options) {
+  Outcome outcome;
+  try {
+    const petrsim::PickleDocument doc = petrsim::ParsePickle(bytes, "fuzz", options);
+    outcome.tree = Fingerprint(*doc.root);
+  } catch (const petrsim::PickleError& error) {
+    outcome.error = error.what();
+    outcome.offset = error.offset();
+  }
+  return outcome;
+}
+
+void CompareOnePass(std::string_view bytes, petrsim::PickleOptions options) {
+  options.memo_scan_first = true;
+  const Outcome scanned = Parse(bytes, options);
+  options.memo_scan_first = false;
+  const Outcome one = Parse(bytes, options);
+  if (one.error.empty() && scanned.error.empty() && one.tree != scanned.tree) std::abort();        // another tree
+  if (!one.error.empty() && (scanned.error.empty() || scanned.offset > one.offset)) std::abort();  // its own error
+  if (!one.error.empty() && scanned.offset == one.offset && scanned.error != one.error) std::abort();
+}
+
 void CompareSkip(std::string_view bytes) {
   petrsim::PickleOptions options;
   options.numpy = true;
@@ -97,6 +128,10 @@ void CompareSkip(std::string_view bytes) {
   options.record_lists = {"infos"};
   options.record_keys = {"token", "gt_boxes", "gt_names"};
   options.record_length_keys = {"sweeps"};
+  options.skip_dropped = false;
+  CompareOnePass(bytes, options);
+  options.skip_dropped = true;
+  CompareOnePass(bytes, options);
   options.skip_dropped = false;
   petrsim::PickleDocument built;
   try {

@@ -564,9 +564,10 @@ ImportedSubDataset ReadMmdet3dInfos(const std::string& path, const Mmdet3dInfosO
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   mapped.release = [data, size, page, released = uint64_t{0}](uint64_t done) mutable {
     const uint64_t behind = std::min<uint64_t>(done, size) / page * page;
-    if (behind < released) released = 0;  // the reader's second pass started over
+    if (behind < released) released = 0;  // the reader started over (it read the file again)
     if (behind > released) {
-      // Clean file pages: the page cache keeps them, a second pass maps them again.
+      // Clean file pages: the page cache keeps them, and a str the reader makes again from its
+      // bytes (PickleOptions::release), or a read again, maps them again.
       ::madvise(static_cast<char*>(data) + released, behind - released, MADV_DONTNEED);
       released = behind;
     }

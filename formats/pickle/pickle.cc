@@ -170,32 +170,40 @@ PickleDocument RunMachine(std::string_view bytes, const std::string& display_nam
 }  // namespace
 
 PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
-  uint64_t handed = 0;  // records handed to on_record before a restart
-  PickleOptions first = options;
-  if (options.on_record) {
-    first.on_record = [&](const PickleNode& record, uint64_t index) {
-      ++handed;
-      options.on_record(record, index);
-    };
-  }
-  try {
-    return RunMachine(bytes, display_name, first);
-  } catch (const pickle_internal::SkipMispredicted&) {
-    // A hand-made file moved a value record mode had skipped: read it again, building every value.
-    // The misprediction shows before its record is complete, and the records before it read the
-    // same either way (the skip only steps over values their records drop): those are not handed
-    // over twice.
-    PickleOptions again = options;
-    again.skip_dropped = false;
+  // A read again starts from the file's start. The records before the point where the earlier
+  // read stopped read the same either way (a skip only steps over values their records drop, and
+  // the memo gives the same values whichever it keeps), so they are not handed over twice.
+  uint64_t handed = 0;  // records handed to on_record so far, by all the reads
+  PickleOptions read = options;
+  bool skip_restarted = false;
+  bool memo_rescanned = false;
+  for (;;) {
+    PickleOptions attempt = read;
     uint64_t seen = 0;
     if (options.on_record) {
-      again.on_record = [&](const PickleNode& record, uint64_t index) {
-        if (seen++ >= handed) options.on_record(record, index);
+      attempt.on_record = [&](const PickleNode& record, uint64_t index) {
+        if (seen++ < handed) return;
+        ++handed;
+        options.on_record(record, index);
       };
     }
-    PickleDocument doc = RunMachine(bytes, display_name, again);
-    doc.skip_restarted = true;
-    return doc;
+    try {
+      PickleDocument doc = RunMachine(bytes, display_name, attempt);
+      doc.skip_restarted = skip_restarted;
+      doc.memo_rescanned = memo_rescanned;
+      return doc;
+    } catch (const pickle_internal::MemoNotKept&) {
+      // The file read back a memoized value the one pass had not kept (not one of Python's info files).
+      PETRSIM_ASSERT(!read.memo_scan_first);
+      read.memo_scan_first = true;
+      memo_rescanned = true;
+    } catch (const pickle_internal::SkipMispredicted&) {
+      // A hand-made file moved a value record mode had skipped: read it again, building every value. The
+      // misprediction shows before its record is complete.
+      PETRSIM_ASSERT(read.skip_dropped);
+      read.skip_dropped = false;
+      skip_restarted = true;
+    }
   }
 }
 

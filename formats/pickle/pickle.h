@@ -140,6 +140,9 @@ struct PickleDocument {
   uint64_t skipped_values = 0;
   uint64_t skip_fallbacks = 0;
   bool skip_restarted = false;  // read twice: the second time without skipping (pickle_skip.cc)
+  // Record mode: read again with the memo scan first (PickleOptions::memo_scan_first), as the
+  // file read back a memoized value the one pass had not kept.
+  bool memo_rescanned = false;
 };
 
 struct PickleOptions {
@@ -157,9 +160,9 @@ struct PickleOptions {
   // ...}): the items of the lists stored under these keys of the top-level dict are records,
   // dicts of which only `record_keys` are kept; the values of `record_length_keys` keep only
   // their length (a list of kDropped items) and every other value becomes one shared kDropped
-  // node. Memory then follows what the caller keeps, not the file: the reader scans the memo
-  // references first, keeps only memoized values that are referenced again, and reuses the
-  // nodes nothing can reach any more; nothing is salvaged (see on_record). Empty: every value is kept.
+  // node. Memory then follows what the caller keeps, not the file: the memo keeps only what is
+  // cheap to keep (see memo_scan_first), and the reader reuses the nodes nothing can reach any
+  // more; nothing is salvaged (see on_record). Empty: every value is kept.
   std::vector<std::string> record_lists;
   // Record mode for a top-level list too: its items are records (mmdet3d's older info files, a
   // bare list of infos). Needs record_lists to be non-empty (record mode on).
@@ -183,6 +186,16 @@ struct PickleOptions {
   // (a tuple of the record's key and value, say) is read a second time without skipping. Off:
   // every value is built, then dropped.
   bool skip_dropped = true;
+  // Record mode with skip_dropped: how the memo is kept. Off (one pass): a memoized str is kept as
+  // its offset in the input (made again when it is read back, a str the skip stepped over too), a
+  // global, dtype or scalar as it is; a container, an array or bytes are not kept (but from a
+  // dropped value the skip could not follow to its record's end), nor what the skip stepped over
+  // (a later skip may step over a read of them). Python's info files read back only keys, shared
+  // strings, globals and dtypes outside what is dropped: a file that reads back anything else is
+  // read again from the start with this on (PickleDocument::memo_rescanned), records handed over
+  // before not again. On (and always without skip_dropped): a first pass over the opcodes finds the
+  // memo indices ever read back, and only those are kept.
+  bool memo_scan_first = false;
   // Record mode: each record is handed here as soon as it is added to its record list (APPEND or APPENDS, the
   // top-level list's too), in file order, with its index in that list; the list then keeps a kDropped node in its
   // place (its length stays right), so the record's nodes can be reused. The node is valid only during the call,
@@ -193,8 +206,8 @@ struct PickleOptions {
   // follows the largest batch of records waiting on the stack for their APPENDS (Python writes 1000 at a time) and the
   // values the file reads back more than once (keys, shared strings), not the record count. A hand-made file that
   // changes a record through the memo after it was added is refused (PickleError "... changes a record after it was
-  // added to its list"): the caller has read it already. Records handed over before a read again without skipping
-  // (skip_dropped) are not handed over again.
+  // added to its list"): the caller has read it already. Records handed over before a read again (without
+  // skipping, skip_dropped, or with the memo scan first, memo_scan_first) are not handed over again.
   //
   // With `salvage` too, a file cut short salvages as tree mode does: the records still waiting on the stack (a
   // half-built last one with the pairs tree mode's salvage gives it) are handed over after the error, in order,
@@ -208,10 +221,11 @@ struct PickleOptions {
   // empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
   // Called now and then (every kPickleProgressBytes) with an offset below which the reader will
-  // not look at the input again (values are copies, never views): a caller that mapped the file
-  // can drop those pages, so memory follows what is kept, not the file. Record mode reads the
-  // input twice (a first pass finds the memo entries read back), so the offset starts over once.
-  // May be empty.
+  // not look at the input again (values are copies, never views, and a str the memo keeps as its
+  // offset is made again from the input: dropped pages are read from the file again): a caller
+  // that mapped the file can drop those pages, so memory follows what is kept, not the file. The
+  // offset starts over when record mode reads the input again (memo_scan_first's first pass, a
+  // read again). May be empty.
   std::function<void(uint64_t done)> release;
   // Called by the second thread of record mode's first pass, which a file of 64 MiB or more gets
   // on a machine with two cores or more (its second half is scanned beside the first), with a range [from, to) of the

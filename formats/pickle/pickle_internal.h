@@ -92,11 +92,15 @@ class IndexSet {
 // every key it reads).
 class MemoMap {
  public:
-  // The stored value's slot, or null when `index` was never stored.
+  // The stored value's slot, or null when `index` was never stored. Record mode's one pass
+  // (PickleOptions::memo_scan_first off) keeps a str as its opcode's offset (`node` null, `type`
+  // kString), and marks an index whose value it does not keep (stored over a kept one, found among
+  // a skip's, let go at its record's end) with `node` null and `type` kDropped.
   struct Slot {
     uint64_t index = kEmpty;
     PickleNode* node = nullptr;
     PickleNode::Type type = PickleNode::Type::kNone;  // the node's (a type never changes), read without it
+    uint64_t offset = 0;                              // a str kept as its opcode's offset
   };
   // The stored value's slot, or null when `index` was never stored.
   const Slot* Lookup(uint64_t index) const {
@@ -110,16 +114,19 @@ class MemoMap {
     const Slot* slot = Lookup(index);
     return slot == nullptr ? nullptr : &const_cast<Slot*>(slot)->node;
   }
-  void Set(uint64_t index, PickleNode* node) {
+  void Set(uint64_t index, PickleNode* node) { Set(index, node, node->type, 0); }
+  // A value kept without its node (see Slot).
+  void SetUnbuilt(uint64_t index, PickleNode::Type type, uint64_t offset) { Set(index, nullptr, type, offset); }
+  void Set(uint64_t index, PickleNode* node, PickleNode::Type type, uint64_t offset) {
     PETRSIM_ASSERT(index != kEmpty);  // indices are below 2^63 (ParseDecimal, 32-bit opcodes, len(memo))
     if (const Slot* slot = Lookup(index)) {
-      *const_cast<Slot*>(slot) = {index, node, node->type};
+      *const_cast<Slot*>(slot) = {index, node, type, offset};
       return;
     }
     if ((used_ + 1) * 4 > slots_.size() * 3) Grow();
     size_t at = Home(index);
     while (slots_[at].index != kEmpty) at = (at + 1) & (slots_.size() - 1);
-    slots_[at] = {index, node, node->type};
+    slots_[at] = {index, node, type, offset};
     ++used_;
   }
 
@@ -132,7 +139,7 @@ class MemoMap {
     shift_ = 64 - std::countr_zero(slots_.size());
     used_ = 0;
     for (const Slot& slot : old) {
-      if (slot.index != kEmpty) Set(slot.index, slot.node);
+      if (slot.index != kEmpty) Set(slot.index, slot.node, slot.type, slot.offset);
     }
   }
   std::vector<Slot> slots_;
@@ -208,8 +215,8 @@ struct ScanSplit {
 };
 
 // Which memo indices the pickle ever reads back, found by a first pass over the opcodes; record
-// mode stores only those. `complete` is false when the scan met an opcode it cannot size: then
-// every memoized value must be kept.
+// mode with PickleOptions::memo_scan_first (a file the one pass reads again) stores only those. `complete` is false
+// when the scan met an opcode it cannot size: then every memoized value must be kept.
 class MemoFetches {
  public:
   // `release`: PickleOptions::release, called as the scan moves on; `release_range`:
@@ -275,6 +282,9 @@ struct SkipSlot {
 // Thrown when record mode's skip predicted a value's end wrongly (pickle_skip.cc): ParsePickle
 // parses the file again without skipping.
 struct SkipMispredicted {};
+// Thrown when record mode's one pass (PickleOptions::memo_scan_first off) meets a read back of a
+// memoized value it did not keep: ParsePickle reads the file again with the memo scan first.
+struct MemoNotKept {};
 
 // How many stack slots below the top each opcode reads or removes; kTouchesMark: those from the
 // innermost MARK (or the container below it) up.
@@ -313,11 +323,12 @@ class Machine {
         doc_(doc),
         options_(options),
         record_mode_(!options.record_lists.empty()),
+        one_pass_(record_mode_ && options.skip_dropped && !options.memo_scan_first),
         memo_indices_(bytes.size()),
         copy_budget_(kCopyBytesPerInputByte * bytes.size() + kCopyBytesSlack),
         streaming_(record_mode_ && static_cast<bool>(options.on_record)) {
     if (record_mode_) {
-      fetches_.emplace(bytes, options.release, options.release_range);
+      if (!one_pass_) fetches_.emplace(bytes, options.release, options.release_range);
       dropped_ = New(PickleNode::Type::kDropped);  // before the slab: an old node
       slab_.resize(kSlabNodes);
       forwarded_.assign(kSlabNodes, nullptr);
@@ -326,6 +337,12 @@ class Machine {
 
   PickleNode* Run();
   PickleNode* Salvage();
+  // The memo's slot of `index` as record mode's skip reads it (null: none). With the one pass, a
+  // value kept without a node is found too (LookupOnePass), and has a slot from then on.
+  const MemoMap::Slot* MemoSlot(uint64_t index) {
+    const MemoMap::Slot* slot = memo_.Lookup(index);
+    return slot != nullptr || !one_pass_ ? slot : LookupOnePass(index);
+  }
   // Salvage for record mode with PickleOptions::on_record (null when nothing can be salvaged).
   PickleNode* SalvageRecords();
 
@@ -457,8 +474,14 @@ class Machine {
     PickleNode* node = New(type);
     node->text.assign(raw);
     node->latin1 = latin1;  // so that _codecs.encode does not check it again (Latin1)
+    if (type == PickleNode::Type::kString) {
+      last_str_ = node;  // a PUT of it keeps its opcode's offset (KeepOnePass)
+      last_str_offset_ = op_offset_;
+    }
     return node;
   }
+  // The str the opcode at `offset` made (a memoized one kept as its offset): made again.
+  PickleNode* StrAt(uint64_t offset);
   size_t Base() const { return marks_.empty() ? 0 : marks_.back(); }
   void Push(PickleNode* node) {
     stack_old_ = std::min(stack_old_, stack_.size());
@@ -510,8 +533,15 @@ class Machine {
   void Put(uint64_t index) {
     PickleNode* top = Top();
     // len(memo) in Python: the distinct indices stored (PUT may overwrite one, or skip some).
-    if (memo_indices_.Insert(index)) ++memo_count_;
+    const bool fresh = memo_indices_.Insert(index);
+    // A replay stores again what the skip counted, in its order (MEMOIZE's len(memo)).
+    if (fresh || replaying_) ++memo_count_;
+    memo_stored_again_ = memo_stored_again_ || (!fresh && !replaying_);
     PETRSIM_ASSERT(memo_indices_.Contains(index));
+    if (one_pass_) {
+      KeepOnePass(index, top, fresh);
+      return;
+    }
     if (record_mode_) {
       // Never read back (so never stored either): keeping it would keep its value alive.
       if (!fetches_->Fetched(index)) return;
@@ -529,6 +559,7 @@ class Machine {
   // GET, BINGET, LONG_BINGET. With on_record, a value read back once is let go at that read, so that
   // the memo does not keep a record (or a value inside one) alive after it was handed over.
   PickleNode* Fetch(uint64_t index) {
+    if (one_pass_) return FetchOnePass(index);
     PickleNode* node = Memo(index);
     if (streaming_ && fetches_->FetchedOnce(index)) *memo_.Find(index) = dropped_;
     return node;
@@ -536,6 +567,16 @@ class Machine {
 
   // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------
 
+  // The one pass's memo (PickleOptions::memo_scan_first off): what a PUT keeps, what a GET reads.
+  void KeepOnePass(uint64_t index, PickleNode* top, bool fresh);
+  void EndRecordOnePass();
+  PickleNode* FetchOnePass(uint64_t index);
+  const MemoMap::Slot* LookupOnePass(uint64_t index);
+  uint64_t StrBeforePut(uint64_t from, uint64_t put);
+  struct Unbuilt;
+  bool AddUnbuilt(uint64_t first, uint64_t puts, uint64_t from, uint64_t length, bool length_only = false);
+  const Unbuilt* UnbuiltAt(uint64_t index) const;
+  void Replay(const Unbuilt& skipped);
   bool IsRecordListKey() const;
   bool IsRecordList(const PickleNode* node) const;
   // Fails when `list`, a record list, holds (after `adding` more) more than PickleOptions::record_items_max records.
@@ -633,6 +674,33 @@ class Machine {
   PickleDocument& doc_;
   const PickleOptions& options_;
   const bool record_mode_;
+  const bool one_pass_;  // record mode without the memo scan first (PickleOptions::memo_scan_first)
+  // The one pass keeps every value memoized from a dropped value the skip could not follow (the
+  // first of a kind: a scene's sweeps sharing calibration lists) to its record's SETITEMS, and
+  // then lets go of those it keeps for that only (EndRecordOnePass).
+  bool keep_all_ = false;
+  std::vector<uint64_t> kept_for_record_;
+  PickleNode* last_str_ = nullptr;  // the last str Str made, and its opcode's offset
+  uint64_t last_str_offset_ = 0;
+  // The one pass's memoized values without a node, in file order: the fresh memo indices [first,
+  // first + puts) a skip stepped over, the value at `from` of `length` bytes; or one str's index
+  // (`length` 0: the str opcode at `from`). A read back finds them here (LookupOnePass): a str among
+  // a skip's by stepping over the value again (at most kCopyBytesPerInputByte bytes per input byte
+  // in all: then the file is read again), anything else by running it again (Replay).
+  struct Unbuilt {
+    uint64_t first, from;
+    uint32_t puts;
+    uint32_t length : 31;
+    uint32_t length_only : 1;  // a record_length_keys value (Replay)
+  };
+  std::vector<Unbuilt> unbuilt_;
+  uint64_t skipped_walked_ = 0;
+  // A value a skip stepped over whose memoized value (not a str) is read back is run again
+  // (Replay), once: from its offset to its end (Run stops at stop_at_), keeping all it memoizes.
+  uint64_t stop_at_ = UINT64_MAX;
+  bool replaying_ = false;
+  int replay_depth_ = 0;
+  bool memo_stored_again_ = false;  // an index stored twice outside a replay: none is replayed
   uint64_t pos_ = 0;
   uint64_t op_offset_ = 0;
   // The next input offset at which options_.progress is called (never without one).
@@ -644,7 +712,7 @@ class Machine {
   uint64_t memo_count_ = 0;     // len(memo) in Python (record mode may not keep them all)
   const uint64_t copy_budget_;  // ChargeCopy
   uint64_t copied_ = 0;
-  // Record mode.
+  // Record mode (the memo scan: with PickleOptions::memo_scan_first only).
   std::optional<MemoFetches> fetches_;
   PickleNode* dropped_ = nullptr;
   std::vector<PickleNode*> record_lists_;

@@ -90,6 +90,7 @@ const char* UnsupportedName(uint8_t op) {
 // Runs to STOP; returns the root.
 PickleNode* Machine::Run() {
   for (;;) {
+    if (pos_ >= stop_at_) return nullptr;  // the end of a value replayed (Machine::Replay)
     if (record_mode_ && (collect_pending_ || slab_used_ + kSlabMargin >= slab_.size())) Collect();
     if (pos_ >= next_progress_) {
       if (options_.progress) options_.progress(pos_, bytes_.size());
@@ -201,6 +202,7 @@ PickleNode* Machine::Run() {
           if ((stack_.size() - mark) % 2 != 0) Fail("an odd number of values for a dict's keys and values");
           for (size_t i = mark; i < stack_.size(); i += 2) stack_[i + 1] = Prune(stack_[i], stack_[i + 1]);
           collect_pending_ = true;  // the record is complete: what it dropped is garbage now
+          if (one_pass_) EndRecordOnePass();
         }
         Changed(dict);
         AddPairs(dict, mark);

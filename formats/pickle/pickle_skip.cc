@@ -128,8 +128,10 @@ void Machine::MaybeSkipRecordValue() {
     // A file whose dropped values the skip mostly cannot follow is parsed without trying.
     ++doc_.skip_fallbacks;
     skip_off_ = doc_.skip_fallbacks > kSkipFallbacksTolerated && doc_.skip_fallbacks > doc_.skipped_values;
+    keep_all_ = one_pass_;
     return;
   }
+  if (one_pass_ && run.puts != 0) AddUnbuilt(memo_count_, run.puts, pos_, run.end - pos_, length_only);
   for (uint64_t i = 0; i < run.puts; ++i) {
     memo_indices_.Insert(memo_count_);
     ++memo_count_;
@@ -155,12 +157,12 @@ namespace {
 // the skip (false), and the machine parses the value instead.
 class ValueSkipper {
  public:
-  ValueSkipper(std::string_view bytes, bool numpy, const MemoMap& memo, const IndexSet& stored, uint64_t memo_count,
-               const MemoFetches& fetches, std::vector<SkipSlot>& slots, std::vector<size_t>& marks)
+  ValueSkipper(std::string_view bytes, bool numpy, Machine& machine, const IndexSet& stored, uint64_t memo_count,
+               const MemoFetches* fetches, std::vector<SkipSlot>& slots, std::vector<size_t>& marks)
       : data_(reinterpret_cast<const uint8_t*>(bytes.data())),
         size_(bytes.size()),
         numpy_(numpy),
-        memo_(memo),
+        machine_(machine),
         stored_(stored),
         memo_count_(memo_count),
         fetches_(fetches),
@@ -183,10 +185,13 @@ class ValueSkipper {
       if (!Step(op)) return false;
     }
     if (length_only && slots_[0].tag != kListTag && slots_[0].tag != kTupleTag) return false;
-    // The fresh indices it stored, none stored before (a hand-made file's explicit index) nor read
-    // back: checked for all at once (Put checks each is the next).
+    // The fresh indices it stored, none stored before (a hand-made file's explicit index) nor, with
+    // the memo scan, read back: checked for all at once (Put checks each is the next). The one pass
+    // keeps none of them: a read back outside a skip reads the file again (MemoNotKept).
     const uint64_t puts_end = memo_count_ + puts_;
-    if (stored_.AnyIn(memo_count_, puts_end) || fetches_.AnyFetched(memo_count_, puts_end)) return false;
+    if (stored_.AnyIn(memo_count_, puts_end) || (fetches_ != nullptr && fetches_->AnyFetched(memo_count_, puts_end))) {
+      return false;
+    }
     run = SkipRun{end_, puts_, length_};
     return true;
   }
@@ -268,7 +273,7 @@ class ValueSkipper {
       case 'h':
       case 'j': {
         if (left < (op == 'h' ? 1u : 4u)) return false;
-        const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? data_[end_ + 1] : LittleAt(data_ + end_ + 1, 4));
+        const MemoMap::Slot* slot = machine_.MemoSlot(op == 'h' ? data_[end_ + 1] : LittleAt(data_ + end_ + 1, 4));
         return slot != nullptr && slot->type == PickleNode::Type::kString;
       }
       default:
@@ -331,10 +336,10 @@ class ValueSkipper {
   const uint8_t* data_;
   uint64_t size_;
   const bool numpy_;  // PickleOptions::numpy
-  const MemoMap& memo_;
+  Machine& machine_;  // its memo (Machine::MemoSlot)
   const IndexSet& stored_;
   const uint64_t memo_count_;
-  const MemoFetches& fetches_;
+  const MemoFetches* fetches_;  // null: the one pass (PickleOptions::memo_scan_first off)
   std::vector<SkipSlot>& slots_;
   std::vector<size_t>& marks_;
   size_t top_ = 0;
@@ -409,14 +414,26 @@ bool ValueSkipper::Put(uint8_t op) {
   return true;
 }
 
-// GET of a stored value.
+// GET of a stored value. The one pass also steps over a GET of a value it did not keep, stored
+// before or earlier in this value (a scene's calibration list, shared by its frames' dropped
+// cameras): as a plain value, which nothing adds to or calls (the machine then reads it, and the
+// file is read again).
 bool ValueSkipper::Get(uint8_t op) {
   const uint64_t argument = op == 'h' ? 1 : 4;
   if (size_ - end_ < argument) return false;
   const uint8_t* at = data_ + end_;
-  const MemoMap::Slot* slot = memo_.Lookup(op == 'h' ? at[0] : LittleAt(at, 4));
-  if (slot == nullptr) return false;
-  if (top_ == 0 && length_only_) length_ = slot->node->items.size();  // a tuple's, when a sweeps value is one
+  const uint64_t index = op == 'h' ? at[0] : LittleAt(at, 4);
+  const MemoMap::Slot* slot = machine_.MemoSlot(index);
+  if (slot == nullptr || (slot->node == nullptr && slot->type != PickleNode::Type::kString)) {
+    const bool stored = (index >= memo_count_ && index - memo_count_ < puts_) || stored_.Contains(index);
+    if (fetches_ != nullptr || !stored || (top_ == 0 && length_only_)) return false;
+    Push({kPlainTag, false, 0});
+    end_ += argument;
+    return true;
+  }
+  if (top_ == 0 && length_only_) {
+    length_ = slot->node == nullptr ? 0 : slot->node->items.size();  // a tuple's, when a sweeps value is one
+  }
   Push({TagOf(slot->type), false, slot->type == PickleNode::Type::kGlobal ? slot->node->integer : 0});
   end_ += argument;
   return true;
@@ -451,7 +468,8 @@ bool ValueSkipper::Reduce() {
 // follows exactly; else `run` holds where it ends, the fresh memo indices it stored (none read
 // back) and, with `length_only`, the number of items of the list or tuple it is.
 bool Machine::SkipValue(SkipRun& run, bool length_only) {
-  ValueSkipper skipper(bytes_, options_.numpy, memo_, memo_indices_, memo_count_, *fetches_, skip_stack_, skip_marks_);
+  ValueSkipper skipper(bytes_, options_.numpy, *this, memo_indices_, memo_count_, fetches_ ? &*fetches_ : nullptr,
+                       skip_stack_, skip_marks_);
   return skipper.Run(pos_, length_only, run);
 }
 
