@@ -31,7 +31,7 @@ declare -A allowed=(
   [importers]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/torch_logs"
   [cli]="base proto scenario data plan check trace formats/pickle sim replay sweep importers"
   # docs/design.md: props/ is a leaf (nothing includes it) holding the properties of sim/, replay/
-  # and the pickle reader's first pass.
+  # and the pickle reader's first pass and one pass.
   [props]="base proto scenario data plan check formats/pickle sim replay"
   [bench]="base proto scenario data plan check sim real trace"
   [fuzz]="base proto scenario data plan check trace formats/pickle formats/pyconfig formats/mmcv formats/flight_recorder formats/torch_logs replay importers"
