@@ -172,7 +172,8 @@ PickleDocument RunMachine(std::string_view bytes, const std::string& display_nam
 PickleDocument ParsePickle(std::string_view bytes, const std::string& display_name, const PickleOptions& options) {
   // A read again starts from the file's start. The records before the point where the earlier
   // read stopped read the same either way (a skip only steps over values their records drop, and
-  // the memo gives the same values whichever it keeps), so they are not handed over twice.
+  // the one pass's memo gives what the scan's gives, or stops the read), so they are not handed
+  // over twice.
   uint64_t handed = 0;  // records handed to on_record so far, by all the reads
   PickleOptions read = options;
   bool skip_restarted = false;

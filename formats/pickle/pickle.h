@@ -187,14 +187,18 @@ struct PickleOptions {
   // every value is built, then dropped.
   bool skip_dropped = true;
   // Record mode with skip_dropped: how the memo is kept. Off (one pass): a memoized str is kept as
-  // its offset in the input (made again when it is read back, a str the skip stepped over too), a
-  // global, dtype or scalar as it is; a container, an array or bytes are not kept (but from a
-  // dropped value the skip could not follow to its record's end), nor what the skip stepped over
-  // (a later skip may step over a read of them). Python's info files read back only keys, shared
-  // strings, globals and dtypes outside what is dropped: a file that reads back anything else is
-  // read again from the start with this on (PickleDocument::memo_rescanned), records handed over
-  // before not again. On (and always without skip_dropped): a first pass over the opcodes finds the
-  // memo indices ever read back, and only those are kept.
+  // its offset in the input (made again when it is read back), a global, fixed-size dtype or
+  // CPython's singleton bytes as it is; a container, an array, other bytes are not kept (but from a
+  // dropped value the skip could not follow to its record's end). What the skip stepped over is
+  // found again when a value the machine builds reads it back: a str made from its bytes, anything
+  // else by running that dropped value again, once, keeping all it memoizes. A read back of anything
+  // else (a container a record built, a record itself, an index stored twice, an error in the content
+  // of a dropped value run again) reads the file again from the start with this on
+  // (PickleDocument::memo_rescanned), records handed over before not again. The one pass may step
+  // over a dropped value whose memoized parts only other dropped values read back, which the scan
+  // builds: an error in its content (a str that is not UTF-8, say) is then not seen. On (and always
+  // without skip_dropped): a first pass over the opcodes finds the memo indices ever read back, and
+  // only those are kept.
   bool memo_scan_first = false;
   // Record mode: each record is handed here as soon as it is added to its record list (APPEND or APPENDS, the
   // top-level list's too), in file order, with its index in that list; the list then keeps a kDropped node in its
@@ -220,12 +224,13 @@ struct PickleOptions {
   // Called with (bytes read, file size) every kPickleProgressBytes of input (a progress bar). May be
   // empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
-  // Called now and then (every kPickleProgressBytes) with an offset below which the reader will
-  // not look at the input again (values are copies, never views, and a str the memo keeps as its
-  // offset is made again from the input: dropped pages are read from the file again): a caller
-  // that mapped the file can drop those pages, so memory follows what is kept, not the file. The
-  // offset starts over when record mode reads the input again (memo_scan_first's first pass, a
-  // read again). May be empty.
+  // Called now and then (every kPickleProgressBytes) with an offset the reader has passed (values
+  // are copies, never views): a caller that mapped the file can drop the pages below it, so memory
+  // follows what is kept, not the file. They must read the same again if needed: record mode's one
+  // pass makes a memoized str again from its bytes, and runs a dropped value again, when a later
+  // value reads it back (a file mapping's pages are read from the file again). The offset starts
+  // over when record mode reads the input again (memo_scan_first's first pass, a read again). May
+  // be empty.
   std::function<void(uint64_t done)> release;
   // Called by the second thread of record mode's first pass, which a file of 64 MiB or more gets
   // on a machine with two cores or more (its second half is scanned beside the first), with a range [from, to) of the

@@ -102,7 +102,7 @@ class MemoMap {
     PickleNode::Type type = PickleNode::Type::kNone;  // the node's (a type never changes), read without it
     uint64_t offset = 0;                              // a str kept as its opcode's offset
   };
-  // The stored value's slot, or null when `index` was never stored.
+  // The stored value's slot, or null when nothing is kept for `index`.
   const Slot* Lookup(uint64_t index) const {
     if (slots_.empty()) return nullptr;
     for (size_t at = Home(index);; at = (at + 1) & (slots_.size() - 1)) {

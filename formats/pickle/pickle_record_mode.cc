@@ -527,7 +527,6 @@ void Machine::KeepOnePass(uint64_t index, PickleNode* top, bool fresh) {
     case PickleNode::Type::kFloat:
     case PickleNode::Type::kString:  // one read back already (so kept), memoized again
     case PickleNode::Type::kGlobal:
-    case PickleNode::Type::kNumpyScalar:
       keep = true;
       break;
     case PickleNode::Type::kNumpyDtype:
@@ -608,6 +607,7 @@ const Machine::Unbuilt* Machine::UnbuiltAt(uint64_t index) const {
 // two dropped values share. Its reads back are the same values (Python shares them; the skip
 // follows no change of one made before it), unless an index was stored twice (a hand-made file).
 // Whatever goes wrong (an error in the content the skip did not read) reads the file again.
+// (`skipped` is an element of unbuilt_, which a replay does not change: its PUTs are not fresh.)
 void Machine::Replay(const Unbuilt& skipped) {
   if (memo_stored_again_ || replay_depth_ >= 16) throw MemoNotKept{};
   const uint64_t pos = pos_, op_offset = op_offset_, memo_count = memo_count_, stop_at = stop_at_;
@@ -682,6 +682,10 @@ uint64_t Machine::StrBeforePut(uint64_t from, uint64_t put) {
         return str == 'X' || str == 0x8c || str == 0x8d || str == 'T' || str == 'U' ? before : kEnd;
       }
     }
+    if (op == 0x95) {  // FRAME, between a str and its MEMOIZE in protocol 4
+      pos += 9;
+      continue;
+    }
     const Argument argument = ArgumentOf(op);
     uint64_t step = 1 + argument.fixed;
     if (argument.length_bytes != 0) step += argument.length_bytes + Little(data + pos + 1, argument.length_bytes);
@@ -731,6 +735,7 @@ PickleNode* Machine::StrAt(uint64_t offset) {
 // (stack: the dict, then its MARK and keys and values, the key last; or the dict and the key),
 // or, with record_top_list, the top-level value itself.
 bool Machine::IsRecordListKey() const {
+  if (replaying_) return false;  // a dropped value, inside a record where it was (Replay)
   if (options_.record_top_list && stack_.empty() && marks_.empty()) return true;  // the top-level list
   if (stack_.size() < 2 || stack_[0]->type != PickleNode::Type::kDict) return false;
   const PickleNode* key = stack_.back();
@@ -748,6 +753,7 @@ bool Machine::IsRecordList(const PickleNode* node) const {
 // Whether the dict at stack position `at` is an item being added to a record list: right above
 // the list (APPEND), or anywhere above the list's MARK (APPENDS).
 bool Machine::IsRecordPosition(size_t at) const {
+  if (replaying_) return false;  // a dropped value holds no record (Replay)
   if (record_lists_.empty() || stack_[at]->type != PickleNode::Type::kDict) return false;
   if (at >= 1 && IsRecordList(stack_[at - 1])) return true;
   return !marks_.empty() && marks_.back() >= 1 && marks_.back() <= at && IsRecordList(stack_[marks_.back() - 1]);
