@@ -153,11 +153,7 @@ TEST(PickleOnePass, ARecordHandedOverBeforeTheReadAgainIsNotHandedOverTwice) {
 TEST(PickleOnePass, ARecordReadBackReadsTheFileAgainHandingEachRecordOverOnce) {
   const std::string bytes = ReadFile(kStream + "synthetic_fr_shared_p2.pkl");
   for (const bool scan_first : {false, true}) {
-    PickleOptions options;
-    options.salvage = false;
-    options.record_lists = {"entries"};
-    options.record_keys = {"record_id", "process_group", "profiling_name", "state", "input_sizes", "duration_ms"};
-    options.record_length_keys = {"frames"};
+    PickleOptions options = FlightRecorder();
     options.memo_scan_first = scan_first;
     std::vector<int64_t> ids;
     options.on_record = [&](const PickleNode& record, uint64_t index) {

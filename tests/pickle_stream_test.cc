@@ -21,17 +21,6 @@ namespace {
 const std::string kStream = std::string(PETRSIM_SOURCE_DIR) + "/tests/data/pickle_stream/";
 const std::string kImporters = std::string(PETRSIM_SOURCE_DIR) + "/tests/data/importers/";
 
-// Record mode as a Flight Recorder reader would use it: a few kept keys, the frames' length only.
-PickleOptions FlightRecorder(bool skip = true) {
-  PickleOptions options;
-  options.salvage = false;
-  options.record_lists = {"entries"};
-  options.record_keys = {"record_id", "process_group", "profiling_name", "state", "input_sizes", "duration_ms"};
-  options.record_length_keys = {"frames"};
-  options.skip_dropped = skip;
-  return options;
-}
-
 const PickleNode& RecordList(const PickleDocument& doc, const PickleOptions& options) {
   if (options.record_top_list && doc.root->type == PickleNode::Type::kList) return *doc.root;
   for (const std::string& key : options.record_lists) {

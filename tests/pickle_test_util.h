@@ -50,6 +50,17 @@ inline PickleOptions Records(bool skip = true) {
   return options;
 }
 
+// Record mode as a Flight Recorder reader would use it: a few kept keys, the frames' length only.
+inline PickleOptions FlightRecorder(bool skip = true) {
+  PickleOptions options;
+  options.salvage = false;
+  options.record_lists = {"entries"};
+  options.record_keys = {"record_id", "process_group", "profiling_name", "state", "input_sizes", "duration_ms"};
+  options.record_length_keys = {"frames"};
+  options.skip_dropped = skip;
+  return options;
+}
+
 // The error ParsePickle throws for `bytes`, or "" when it does not throw.
 inline std::string ErrorOf(const std::string& bytes, const PickleOptions& options, uint64_t* offset = nullptr) {
   try {
