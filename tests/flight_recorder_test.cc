@@ -346,6 +346,22 @@ TEST(FlightRecorderFormats, APickleDumpReadEntryByEntryIsTheWholeTreesRead) {
   }
 }
 
+// A str that is not UTF-8 under a key the stream drops ('thread_id'): the whole tree fails on it (cut there, as
+// partial), and so does the stream, which builds every value (the skip of dropped values reads their structure only;
+// fuzz_pickle found the two differ).
+TEST(FlightRecorderFormats, ABadStrUnderADroppedKeyReadsAsTheWholeTreeDoes) {
+  const std::string entry = Bytes({'}', '('}) + Str("process_group") + Str("0") + Str("default_pg") + Bytes({0x86}) +
+                            Str("collective_seq_id") + Bytes({'K', 1}) + Str("profiling_name") +
+                            Str("nccl:all_reduce") + Str("state") + Str("scheduled") + Str("thread_id") +
+                            Str("\xff\xfe") + Str("is_p2p") + Bytes({0x89, 'u'});
+  const std::string bytes = Bytes({0x80, 2, '}', '('}) + Str("version") + Str("2.4") + Str("rank") + Bytes({'K', 3}) +
+                            Str("pg_config") + Bytes({'}'}) + Str("entries") + Bytes({']', '('}) + entry + entry +
+                            Bytes({'e', 'u', '.'});
+  const std::string whole = DumpText(bytes, FrPickleRead::kWhole);
+  EXPECT_NE(whole.find("not valid UTF-8"), std::string::npos) << whole;
+  EXPECT_EQ(DumpText(bytes, FrPickleRead::kStreamed), whole);
+}
+
 // Hand-made layouts the stream cannot take as Python's pickler lays a dump out (a top-level value popped and another
 // opened, entries in a tuple or a dict) read as the whole tree does: the entries of a tuple, the error of a dict, the
 // top level that is really there (one of them aborted on an assertion, another lost its 7 entries).

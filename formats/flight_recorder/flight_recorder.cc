@@ -102,10 +102,11 @@ std::optional<bool> ParseStreamedPickleDump(std::string_view bytes, const Conver
   options.record_lists = {"entries"};
   options.record_top_list = *top_list;
   options.record_keys = kEntryKeys;
-  // The memo scan first: a dropped value whose memoized parts only other dropped values read back
-  // is built by the scan (its errors the whole tree's) and stepped over by the one pass, and this
-  // read must say what the whole tree's says; dumps are small beside info files.
-  options.memo_scan_first = true;
+  // Every value built, then pruned: this read must say what the whole tree's says, and the skip of
+  // dropped values reads their structure, not their content (a str that is not UTF-8 under
+  // 'thread_id' fails the tree and not the skip; fuzz_pickle found it). Without the skip, record
+  // mode scans the memo first. Dumps are small beside info files: memory still follows one batch.
+  options.skip_dropped = false;
   std::exception_ptr entry_error;
   std::exception_ptr incomplete;  // the last entry handed lacked a key: its error, unless the dump was cut there
   uint64_t handed = 0;
