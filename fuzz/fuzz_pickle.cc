@@ -2,7 +2,7 @@
 // end in a dump or a ScenarioError: no crash, no hang, no unbounded allocation. And a pickle dump
 // read entry by entry (FrPickleRead::kStreamed, what diagnose does) must read as the whole tree
 // does: the same fields of every entry and table, or the same error. And record mode's first pass
-// split between two threads at an offset the input picks (pickle_record_mode.cc; a file needs
+// split between two threads at an offset the input picks (pickle_memo_scan.cc; a file needs
 // 64 MiB for that otherwise) must count the memo indices read back as one pass does.
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Property of record mode's one pass (PickleOptions::memo_scan_first off,
-// formats/pickle/pickle_record_mode.cc): on random info files shaped as Python's pickler writes
+// formats/pickle/pickle_one_pass.cc): on random info files shaped as Python's pickler writes
 // them (records of kept and dropped keys; strs, ints, lists, tuples and dicts, each memoized under
 // the next index; keys and values read back from the memo anywhere later, a list read back and
 // added to now and then), the one pass reads the same tree and hands over the same records as the

@@ -1,4 +1,4 @@
-// Record mode's one pass (PickleOptions::memo_scan_first off, formats/pickle/pickle_record_mode.cc):
+// Record mode's one pass (PickleOptions::memo_scan_first off, formats/pickle/pickle_one_pass.cc):
 // Python's info files read the same in one pass as with the memo scan first, without reading them
 // again; a str memoized where the skip stepped over it is made when a kept value reads it back; a
 // read back of anything else the one pass did not keep reads the file again with the scan, each

@@ -1,6 +1,7 @@
 // Internals of the pickle reader (pickle.h), shared by its files and by nothing else: the pickle
-// machine (pickle_machine.cc runs its opcodes, pickle_record_mode.cc holds record mode,
-// pickle_numpy_globals.cc the numpy globals), its memo index sets and Printable.
+// machine (pickle_machine.cc runs its opcodes, pickle_record_mode.cc holds record mode, its memo
+// pickle_one_pass.cc and the first pass pickle_memo_scan.cc, pickle_numpy_globals.cc the numpy
+// globals), its memo index sets and Printable.
 #pragma once
 
 #include <fmt/format.h>
@@ -235,7 +236,7 @@ class MemoFetches {
   bool split() const { return split_; }
 
  private:
-  // pickle_record_mode.cc: the pass, alone or with the helper.
+  // pickle_memo_scan.cc: the pass, alone or with the helper.
   void Scan(std::string_view bytes, const std::function<void(uint64_t)>& release,
             const std::function<void(uint64_t, uint64_t)>& release_range, const ScanSplit& split);
   // `progress`: the caller's thread's release, as ScanRange calls it.
@@ -266,6 +267,10 @@ constexpr size_t kSlabMargin = 64;  // an opcode allocates at most a few nodes
 // Record mode's skip of dropped values (pickle_skip.cc) stops trying after this many values it
 // could not follow, when they outnumber those it skipped.
 constexpr uint64_t kSkipFallbacksTolerated = 256;
+
+// The bytes of the opcode at `pos` with its argument, when its argument is fixed or length-prefixed
+// (as the first pass sizes it, pickle_memo_scan.cc); 0 for another (a line, STOP) or one cut short.
+uint64_t SizedOpcodeBytes(const uint8_t* data, uint64_t size, uint64_t pos);
 
 // Record mode's skip (pickle_skip.cc): a value stepped over, and a slot of the skip's stack.
 struct SkipRun {
@@ -565,7 +570,7 @@ class Machine {
     return node;
   }
 
-  // --- Record mode (pickle_record_mode.cc) -------------------------------------------------------
+  // --- Record mode (pickle_record_mode.cc; its memo: pickle_one_pass.cc) -----------------------------
 
   // The one pass's memo (PickleOptions::memo_scan_first off): what a PUT keeps, what a GET reads.
   void KeepOnePass(uint64_t index, PickleNode* top, bool fresh);
